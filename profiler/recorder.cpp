@@ -1,0 +1,189 @@
+#include "profiler/recorder.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "profiler/host_memory.h"
+#include "traces/trace_writer.h"
+
+namespace ddp::prof {
+
+std::atomic<bool> g_recording{false};
+std::atomic<uint32_t> g_generation{1};
+thread_local ThreadBuffer* t_buffer = nullptr;
+
+namespace {
+struct Recorder {
+  RecorderConfig cfg;
+  TraceWriter writer;
+  std::mutex lanes_mu;  // guards buffers (the list, not their contents)
+  std::vector<std::unique_ptr<ThreadBuffer>> buffers;
+  std::mutex drain_mu;  // one drainer at a time
+  TickConverter converter;
+  std::vector<Event> scratch;
+  std::thread writer_thread;
+  std::mutex wake_mu;
+  std::condition_variable wake;
+  bool stopping = false;
+  bool write_failed = false;
+};
+
+Recorder* g_rec = nullptr;
+
+uint64_t round_pow2(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+void drain_locked(Recorder& r) {
+  r.converter.add(sample_clock_pair());
+  std::vector<ThreadBuffer*> bufs;
+  {
+    std::lock_guard<std::mutex> lock(r.lanes_mu);
+    for (auto& b : r.buffers) bufs.push_back(b.get());
+  }
+  for (ThreadBuffer* b : bufs) {
+    uint64_t tail = b->tail.load(std::memory_order_relaxed);
+    uint64_t head = b->head.load(std::memory_order_acquire);
+    if (head == tail) continue;
+    r.scratch.clear();
+    for (uint64_t i = tail; i < head; ++i) {
+      Event e = b->ring[i & b->mask];
+      e.t0 = r.converter.to_ns(static_cast<uint64_t>(e.t0));
+      e.t1 = e.kind == static_cast<uint8_t>(EventKind::counter) ? e.t0 : r.converter.to_ns(static_cast<uint64_t>(e.t1));
+      if (e.t1 < e.t0) e.t1 = e.t0;
+      r.scratch.push_back(e);
+    }
+    b->tail.store(head, std::memory_order_release);
+    if (!r.writer.write_events(b->lane, r.scratch.data(), r.scratch.size()) && !r.write_failed) {
+      r.write_failed = true;  // the profiler keeps training alive: report once, keep going
+      std::fprintf(stderr, "ddp_profile: rank %u: writing the trace failed; later events are lost\n", r.cfg.rank);
+    }
+  }
+}
+
+void writer_loop(Recorder& r) {
+  name_this_thread("memory");
+  std::unique_lock<std::mutex> lock(r.wake_mu);
+  while (!r.stopping) {
+    r.wake.wait_for(lock, std::chrono::milliseconds(r.cfg.flush_ms));
+    if (r.stopping) break;
+    lock.unlock();
+    if (r.cfg.sample_host_memory) record_counter(Counter::host_rss_bytes, host_rss_bytes());
+    {
+      std::lock_guard<std::mutex> d(r.drain_mu);
+      drain_locked(r);
+    }
+    lock.lock();
+  }
+}
+}  // namespace
+
+bool start(const RecorderConfig& cfg, std::string& error) {
+  if (g_rec) {
+    error = "recorder already started";
+    return false;
+  }
+  auto* r = new Recorder();
+  r->cfg = cfg;
+  if (!r->writer.open(cfg.path, cfg.rank, cfg.world, error)) {
+    delete r;
+    return false;
+  }
+  r->converter.add(sample_clock_pair());
+  g_rec = r;
+  g_generation.fetch_add(1);
+  g_recording.store(true);
+  r->writer_thread = std::thread(writer_loop, std::ref(*r));
+  return true;
+}
+
+void flush() {
+  Recorder* r = g_rec;
+  if (!r) return;
+  std::lock_guard<std::mutex> d(r->drain_mu);
+  drain_locked(*r);
+}
+
+RecorderStats stop() {
+  RecorderStats s;
+  Recorder* r = g_rec;
+  if (!r) return s;
+  {
+    std::lock_guard<std::mutex> lock(r->wake_mu);
+    r->stopping = true;
+  }
+  r->wake.notify_all();
+  if (r->writer_thread.joinable()) r->writer_thread.join();
+  g_recording.store(false);
+  {
+    std::lock_guard<std::mutex> d(r->drain_mu);
+    drain_locked(*r);
+  }
+  for (auto& b : r->buffers) s.dropped += b->dropped.load();
+  s.events = r->writer.events_written();
+  r->writer.write_end(s.events, s.dropped);
+  s.bytes = r->writer.bytes_written();
+  r->writer.close();
+  g_generation.fetch_add(1);  // detaches every thread's buffer pointer
+  g_rec = nullptr;
+  delete r;
+  return s;
+}
+
+ThreadBuffer* attach_thread() {
+  Recorder* r = g_rec;
+  if (!r || !recording()) return nullptr;
+  std::lock_guard<std::mutex> lock(r->lanes_mu);
+  if (r->buffers.size() >= 250) return nullptr;  // lane ids are one byte
+  auto b = std::make_unique<ThreadBuffer>();
+  uint64_t cap = round_pow2(r->cfg.ring_events < 64 ? 64 : r->cfg.ring_events);
+  b->ring.reset(new Event[cap]);
+  b->mask = cap - 1;
+  b->lane = static_cast<uint8_t>(r->buffers.size());
+  b->generation = g_generation.load();
+  t_buffer = b.get();
+  r->writer.write_lane(b->lane, "thread " + std::to_string(b->lane));
+  r->buffers.push_back(std::move(b));
+  return t_buffer;
+}
+
+void name_this_thread(const std::string& lane_name) {
+  ThreadBuffer* b = recording() ? this_thread_buffer() : nullptr;
+  if (b && g_rec) g_rec->writer.write_lane(b->lane, lane_name);  // a later name chunk replaces the default
+}
+
+void record_counter(Counter counter, uint64_t value) {
+  ThreadBuffer* b = recording() ? this_thread_buffer() : nullptr;
+  if (!b) return;
+  uint64_t h = b->head.load(std::memory_order_relaxed);
+  if (h - b->tail.load(std::memory_order_acquire) > b->mask) {
+    b->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Event& e = b->ring[h & b->mask];
+  e = Event{};
+  e.t0 = e.t1 = static_cast<int64_t>(ticks());
+  e.value = value;
+  e.step = b->ctx.step;
+  e.epoch = b->ctx.epoch;
+  e.stage = static_cast<uint8_t>(counter);
+  e.kind = static_cast<uint8_t>(EventKind::counter);
+  e.lane = b->lane;
+  b->head.store(h + 1, std::memory_order_release);
+}
+
+void record_clock(const format::ClockPayload& clock) {
+  if (g_rec) g_rec->writer.write_clock(clock);
+}
+
+void record_meta(const std::string& key, const std::string& value) {
+  if (g_rec) g_rec->writer.write_meta(key, value);
+}
+
+}  // namespace ddp::prof

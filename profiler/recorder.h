@@ -1,0 +1,109 @@
+#pragma once
+// The per-rank recorder. Hot path: a span writes one fixed-size Event into its thread's ring buffer (no locks, no
+// allocation, no formatting); a writer thread drains the rings every few tens of milliseconds into the native trace
+// file, converting ticks to nanoseconds. A full ring drops events and counts them rather than stall training.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "profiler/clock.h"
+#include "traces/event.h"
+#include "traces/trace_format.h"
+
+namespace ddp::prof {
+
+struct RecorderConfig {
+  std::string path;  // native trace file to create
+  uint32_t rank = 0;
+  uint32_t world = 1;
+  uint32_t ring_events = 1u << 15;  // per thread, rounded up to a power of two
+  uint32_t flush_ms = 50;
+  bool sample_host_memory = true;
+};
+
+// Per-thread step context, stamped onto every span the thread records.
+struct StepContext {
+  uint32_t step = 0;
+  uint16_t epoch = 0;
+  uint8_t micro = 0;
+};
+
+struct RecorderStats {
+  uint64_t events = 0;
+  uint64_t dropped = 0;
+  uint64_t bytes = 0;
+};
+
+struct ThreadBuffer {
+  alignas(64) std::atomic<uint64_t> head{0};  // written by the owning thread
+  alignas(64) std::atomic<uint64_t> tail{0};  // written by the drainer
+  std::atomic<uint64_t> dropped{0};
+  std::unique_ptr<Event[]> ring;
+  uint64_t mask = 0;
+  uint8_t lane = 0;
+  uint32_t generation = 0;
+  StepContext ctx;
+};
+
+extern std::atomic<bool> g_recording;
+extern std::atomic<uint32_t> g_generation;
+extern thread_local ThreadBuffer* t_buffer;
+
+inline bool recording() { return g_recording.load(std::memory_order_relaxed); }
+
+// Starts recording into cfg.path. Returns false with `error` set when the file cannot be created.
+bool start(const RecorderConfig& cfg, std::string& error);
+// Drains everything, writes the end chunk and closes the file. Call after recording threads are done.
+RecorderStats stop();
+// Drains every buffer now; safe from any thread (used on SIGTERM and before exiting on a failure).
+void flush();
+
+// Names the calling thread's lane ("main", "loader/0", "comm", ...). Lanes are numbered in order of first use.
+void name_this_thread(const std::string& lane_name);
+ThreadBuffer* attach_thread();  // slow path: first event of a thread in this recording
+
+inline ThreadBuffer* this_thread_buffer() {
+  ThreadBuffer* b = t_buffer;
+  if (__builtin_expect(b == nullptr || b->generation != g_generation.load(std::memory_order_relaxed), 0))
+    b = attach_thread();
+  return b;
+}
+
+inline void set_context(uint16_t epoch, uint32_t step, uint8_t micro) {
+  if (!recording()) return;
+  ThreadBuffer* b = this_thread_buffer();
+  if (b) b->ctx = {step, epoch, micro};
+}
+
+// Records one finished span. t0/t1 are ticks().
+inline void record_span(Stage stage, uint64_t t0, uint64_t t1, uint64_t value = 0, uint16_t bucket = kNoBucket,
+                        uint32_t item = 0, const StepContext* ctx = nullptr) {
+  ThreadBuffer* b = this_thread_buffer();
+  if (!b) return;
+  uint64_t h = b->head.load(std::memory_order_relaxed);
+  if (h - b->tail.load(std::memory_order_acquire) > b->mask) {
+    b->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const StepContext& c = ctx ? *ctx : b->ctx;
+  Event& e = b->ring[h & b->mask];
+  e.t0 = static_cast<int64_t>(t0);
+  e.t1 = static_cast<int64_t>(t1);
+  e.value = value;
+  e.step = c.step;
+  e.item = item;
+  e.epoch = c.epoch;
+  e.bucket = bucket;
+  e.micro = c.micro;
+  e.stage = static_cast<uint8_t>(stage);
+  e.kind = static_cast<uint8_t>(EventKind::span);
+  e.lane = b->lane;
+  b->head.store(h + 1, std::memory_order_release);
+}
+
+void record_counter(Counter counter, uint64_t value);
+void record_clock(const format::ClockPayload& clock);
+void record_meta(const std::string& key, const std::string& value);
+
+}  // namespace ddp::prof

@@ -1,0 +1,198 @@
+#include "traces/chrome_export.h"
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+namespace ddp {
+namespace {
+
+// An append-only text buffer flushed to a FILE* in large blocks; formatting with to_chars keeps export at millions
+// of events per second.
+class Out {
+ public:
+  explicit Out(FILE* f) : f_(f) { buf_.reserve(kBlock + 4096); }
+  ~Out() { flush(); }
+  void raw(std::string_view s) {
+    buf_.append(s.data(), s.size());
+    maybe_flush();
+  }
+  void num(int64_t v) {
+    char tmp[24];
+    auto r = std::to_chars(tmp, tmp + sizeof(tmp), v);
+    buf_.append(tmp, r.ptr);
+  }
+  void unum(uint64_t v) {
+    char tmp[24];
+    auto r = std::to_chars(tmp, tmp + sizeof(tmp), v);
+    buf_.append(tmp, r.ptr);
+  }
+  // Nanoseconds as microseconds with three decimals, the unit Chrome traces use.
+  void micros(int64_t ns) {
+    if (ns < 0) {
+      buf_.push_back('-');
+      ns = -ns;
+    }
+    num(ns / 1000);
+    int64_t frac = ns % 1000;
+    char tmp[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                   static_cast<char>('0' + frac % 10)};
+    buf_.append(tmp, 4);
+  }
+  void str(std::string_view s) {
+    buf_.push_back('"');
+    for (char c : s) {
+      if (c == '"' || c == '\\') {
+        buf_.push_back('\\');
+        buf_.push_back(c);
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        char tmp[8];
+        std::snprintf(tmp, sizeof(tmp), "\\u%04x", c);
+        buf_.append(tmp);
+      } else {
+        buf_.push_back(c);
+      }
+    }
+    buf_.push_back('"');
+  }
+  void maybe_flush() {
+    if (buf_.size() >= kBlock) flush();
+  }
+  void flush() {
+    if (!buf_.empty()) {
+      if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size()) failed_ = true;
+      written_ += buf_.size();
+      buf_.clear();
+    }
+  }
+  bool failed() const { return failed_; }
+  uint64_t written() const { return written_; }
+
+ private:
+  static constexpr size_t kBlock = 1 << 20;
+  FILE* f_;
+  std::string buf_;
+  bool failed_ = false;
+  uint64_t written_ = 0;
+};
+
+const char* category(Stage s) {
+  if (is_data_stage(s)) return "data";
+  if (is_wait(s)) return "stall";
+  if (s == Stage::allreduce || s == Stage::nccl) return "comm";
+  if (is_gpu_activity(s)) return "gpu";
+  if (s == Stage::step || s == Stage::checkpoint) return "step";
+  return "compute";
+}
+
+void metadata(Out& o, bool& first, const char* name, uint32_t pid, int tid, std::string_view key,
+              const std::string& value, bool is_number) {
+  o.raw(first ? "\n" : ",\n");
+  first = false;
+  o.raw("{\"ph\":\"M\",\"name\":\"");
+  o.raw(name);
+  o.raw("\",\"pid\":");
+  o.unum(pid);
+  if (tid >= 0) {
+    o.raw(",\"tid\":");
+    o.num(tid);
+  }
+  o.raw(",\"args\":{\"");
+  o.raw(key);
+  o.raw("\":");
+  if (is_number)
+    o.raw(value);
+  else
+    o.str(value);
+  o.raw("}}");
+}
+}  // namespace
+
+bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& stats, std::string& error) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!f) {
+    error = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  const int64_t origin = run.origin_ns();
+  Out o(f.get());
+  o.raw("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"ddp_profile\"");
+  if (run.manifest.is_object()) {
+    o.raw(",\"manifest\":");
+    o.raw(run.manifest.dump());
+  }
+  o.raw("},\n\"traceEvents\":[");
+  bool first = true;
+  for (const RankTrace& r : run.ranks) {
+    std::string host = r.meta.count("host") ? r.meta.at("host") : std::string();
+    std::string pname = "rank " + std::to_string(r.rank) + (host.empty() ? "" : " (" + host + ")");
+    if (!r.complete) pname += " [ended early]";
+    metadata(o, first, "process_name", r.rank, -1, "name", pname, false);
+    metadata(o, first, "process_sort_index", r.rank, -1, "sort_index", std::to_string(r.rank), true);
+    for (size_t lane = 0; lane < r.lanes.size(); ++lane) {
+      metadata(o, first, "thread_name", r.rank, static_cast<int>(lane), "name", r.lanes[lane], false);
+      metadata(o, first, "thread_sort_index", r.rank, static_cast<int>(lane), "sort_index", std::to_string(lane),
+               true);
+    }
+    const int64_t shift = r.clock_offset_ns() - origin;
+    for (const Event& e : r.events) {
+      o.raw(first ? "\n" : ",\n");
+      first = false;
+      if (e.is_span()) {
+        Stage s = e.stage_id();
+        o.raw("{\"ph\":\"X\",\"name\":\"");
+        o.raw(stage_name(s));
+        o.raw("\",\"cat\":\"");
+        o.raw(category(s));
+        o.raw("\",\"pid\":");
+        o.unum(r.rank);
+        o.raw(",\"tid\":");
+        o.unum(e.lane);
+        o.raw(",\"ts\":");
+        o.micros(e.t0 + shift);
+        o.raw(",\"dur\":");
+        o.micros(e.t1 - e.t0);
+        o.raw(",\"args\":{\"step\":");
+        o.unum(e.step);
+        o.raw(",\"epoch\":");
+        o.unum(e.epoch);
+        o.raw(",\"micro\":");
+        o.unum(e.micro);
+        if (e.bucket != kNoBucket) {
+          o.raw(",\"bucket\":");
+          o.unum(e.bucket);
+        }
+        if (e.value) {
+          o.raw(",\"bytes\":");
+          o.unum(e.value);
+        }
+        o.raw(is_data_stage(s) ? ",\"batch\":" : ",\"samples\":");
+        o.unum(e.item);
+        o.raw("}}");
+      } else {
+        o.raw("{\"ph\":\"C\",\"name\":\"");
+        o.raw(counter_name(static_cast<Counter>(e.stage)));
+        o.raw("\",\"pid\":");
+        o.unum(r.rank);
+        o.raw(",\"ts\":");
+        o.micros(e.t0 + shift);
+        o.raw(",\"args\":{\"value\":");
+        o.unum(e.value);
+        o.raw("}}");
+      }
+      ++stats.events;
+      o.maybe_flush();
+    }
+  }
+  o.raw("\n]}\n");
+  o.flush();
+  stats.bytes = o.written();
+  if (o.failed() || std::fflush(f.get()) != 0) {
+    error = "write to " + path + " failed: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ddp

@@ -1,0 +1,61 @@
+#pragma once
+// The one stage vocabulary. Runtime emits these, the profiler records them, the analysis reasons about them and the
+// viewer colours them. Adding a stage means adding it here and nowhere else.
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ddp {
+
+enum class Stage : uint8_t {
+  // host/CPU pipeline stages
+  disk_read,
+  transform,
+  pin,
+  h2d,
+  wait_data,
+  forward,
+  backward,
+  allreduce,
+  wait_comm,
+  optimizer,
+  checkpoint,
+  step,
+  // GPU activity kinds (CUPTI)
+  kernel,
+  memcpy_h2d,
+  memcpy_d2h,
+  memset,
+  nccl,
+  count_  // not a stage
+};
+
+inline constexpr int kStageCount = static_cast<int>(Stage::count_);
+
+// Counters sampled over time (not spans).
+enum class Counter : uint8_t {
+  host_rss_bytes,
+  cuda_allocated_bytes,
+  cuda_reserved_bytes,
+  loader_queue_depth,
+  count_
+};
+inline constexpr int kCounterCount = static_cast<int>(Counter::count_);
+
+std::string_view stage_name(Stage s);
+std::optional<Stage> stage_from_name(std::string_view name);
+std::string_view counter_name(Counter c);
+std::optional<Counter> counter_from_name(std::string_view name);
+
+// True for the stages that are waits: time a consumer spends waiting for a producer.
+constexpr bool is_wait(Stage s) { return s == Stage::wait_data || s == Stage::wait_comm; }
+// True for the stages of the input pipeline (run on loader threads).
+constexpr bool is_data_stage(Stage s) {
+  return s == Stage::disk_read || s == Stage::transform || s == Stage::pin || s == Stage::h2d;
+}
+constexpr bool is_gpu_activity(Stage s) { return s >= Stage::kernel && s < Stage::count_; }
+
+// One RGBA colour per stage (0xAABBGGRR, ImGui's packing), so every view paints a stage the same way.
+uint32_t stage_color(Stage s);
+
+}  // namespace ddp
