@@ -1,0 +1,217 @@
+// The viewer's data model: rows, level of detail, counters, statistics.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "traces/timeline.h"
+
+using namespace ddp;
+
+namespace {
+
+Span mk(int64_t t0, int64_t t1, uint8_t stage = static_cast<uint8_t>(Stage::kernel)) {
+  Span s;
+  s.t0 = t0;
+  s.t1 = t1;
+  s.stage = stage;
+  s.name = stage;
+  return s;
+}
+
+Row make_row(std::vector<Span> spans) {
+  Row r;
+  r.spans = std::move(spans);
+  for (const Span& s : r.spans) r.max_dur = std::max(r.max_dur, s.duration());
+  return r;
+}
+
+// Every box's index range is disjoint from and after the previous one; together they cover every span that overlaps
+// the view.
+void check_cover(const Row& row, const LodView& v, const std::vector<DrawBox>& boxes) {
+  size_t next = 0;
+  std::vector<bool> covered(row.spans.size(), false);
+  for (const DrawBox& b : boxes) {
+    ASSERT_GE(b.first, next);
+    ASSERT_GE(b.count, 1u);
+    next = b.first + b.count;
+    ASSERT_LE(next, row.spans.size());
+    for (size_t i = b.first; i < next; ++i) {
+      covered[i] = true;
+      ASSERT_GE(row.spans[i].t0, b.t0);
+      ASSERT_LE(row.spans[i].t1, b.t1);
+    }
+    if (b.count == 1) {
+      ASSERT_EQ(b.t0, row.spans[b.first].t0);
+      ASSERT_EQ(b.t1, row.spans[b.first].t1);
+    }
+  }
+  for (size_t i = 0; i < row.spans.size(); ++i) {
+    bool visible = row.spans[i].t1 >= v.t0 && row.spans[i].t0 <= v.t1;
+    if (visible) {
+      ASSERT_TRUE(covered[i]) << "visible span " << i << " not drawn";
+    }
+  }
+}
+
+}  // namespace
+
+TEST(TimelineLod, ZoomedInDrawsEverySpanOfTheVisibleRangeOnly) {
+  std::vector<Span> spans;
+  for (int i = 0; i < 1000; ++i) spans.push_back(mk(i * 100, i * 100 + 60));
+  Row row = make_row(spans);
+  LodView v{10'000, 20'000, 1.0, 2.0};  // 1 ns per pixel: a 60 ns span is 60 px wide
+  std::vector<DrawBox> boxes;
+  query_row(row, v, boxes);
+  ASSERT_EQ(boxes.size(), 101u);  // spans 100..200 (span 200 starts exactly at the view's end)
+  EXPECT_EQ(boxes.front().first, 100u);
+  EXPECT_EQ(boxes.back().first, 200u);
+  for (const auto& b : boxes) EXPECT_FALSE(b.merged());
+  check_cover(row, v, boxes);
+  EXPECT_EQ(first_visible(row, 10'000), 100u);
+}
+
+TEST(TimelineLod, ZoomedOutMergesSmallSpans) {
+  std::vector<Span> spans;
+  for (int i = 0; i < 100'000; ++i) spans.push_back(mk(i * 100, i * 100 + 60));
+  Row row = make_row(spans);
+  LodView v{0, 10'000'000, 10'000'000 / 1000.0, 2.0};  // 1000 px for 10 ms: every span is far below 1 px
+  std::vector<DrawBox> boxes;
+  query_row(row, v, boxes);
+  ASSERT_EQ(boxes.size(), 1u);  // gaps of 40 ns < 2 px: one merged run
+  EXPECT_EQ(boxes[0].count, 100'000u);
+  EXPECT_EQ(boxes[0].t0, 0);
+  EXPECT_EQ(boxes[0].t1, 99'999 * 100 + 60);
+  check_cover(row, v, boxes);
+}
+
+TEST(TimelineLod, GapsWiderThanTheThresholdSplitRunsAndWideSpansStayAlone) {
+  std::vector<Span> spans;
+  // clusters of 10 tiny spans, separated by gaps of 1000 ns, and one wide span after cluster 5
+  int64_t t = 0;
+  for (int c = 0; c < 10; ++c) {
+    for (int i = 0; i < 10; ++i, t += 10) spans.push_back(mk(t, t + 5));
+    if (c == 5) {
+      spans.push_back(mk(t, t + 5000, static_cast<uint8_t>(Stage::forward)));
+      t += 5000;
+    }
+    t += 1000;
+  }
+  Row row = make_row(spans);
+  LodView v{0, t, 50.0, 2.0};  // threshold 100 ns: clusters merge, the gaps (1000 ns) split them
+  std::vector<DrawBox> boxes;
+  query_row(row, v, boxes);
+  check_cover(row, v, boxes);
+  size_t merged = 0, single = 0;
+  for (const auto& b : boxes) (b.merged() ? merged : single) += 1;
+  EXPECT_EQ(merged, 10u);
+  EXPECT_EQ(single, 1u);
+  bool wide_alone = false;
+  for (const auto& b : boxes)
+    if (!b.merged() && row.spans[b.first].stage == static_cast<uint8_t>(Stage::forward)) wide_alone = true;
+  EXPECT_TRUE(wide_alone);
+}
+
+TEST(TimelineLod, RandomRowsAreCoveredWithBoundedBoxes) {
+  std::mt19937_64 rng(7);
+  for (int iter = 0; iter < 200; ++iter) {
+    std::vector<Span> spans;
+    int64_t t = 0;
+    int n = 1 + static_cast<int>(rng() % 3000);
+    for (int i = 0; i < n; ++i) {
+      t += static_cast<int64_t>(rng() % 500);
+      int64_t d = (rng() % 10 == 0) ? static_cast<int64_t>(rng() % 20000) : static_cast<int64_t>(rng() % 50);
+      spans.push_back(mk(t, t + d));
+      t += d;
+    }
+    Row row = make_row(spans);
+    int64_t a = static_cast<int64_t>(rng() % static_cast<uint64_t>(t + 1));
+    int64_t b = a + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(t + 1));
+    double width_px = 200 + static_cast<double>(rng() % 2000);
+    LodView v{a, b, static_cast<double>(b - a) / width_px, 2.0};
+    std::vector<DrawBox> boxes;
+    query_row(row, v, boxes);
+    check_cover(row, v, boxes);
+    // a merged box is at least ~min_px wide apart from the next: boxes are bounded by the pixel count (plus the
+    // wide spans, each of which is >= min_px wide)
+    ASSERT_LE(boxes.size(), static_cast<size_t>(2 * width_px / v.min_px) + 4) << iter;
+  }
+}
+
+TEST(Timeline, BuilderAssignsRowsStepsAndStats) {
+  TimelineBuilder b;
+  int p = b.process("0");
+  int l = b.lane(p, "0");
+  b.set_lane_name(p, l, "main");
+  for (uint32_t step = 0; step < 4; ++step) {
+    int64_t t = 1'000'000 + step * 1000;
+    Span st = mk(t, t + 900, static_cast<uint8_t>(Stage::step));
+    st.step = step;
+    Span f = mk(t + 100, t + 400, static_cast<uint8_t>(Stage::forward));
+    f.step = step;
+    Span k = mk(t + 150, t + 160 + step * 10);  // nested twice
+    b.add_span(p, l, f);
+    b.add_span(p, l, k);
+    b.add_span(p, l, st);
+  }
+  b.add_counter(p, "host_rss_bytes", 1'000'500, 10);
+  b.add_counter(p, "host_rss_bytes", 1'000'000, 5);
+  Timeline tl = b.finish();
+  EXPECT_EQ(tl.origin_ns, 1'000'000);
+  EXPECT_EQ(tl.t_begin, 0);
+  EXPECT_EQ(tl.t_end, 3900);
+  ASSERT_EQ(tl.processes.size(), 1u);
+  const Process& pr = tl.processes[0];
+  ASSERT_EQ(pr.lanes[0].rows.size(), 3u);
+  EXPECT_EQ(pr.lanes[0].rows[0].spans.size(), 4u);
+  EXPECT_EQ(pr.lanes[0].rows[0].spans[0].stage, static_cast<uint8_t>(Stage::step));
+  EXPECT_EQ(pr.lanes[0].rows[1].spans[0].stage, static_cast<uint8_t>(Stage::forward));
+  EXPECT_EQ(pr.lanes[0].rows[2].max_dur, 40);
+  ASSERT_EQ(pr.steps.size(), 4u);
+  EXPECT_EQ(pr.steps[2].t0, 2000);
+  int64_t a = 0, z = 0;
+  ASSERT_TRUE(tl.step_range(3, a, z));
+  EXPECT_EQ(a, 3000);
+  EXPECT_EQ(z, 3900);
+  EXPECT_FALSE(tl.step_range(9, a, z));
+  EXPECT_EQ(pr.stages[static_cast<int>(Stage::forward)].count, 4u);
+  EXPECT_EQ(pr.stages[static_cast<int>(Stage::forward)].total_ns, 1200);
+  ASSERT_EQ(pr.counters.size(), 1u);
+  EXPECT_TRUE(pr.counters[0].bytes);
+  EXPECT_EQ(pr.counters[0].t[0], 0);  // sorted
+  EXPECT_EQ(pr.counters[0].vmax, 10);
+
+  SpanStats s = span_stats(tl, static_cast<uint32_t>(Stage::kernel));
+  EXPECT_EQ(s.count, 4u);
+  EXPECT_EQ(s.min_ns, 10);
+  EXPECT_EQ(s.max_ns, 40);
+  EXPECT_DOUBLE_EQ(s.mean_ns, 25.0);
+  EXPECT_EQ(tl.color(pr.lanes[0].rows[1].spans[0]), stage_color(Stage::forward));
+}
+
+TEST(Timeline, CounterQueryAggregatesPerPixel) {
+  CounterSeries c;
+  for (int i = 0; i < 100'000; ++i) {
+    c.t.push_back(i * 10);
+    c.v.push_back(i % 100);
+  }
+  LodView v{0, 1'000'000, 1000.0, 2.0};  // 1000 px, 100 samples per pixel
+  std::vector<CounterPoint> pts;
+  query_counter(c, v, pts);
+  EXPECT_GE(pts.size(), 990u);
+  EXPECT_LE(pts.size(), 1002u);
+  EXPECT_EQ(pts[10].hi, 99);
+  EXPECT_EQ(pts[10].lo, 0);
+}
+
+TEST(Timeline, NameColoursAreStableAndOpaque) {
+  EXPECT_EQ(name_color("aten::mm"), name_color("aten::mm"));
+  EXPECT_NE(name_color("aten::mm"), name_color("aten::add"));
+  EXPECT_EQ(name_color("x") >> 24, 0xFFu);
+  EXPECT_EQ(format_duration(1500), "1.500 us");
+  EXPECT_EQ(format_duration(2'500'000), "2.500 ms");
+  EXPECT_EQ(format_bytes(2048), "2.00 KiB");
+  EXPECT_EQ(stage_for_chrome_event("ncclKernel_AllReduce_RING", "kernel"), static_cast<uint8_t>(Stage::nccl));
+  EXPECT_EQ(stage_for_chrome_event("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy"),
+            static_cast<uint8_t>(Stage::memcpy_h2d));
+  EXPECT_EQ(stage_for_chrome_event("aten::mm", "cpu_op"), kNoStage);
+}

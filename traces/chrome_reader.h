@@ -1,0 +1,106 @@
+#pragma once
+// Reader for Chrome trace-event JSON: our own export (traces/chrome_export.h) and PyTorch profiler / Kineto traces.
+// A hand-written streaming parser: it hands every event to a callback as views into the input, so a
+// multi-million-event file is read without building a DOM. Plain and gzip-compressed (.json.gz) input.
+// Damaged input (truncated, malformed, not a trace) gives a typed error, never an exception or a crash.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddp {
+
+enum class ChromeError {
+  none,
+  cannot_open,  // the file cannot be opened or read
+  decompress,   // gzip data is damaged or truncated (or gzip support is not built in)
+  empty,        // no bytes / only whitespace
+  truncated,    // the JSON ends in the middle of a value
+  syntax,       // malformed JSON
+  too_deep,     // nesting deeper than the reader accepts
+  not_a_trace,  // valid JSON but not a trace (neither an array of events nor an object with "traceEvents")
+  too_large,    // input larger than the reader accepts
+};
+std::string_view chrome_error_name(ChromeError e);
+
+struct ChromeStatus {
+  ChromeError error = ChromeError::none;
+  std::string message;  // for errors: what is wrong and where (byte offset, line)
+  uint64_t offset = 0;  // byte offset of the problem in the (decompressed) JSON text
+  bool ok() const { return error == ChromeError::none; }
+};
+
+// A scalar JSON value as seen by the callback. `raw` is for arrays/objects: `text` is their JSON source text.
+struct ChromeValue {
+  enum Type : uint8_t { absent, null, boolean, number, string, raw };
+  Type type = absent;
+  std::string_view text;  // string contents (unescaped), number text, or raw JSON text
+  double num = 0;         // numbers and booleans
+  bool is_number() const { return type == number; }
+  // The value as a key: numbers and strings both give their text ("pid": 12 and "pid": "12" are the same process).
+  std::string_view key() const { return text; }
+};
+
+struct ChromeArg {
+  std::string_view key;
+  ChromeValue value;
+};
+
+// One trace event. Views are valid only during the callback.
+struct ChromeEventView {
+  char ph = 0;  // phase: 'X' complete, 'B'/'E' begin/end, 'C' counter, 'M' metadata, 'i' instant, ...
+  std::string_view name, cat;
+  ChromeValue pid, tid;
+  bool has_ts = false, has_dur = false;
+  int64_t ts_ns = 0;   // "ts" (microseconds in the file) as nanoseconds
+  int64_t dur_ns = 0;  // "dur" as nanoseconds
+  const ChromeArg* args = nullptr;  // the "args" object's members (nested values as raw text)
+  size_t arg_count = 0;
+  const ChromeValue* arg(std::string_view key) const;
+};
+
+// Everything at the top level other than the events (e.g. "otherData", "distributedInfo", "displayTimeUnit"),
+// parsed with nlohmann::json when small enough (values over 4 MiB are skipped).
+struct ChromeDocInfo {
+  nlohmann::json top = nlohmann::json::object();
+  bool array_format = false;  // the document is a bare array of events
+  uint64_t events = 0;        // events handed to the callback
+  // The producer: "ddp_profile" for our export, "kineto" for PyTorch profiler traces, else "".
+  std::string producer() const;
+};
+
+// Return false from the callback to stop reading (the status is then ok).
+using ChromeEventFn = std::function<bool(const ChromeEventView&)>;
+
+// Parses a JSON text. `data` need not be NUL terminated.
+ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info);
+
+// Reads a file into memory, inflating gzip (detected by its magic bytes, not the file name).
+ChromeStatus read_chrome_bytes(const std::string& path, std::string& out);
+// Inflates a gzip stream (also concatenated members). Fails with ChromeError::decompress when damaged.
+ChromeStatus gunzip(std::string_view gz, std::string& out);
+bool chrome_gzip_supported();
+
+// An owned copy of the events, for tools and tests (the viewer streams instead).
+struct ChromeEvent {
+  char ph = 0;
+  std::string name, cat, pid, tid;
+  bool has_ts = false, has_dur = false;
+  int64_t ts_ns = 0, dur_ns = 0;
+  std::vector<std::pair<std::string, std::string>> args;  // value text (raw JSON for arrays/objects)
+  const std::string* arg(std::string_view key) const;
+};
+struct ChromeTrace {
+  ChromeStatus status;
+  ChromeDocInfo info;
+  std::vector<ChromeEvent> events;
+  bool ok() const { return status.ok(); }
+};
+ChromeTrace read_chrome_file(const std::string& path);
+ChromeTrace read_chrome_text(std::string_view json);
+
+}  // namespace ddp
