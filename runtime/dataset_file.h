@@ -1,0 +1,50 @@
+#pragma once
+// The on-disk dataset format (.ddpd), documented in docs/data-format.md so users can bring their own data:
+//   header (64 bytes): magic "DDPDATA1", u32 version=1, u32 features F, u64 samples N, u64 record_offset,
+//                      u64 stats_offset, 24 reserved bytes
+//   stats:   float32 mean[F], float32 std[F]   (used by the loader's normalising transform)
+//   records: N x (float32 x[F], int32 label)   (fixed size, so any sample is one pread)
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+struct DatasetHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t features;
+  uint64_t samples;
+  uint64_t record_offset;
+  uint64_t stats_offset;
+  uint8_t reserved[24];
+};
+static_assert(sizeof(DatasetHeader) == 64);
+
+// Writes the synthetic dataset of the default job: features ~ N(0,1) from a seeded generator, label 1 when a fixed
+// random projection of the sample plus noise is positive (a learnable task). Written to a temp file then renamed, so
+// concurrent or interrupted writers never leave a partial file under the final name.
+bool write_synthetic_dataset(const std::string& path, int64_t samples, int64_t features, uint64_t seed,
+                             std::string& error);
+
+// Read-only, thread-safe random access to a dataset file.
+class DatasetFile {
+ public:
+  ~DatasetFile();
+  bool open(const std::string& path, std::string& error);
+  int64_t samples() const { return static_cast<int64_t>(header_.samples); }
+  int64_t features() const { return header_.features; }
+  const std::vector<float>& mean() const { return mean_; }
+  const std::vector<float>& stddev() const { return std_; }
+  size_t record_bytes() const { return features() * sizeof(float) + sizeof(int32_t); }
+  // Reads the records of `indices` into x (n*F floats) and labels (n). Returns bytes read; throws on I/O error.
+  uint64_t read(const int64_t* indices, size_t n, float* x, int64_t* labels) const;
+
+ private:
+  int fd_ = -1;
+  DatasetHeader header_{};
+  std::vector<float> mean_, std_;
+  std::string path_;
+};
+
+}  // namespace ddp

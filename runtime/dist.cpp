@@ -1,0 +1,111 @@
+#include "runtime/dist.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if DDP_PROFILE_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <stdexcept>
+
+#include "profiler/clock.h"
+
+namespace ddp {
+
+Dist::Dist(const DistOptions& opt) : opt_(opt) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(opt.master_port);
+  so.isServer = opt.rank == 0;
+  so.numWorkers = static_cast<size_t>(opt.world);
+  so.waitWorkers = true;
+  so.timeout = opt.timeout;
+  store_ = c10::make_intrusive<c10d::TCPStore>(opt.master_addr, so);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("pg", store_);
+  if (opt.backend == "gloo") {
+    auto go = c10d::ProcessGroupGloo::Options::create(opt.timeout);
+    go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(opt.master_addr));
+    go->threads = 2;
+    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, opt.rank, opt.world, go);
+  }
+#if DDP_PROFILE_CUDA
+  else if (opt.backend == "nccl") {
+    auto no = c10d::ProcessGroupNCCL::Options::create();
+    pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, opt.rank, opt.world, no);
+  }
+#endif
+  else {
+    throw std::invalid_argument("backend '" + opt.backend + "' is not available in this build");
+  }
+}
+
+Dist::~Dist() = default;
+
+c10::intrusive_ptr<c10d::Work> Dist::allreduce(std::vector<at::Tensor>& tensors) { return pg_->allreduce(tensors); }
+
+void Dist::barrier() { pg_->barrier()->wait(); }
+
+void Dist::broadcast(at::Tensor& t, int root) {
+  std::vector<at::Tensor> v{t};
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  pg_->broadcast(v, o)->wait();
+}
+
+void Dist::store_set(const std::string& key, const std::string& value) {
+  store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+std::string Dist::store_get(const std::string& key) {
+  auto v = store_->get(key);
+  return std::string(v.begin(), v.end());
+}
+
+std::vector<std::string> Dist::exchange(const std::string& key, const std::string& mine) {
+  store_set(key + "/" + std::to_string(opt_.rank), mine);
+  std::vector<std::string> all;
+  for (int r = 0; r < opt_.world; ++r) all.push_back(store_get(key + "/" + std::to_string(r)));
+  return all;
+}
+
+prof::ClockOffset Dist::measure_clock_offset(int rounds) {
+  // Rank 0 pings each peer in turn; the peer answers with its clock. Rank 0 then tells each peer its offset.
+  at::Tensor buf = at::zeros({2}, at::kLong);
+  std::vector<at::Tensor> v{buf};
+  prof::ClockOffset mine;
+  mine.valid = true;
+  if (opt_.rank == 0) {
+    for (int peer = 1; peer < opt_.world; ++peer) {
+      std::vector<prof::PingRound> samples;
+      for (int i = 0; i < rounds; ++i) {
+        prof::PingRound s;
+        s.local_send_ns = prof::monotonic_ns();
+        buf[0] = s.local_send_ns;
+        pg_->send(v, peer, 1)->wait();
+        pg_->recv(v, peer, 2)->wait();
+        s.local_recv_ns = prof::monotonic_ns();
+        s.peer_ns = buf[1].item<int64_t>();
+        samples.push_back(s);
+      }
+      prof::ClockOffset est = prof::estimate_offset(samples);
+      // The peer's offset to rank 0 is the negation of rank 0's offset to the peer.
+      buf[0] = -est.peer_minus_local_ns;
+      buf[1] = est.uncertainty_ns;
+      pg_->send(v, peer, 3)->wait();
+    }
+    mine.rounds = static_cast<uint32_t>(rounds);
+  } else {
+    for (int i = 0; i < rounds; ++i) {
+      pg_->recv(v, 0, 1)->wait();
+      buf[1] = prof::monotonic_ns();
+      pg_->send(v, 0, 2)->wait();
+    }
+    pg_->recv(v, 0, 3)->wait();
+    mine.peer_minus_local_ns = buf[0].item<int64_t>();
+    mine.uncertainty_ns = buf[1].item<int64_t>();
+    mine.rounds = static_cast<uint32_t>(rounds);
+  }
+  return mine;
+}
+
+}  // namespace ddp

@@ -1,0 +1,56 @@
+#pragma once
+// The process group of one rank: TCPStore rendezvous (MASTER_ADDR/MASTER_PORT), Gloo on CPU, NCCL on GPU, plus
+// the small collectives the runtime needs around training (barrier, broadcast, clock ping-pong, string exchange).
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include "profiler/clock_sync.h"
+
+namespace c10d {
+class Store;
+class ProcessGroup;
+class Work;
+}  // namespace c10d
+
+namespace ddp {
+
+struct DistOptions {
+  int rank = 0;
+  int world = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string backend = "gloo";  // gloo | nccl
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+};
+
+class Dist {
+ public:
+  explicit Dist(const DistOptions& opt);
+  ~Dist();
+  int rank() const { return opt_.rank; }
+  int world() const { return opt_.world; }
+  const std::string& backend() const { return opt_.backend; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors);
+  void barrier();
+  void broadcast(at::Tensor& t, int root);
+  // Every rank contributes a string; every rank gets all of them (through the store).
+  std::vector<std::string> exchange(const std::string& key, const std::string& mine);
+  void store_set(const std::string& key, const std::string& value);
+  std::string store_get(const std::string& key);
+  // Measures each rank's clock offset to rank 0 by ping-pong over the process group. Returns this rank's estimate
+  // (rank 0: zero offset, zero uncertainty).
+  prof::ClockOffset measure_clock_offset(int rounds);
+
+ private:
+  DistOptions opt_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+};
+
+}  // namespace ddp

@@ -1,0 +1,17 @@
+#pragma once
+#include <string>
+
+namespace ddp {
+// Where this rank's identity came from: our supervisor, torchrun, srun, mpirun or a plain environment.
+struct LaunchEnv {
+  int rank = -1;
+  int world = -1;
+  int local_rank = 0;
+  std::string master_addr;
+  int master_port = 0;
+  std::string method;  // supervisor | torchrun | srun | mpirun | env
+  bool present() const { return rank >= 0 && world > 0; }
+};
+// Reads the launcher's environment. Returns false with `error` set when it is incomplete or inconsistent.
+bool read_launch_env(LaunchEnv& env, std::string& error);
+}  // namespace ddp

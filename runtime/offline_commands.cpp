@@ -1,0 +1,81 @@
+#include "runtime/offline_commands.h"
+
+#include <iostream>
+
+#include "traces/chrome_export.h"
+#include "traces/run_folder.h"
+#include "traces/summary.h"
+#if __has_include("traces/analysis.h")
+#include "traces/analysis.h"
+#define DDP_HAVE_ANALYSIS 1
+#endif
+
+namespace ddp {
+namespace {
+bool load_or_report(const std::string& dir, RunTrace& run) {
+  std::string err;
+  if (!load_run(dir, run, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return false;
+  }
+  for (const auto& p : run.problems) std::cerr << "ddp_profile: warning: " << p << "\n";
+  return true;
+}
+}  // namespace
+
+int run_export(const Command& cmd) {
+  RunTrace run;
+  if (!load_or_report(cmd.input_dir, run)) return 1;
+  std::string path = cmd.output_file.empty() ? cmd.input_dir + "/" + kChromeTraceFile : cmd.output_file;
+  ExportStats stats;
+  std::string err;
+  if (!export_chrome(run, path, stats, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 1;
+  }
+  std::cout << "wrote " << path << ": " << stats.events << " events from " << run.ranks.size() << " rank(s), "
+            << stats.bytes << " bytes\n";
+  return 0;
+}
+
+int run_summary(const Command& cmd) {
+  RunTrace run;
+  if (!load_or_report(cmd.input_dir, run)) return 1;
+  auto s = summarize(run);
+  if (cmd.json)
+    std::cout << summary_json(s).dump(2) << "\n";
+  else
+    std::cout << summary_text(s);
+  return 0;
+}
+
+int run_analyze(const Command& cmd) {
+#ifdef DDP_HAVE_ANALYSIS
+  RunTrace run;
+  if (!load_or_report(cmd.input_dir, run)) return 1;
+  Analysis a = analyze(run);
+  if (cmd.json)
+    std::cout << analysis_json(a).dump(2) << "\n";
+  else
+    std::cout << analysis_text(a);
+  return 0;
+#else
+  std::cerr << "ddp_profile: --analyze is not available in this build\n";
+  return 2;
+#endif
+}
+
+int run_diff(const Command& cmd) {
+  std::cerr << "ddp_profile: --diff is not available yet\n";
+  (void)cmd;
+  return 2;
+}
+
+int run_check(const Command& cmd, const std::vector<std::string>& job_args) {
+  std::cerr << "ddp_profile: --check is not available yet\n";
+  (void)cmd;
+  (void)job_args;
+  return 2;
+}
+
+}  // namespace ddp

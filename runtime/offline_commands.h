@@ -1,0 +1,14 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/cli.h"
+
+namespace ddp {
+// Commands that read a finished (or crashed) run folder; no LibTorch involved.
+int run_export(const Command& cmd);
+int run_summary(const Command& cmd);
+int run_analyze(const Command& cmd);
+int run_diff(const Command& cmd);
+int run_check(const Command& cmd, const std::vector<std::string>& job_args);
+}  // namespace ddp

@@ -1,0 +1,59 @@
+#pragma once
+// A rank's heartbeat, shared with the supervisor through a small memory-mapped file (DIR/progress/rank<R>.bin):
+// the compute thread stores its step and stage at every stage boundary (a few relaxed stores, no syscalls), and the
+// supervisor reads them to tell a hung rank from its waiting peers and to name the step and stage of a failure.
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "traces/stages.h"
+
+namespace ddp {
+
+enum class RankState : int32_t { starting = 0, running = 1, done = 2, failed = 3, terminated = 4 };
+
+struct ProgressRecord {
+  uint32_t magic;
+  int32_t rank;
+  int32_t pid;
+  std::atomic<int32_t> state;
+  std::atomic<int64_t> step;
+  std::atomic<int32_t> epoch;
+  std::atomic<int32_t> stage;   // Stage, -1 before the first
+  std::atomic<int64_t> last_ns;  // CLOCK_MONOTONIC of the last update
+  char reason[480];
+};
+static_assert(std::atomic<int64_t>::is_always_lock_free, "progress is shared between processes");
+
+std::string progress_file(const std::string& run_dir, int rank);
+
+// The rank's side: creates and updates the record.
+class ProgressWriter {
+ public:
+  ~ProgressWriter();
+  bool open(const std::string& path, int rank, std::string& error);
+  void stage(Stage s);
+  void step(int64_t step, int epoch);
+  void set_state(RankState s);
+  void fail(const std::string& reason);  // state = failed, reason kept (truncated to fit)
+  ProgressRecord* record() { return rec_; }
+
+ private:
+  ProgressRecord* rec_ = nullptr;
+};
+
+// The supervisor's side: a read-only snapshot of a rank's record (all fields zero when missing).
+struct ProgressSnapshot {
+  bool present = false;
+  int32_t pid = 0;
+  RankState state = RankState::starting;
+  int64_t step = 0;
+  int32_t epoch = 0;
+  int32_t stage = -1;
+  int64_t last_ns = 0;
+  std::string reason;
+  std::string stage_name() const;
+};
+ProgressSnapshot read_progress(const std::string& path);
+
+}  // namespace ddp

@@ -1,0 +1,66 @@
+#include "runtime/run_dir.h"
+
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include "runtime/dataset_file.h"
+
+namespace ddp {
+namespace fs = std::filesystem;
+
+std::string default_run_dir() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "runs/%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+std::string default_data_path(const std::string& run_dir, const JobConfig& job) {
+  fs::path parent = fs::absolute(run_dir).lexically_normal().parent_path();
+  return (parent / "data-cache" /
+          ("synthetic-n" + std::to_string(job.dataset_size) + "-f" + std::to_string(job.features) + "-seed" +
+           std::to_string(job.seed) + ".ddpd"))
+      .string();
+}
+
+std::string absolute_path(const std::string& p) { return fs::absolute(p).lexically_normal().string(); }
+
+bool prepare_run_dir(const std::string& dir, std::string& error) {
+  std::error_code ec;
+  for (const char* sub : {"", "progress", "logs"}) {
+    fs::create_directories(fs::path(dir) / sub, ec);
+    if (ec) {
+      error = "cannot create run folder " + (fs::path(dir) / sub).string() + ": " + ec.message();
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ensure_dataset(const JobConfig& job, std::string& error, bool verbose) {
+  std::error_code ec;
+  if (!fs::exists(job.data_path, ec)) {
+    if (job.dataset != "synthetic") {
+      error = "dataset file " + job.data_path + " does not exist";
+      return false;
+    }
+    fs::create_directories(fs::path(job.data_path).parent_path(), ec);
+    if (verbose)
+      std::cout << "generating synthetic dataset " << job.dataset_size << " x " << job.features << " -> "
+                << job.data_path << std::endl;
+    if (!write_synthetic_dataset(job.data_path, job.dataset_size, job.features, job.seed, error)) return false;
+  }
+  DatasetFile f;
+  if (!f.open(job.data_path, error)) return false;
+  if (f.features() != job.features) {
+    error = job.data_path + " has " + std::to_string(f.features()) + " features, the job expects " +
+            std::to_string(job.features) + " (--features)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ddp

@@ -1,0 +1,26 @@
+#pragma once
+// The few LibTorch calls whose spelling differs between 1.13 (Debian's CPU LibTorch) and 2.x (the GPU tier's
+// torch 2.11). Everything else in runtime/ uses the API common to both.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+namespace ddp::compat {
+
+inline at::Generator cpu_generator(uint64_t seed) { return at::detail::createCPUGenerator(seed); }
+
+// Enables/disables CUDA autocast with the given low-precision dtype.
+inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
+#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
+  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+#else
+  at::autocast::set_enabled(enabled);
+  at::autocast::set_autocast_gpu_dtype(dtype);
+#endif
+}
+
+inline void clear_autocast_cache() { at::autocast::clear_cache(); }
+
+}  // namespace ddp::compat

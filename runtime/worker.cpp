@@ -1,0 +1,394 @@
+#include "runtime/worker.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adamw.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "profiler/span.h"
+#include "runtime/dataset_file.h"
+#include "runtime/dist.h"
+#include "runtime/grad_sync.h"
+#include "runtime/launch_env.h"
+#include "runtime/loader.h"
+#include "runtime/manifest.h"
+#include "runtime/model.h"
+#include "runtime/permutation.h"
+#include "runtime/progress.h"
+#include "runtime/run_dir.h"
+#include "runtime/sampler.h"
+#include "runtime/torch_compat.h"
+#include "traces/chrome_export.h"
+#include "traces/run_folder.h"
+
+namespace ddp {
+namespace {
+
+ProgressWriter g_progress;
+int g_rank = -1;
+
+// SIGTERM/SIGINT (the supervisor ending the run, or a user's Ctrl-C) are taken by one thread with sigwait, so the
+// trace is flushed with ordinary code rather than from inside a signal handler.
+void start_signal_thread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread created after this
+  std::thread([set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    g_progress.set_state(RankState::terminated);
+    prof::flush();
+    std::fflush(stdout);
+    ::_exit(128 + sig);
+  }).detach();
+}
+
+[[noreturn]] void die(const std::string& what) {
+  ProgressRecord* r = g_progress.record();
+  std::string where = r ? "epoch " + std::to_string(r->epoch.load()) + " step " + std::to_string(r->step.load()) +
+                              ", stage " +
+                              (r->stage.load() >= 0 ? std::string(stage_name(static_cast<Stage>(r->stage.load())))
+                                                    : std::string("startup"))
+                        : std::string("startup");
+  std::cerr << "ddp_profile: rank " << g_rank << " (" << host_name() << ") failed at " << where << ": " << what
+            << std::endl;
+  g_progress.fail(what);
+  prof::flush();
+  std::fflush(stdout);
+  ::_exit(1);
+}
+
+void single_threaded_math() {
+  at::set_num_threads(1);
+  // Debian's LibTorch may sit on OpenBLAS, which keeps its own pool; pin it to one thread too.
+  using SetThreads = void (*)(int);
+  if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(1);
+}
+
+void maybe_inject_fault(const JobConfig& job, int rank, int64_t step) {
+  if (job.fault.rank != rank || job.fault.step != step) return;
+  const std::string& k = job.fault.kind;
+  std::cerr << "ddp_profile: rank " << rank << ": injecting fault '" << k << "' at step " << step << std::endl;
+  if (k == "throw") throw std::runtime_error("injected fault (throw) at step " + std::to_string(step));
+  if (k == "kill") ::raise(SIGKILL);
+  if (k == "exit0") {
+    prof::flush();
+    std::fflush(stdout);
+    ::_exit(0);
+  }
+  if (k == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+std::string error_text(const std::exception& e) {
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+struct RunSetup {
+  LaunchEnv env;
+  JobConfig job;
+  std::string dir;
+  at::Device device = at::kCPU;
+  std::string backend;
+};
+
+nlohmann::json versions_json() {
+  nlohmann::json v = {{"ddp_profile", "0.1.0"}, {"libtorch", TORCH_VERSION}, {"compiler", compiler_version()}};
+#if DDP_PROFILE_CUDA
+  v["cuda_build"] = true;
+#else
+  v["cuda_build"] = false;
+  v["cuda"] = nullptr;
+  v["nccl"] = nullptr;
+  v["cudnn"] = nullptr;
+#endif
+  return v;
+}
+
+// The training job, top to bottom. Returns normally on success; throws on any failure.
+void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) {
+  const JobConfig& job = s.job;
+  const int rank = dist.rank(), world = dist.world();
+
+  // --- data --------------------------------------------------------------------------------------------------
+  DatasetFile data;
+  std::string err;
+  if (!data.open(job.data_path, err)) throw std::runtime_error(err);
+  const int64_t F = data.features();
+
+  // --- model, replicated: same seed everywhere, then rank 0's weights broadcast (as DDP does at construction) ----
+  torch::manual_seed(job.seed);
+  torch::nn::Sequential model = make_model(job, F);
+  model->to(s.device);
+  std::vector<at::Tensor> params = model->parameters();
+  {
+    torch::NoGradGuard ng;
+    for (auto& p : params) dist.broadcast(p, 0);
+    for (auto& b : model->buffers()) dist.broadcast(b, 0);
+  }
+  GradSync sync(params, dist, job.bucket_mb);
+  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(job.lr));
+
+  // --- loader -------------------------------------------------------------------------------------------------
+  LoaderOptions lo;
+  lo.workers = job.workers;
+  lo.prefetch = job.prefetch;
+  lo.batch_size = job.batch_size;
+  lo.accum_steps = job.accum_steps;
+  lo.slow_disk_read_ms = job.slow_ms(rank, Stage::disk_read);
+  lo.slow_transform_ms = job.slow_ms(rank, Stage::transform);
+  lo.slow_pin_ms = job.slow_ms(rank, Stage::pin);
+  StagingAllocator alloc{[](size_t n) { return std::aligned_alloc(64, (n + 63) / 64 * 64); }, [](void* p) { std::free(p); }};
+  Loader loader(data, lo, alloc);
+
+  const double slow_h2d = job.slow_ms(rank, Stage::h2d), slow_fwd = job.slow_ms(rank, Stage::forward),
+               slow_bwd = job.slow_ms(rank, Stage::backward), slow_opt = job.slow_ms(rank, Stage::optimizer);
+  auto sleep_ms = [](double ms) {
+    if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  };
+  torch::nn::functional::CrossEntropyFuncOptions ce_opts;
+  if (job.loss_reduction == "sum") ce_opts.reduction(torch::kSum);
+
+  nlohmann::json batch_shapes;
+  int64_t global_step = 0;
+  bool stop = false;
+  for (int epoch = 0; epoch < job.epochs && !stop; ++epoch) {
+    // --- sampler: DistributedSampler.set_epoch(epoch) ---
+    std::vector<int64_t> order = epoch_order(data.samples(), job.seed, epoch, job.shuffle);
+    std::vector<int64_t> mine = shard_indices(order, rank, world, job.drop_last);
+    auto batches = make_batches(mine, job.batch_size, job.drop_last);
+    const int64_t steps = static_cast<int64_t>(batches.size()) / job.accum_steps;
+    batches.resize(steps * job.accum_steps);  // a trailing partial accumulation window is not run
+    loader.start_epoch(static_cast<uint16_t>(epoch), static_cast<uint32_t>(global_step), batches);
+
+    const auto epoch_t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t loss_steps = 0;
+    for (int64_t st = 0; st < steps; ++st, ++global_step) {
+      if (job.max_steps && global_step >= job.max_steps) {
+        stop = true;
+        break;
+      }
+      maybe_inject_fault(job, rank, global_step);
+      g_progress.step(global_step, epoch);
+      prof::Span step_span(Stage::step);
+      double step_loss = 0;
+      for (int micro = 0; micro < job.accum_steps; ++micro) {
+        prof::StepContext ctx{static_cast<uint32_t>(global_step), static_cast<uint16_t>(epoch),
+                              static_cast<uint8_t>(micro)};
+        prof::set_context(ctx.epoch, ctx.step, ctx.micro);
+
+        g_progress.stage(Stage::wait_data);
+        StagedBatch* b;
+        {
+          prof::Span sp(Stage::wait_data);
+          b = loader.next();
+          if (b) sp.item(static_cast<uint32_t>(b->index));
+        }
+        if (!b) throw std::logic_error("loader ran out of batches inside an epoch");
+        prof::record_counter(Counter::loader_queue_depth, static_cast<uint64_t>(loader.ready_batches()));
+
+        g_progress.stage(Stage::h2d);
+        at::Tensor x, y;
+        {
+          prof::Span sp(Stage::h2d);
+          const int64_t n = static_cast<int64_t>(b->samples);
+          // The staged batch is copied into tensors owned by the compute device (host memory on CPU builds).
+          x = at::from_blob(b->x, {n, F}, at::kFloat).to(s.device, /*non_blocking=*/s.device.is_cuda(), /*copy=*/true);
+          y = at::from_blob(b->y, {n}, at::kLong).to(s.device, s.device.is_cuda(), true);
+          sleep_ms(slow_h2d);
+          sp.bytes(b->bytes);
+          sp.item(static_cast<uint32_t>(b->index));
+        }
+        if (batch_shapes.is_null())
+          batch_shapes = {{"x", {{"shape", {x.size(0), x.size(1)}}, {"dtype", "float32"}}},
+                          {"y", {{"shape", {y.size(0)}}, {"dtype", "int64"}}}};
+        loader.release(b);
+
+        g_progress.stage(Stage::forward);
+        at::Tensor loss;
+        {
+          prof::Span sp(Stage::forward);
+          sp.item(static_cast<uint32_t>(x.size(0)));
+          at::Tensor logits = model->forward(x);
+          loss = torch::nn::functional::cross_entropy(logits, y, ce_opts);
+          if (job.accum_steps > 1) loss = loss / job.accum_steps;
+          sleep_ms(slow_fwd);
+        }
+        const bool sync_now = micro == job.accum_steps - 1 || job.sync_every_step;
+        g_progress.stage(Stage::backward);
+        {
+          prof::Span sp(Stage::backward);
+          sp.item(static_cast<uint32_t>(x.size(0)));
+          sync.begin_backward(sync_now, ctx);
+          loss.backward();
+          sleep_ms(slow_bwd);
+        }
+        if (sync_now) {
+          g_progress.stage(Stage::wait_comm);
+          prof::Span sp(Stage::wait_comm);
+          sync.finish();
+        }
+        step_loss += loss.item<double>();
+      }
+      g_progress.stage(Stage::optimizer);
+      {
+        prof::Span sp(Stage::optimizer);
+        opt.step();
+        opt.zero_grad();
+        sleep_ms(slow_opt);
+      }
+      loss_sum += step_loss;
+      ++loss_steps;
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_t0).count();
+    if (rank == 0 && loss_steps > 0)
+      std::printf("epoch %d: avg loss %.4f over %lld steps, %.2f s\n", epoch, loss_sum / static_cast<double>(loss_steps),
+                  static_cast<long long>(loss_steps), secs);
+    std::fflush(stdout);
+  }
+
+  // --- wrap up: clock check, manifest ---------------------------------------------------------------------------
+  g_progress.stage(Stage::checkpoint);
+  dist.barrier();
+  prof::ClockOffset clock_end = dist.measure_clock_offset(16);
+  prof::record_clock({clock_end.peer_minus_local_ns, clock_end.uncertainty_ns, prof::monotonic_ns(), 1,
+                      clock_end.rounds});
+  nlohmann::json mine = {{"rank", rank},
+                         {"host", host_name()},
+                         {"pid", ::getpid()},
+                         {"device", s.device.str()},
+                         {"batch", batch_shapes},
+                         {"steps", global_step},
+                         {"allreduce_calls", sync.allreduce_calls()},
+                         {"allreduce_bytes", sync.bytes_reduced()},
+                         {"clock", {{"offset_ns_start", clock_start.peer_minus_local_ns},
+                                    {"uncertainty_ns_start", clock_start.uncertainty_ns},
+                                    {"offset_ns_end", clock_end.peer_minus_local_ns},
+                                    {"uncertainty_ns_end", clock_end.uncertainty_ns}}}};
+  auto all = dist.exchange("meta_end", mine.dump());
+  if (rank == 0) {
+    nlohmann::json m;
+    std::ifstream in(s.dir + "/" + kManifestFile);
+    m = nlohmann::json::parse(in, nullptr, false);
+    if (m.is_discarded()) m = nlohmann::json::object();
+    m["ranks"] = nlohmann::json::array();
+    for (const auto& a : all) m["ranks"].push_back(nlohmann::json::parse(a));
+    m["gradient_buckets"] = sync.bucket_bytes();
+    m["end_time"] = iso_time_now();
+    m["status"] = "completed";
+    if (!write_json_atomic(s.dir + "/" + kManifestFile, m, err)) throw std::runtime_error(err);
+  }
+}
+
+}  // namespace
+
+int run_worker(const Command& cmd) {
+  RunSetup s;
+  std::string err;
+  if (!read_launch_env(s.env, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 2;
+  }
+  g_rank = s.env.rank;
+  s.job = cmd.job;
+  s.job.nproc = s.env.world;
+  if (s.job.device == "cuda") {
+    std::cerr << "ddp_profile: --device cuda needs a CUDA build of ddp_profile (this one is CPU-only)\n";
+    return 2;
+  }
+  s.device = at::kCPU;
+  s.backend = s.job.backend == "auto" ? "gloo" : s.job.backend;
+  if (s.backend == "nccl") {
+    std::cerr << "ddp_profile: --backend nccl needs a CUDA build\n";
+    return 2;
+  }
+  start_signal_thread();
+  single_threaded_math();
+  try {
+    // The rendezvous comes first: under an external launcher rank 0 chooses the run folder and tells the others.
+    DistOptions dopt;
+    dopt.rank = s.env.rank;
+    dopt.world = s.env.world;
+    dopt.master_addr = s.env.master_addr;
+    dopt.master_port = s.env.master_port;
+    dopt.backend = s.backend;
+    Dist dist(dopt);
+    if (s.env.rank == 0) dist.store_set("run_dir", absolute_path(cmd.out_dir.empty() ? default_run_dir() : cmd.out_dir));
+    s.dir = dist.store_get("run_dir");
+    if (!prepare_run_dir(s.dir, err)) throw std::runtime_error(err);
+    if (!g_progress.open(progress_file(s.dir, s.env.rank), s.env.rank, err)) throw std::runtime_error(err);
+    if (s.job.data_path.empty()) s.job.data_path = default_data_path(s.dir, s.job);
+    if (s.env.rank == 0 && !ensure_dataset(s.job, err, false)) throw std::runtime_error(err);
+    dist.barrier();  // the dataset exists before anyone opens it
+
+    if (s.job.record) {
+      prof::RecorderConfig rc;
+      rc.path = s.dir + "/" + rank_trace_file(s.env.rank);
+      rc.rank = static_cast<uint32_t>(s.env.rank);
+      rc.world = static_cast<uint32_t>(s.env.world);
+      if (!prof::start(rc, err)) throw std::runtime_error(err);
+      prof::name_this_thread("main");
+      prof::record_meta("host", host_name());
+      prof::record_meta("launch", s.env.method);
+    }
+    prof::ClockOffset clock = dist.measure_clock_offset(32);
+    prof::record_clock({clock.peer_minus_local_ns, clock.uncertainty_ns, prof::monotonic_ns(), 0, clock.rounds});
+
+    auto metas = dist.exchange("meta_start", nlohmann::json({{"host", host_name()}, {"pid", ::getpid()}}).dump());
+    if (s.env.rank == 0) {
+      nlohmann::json m = {{"tool", "ddp_profile"},
+                          {"versions", versions_json()},
+                          {"device", {{"type", s.device.is_cuda() ? "cuda" : "cpu"}, {"name", cpu_model_name()}}},
+                          {"backend", s.backend},
+                          {"world_size", s.env.world},
+                          {"launch", {{"method", s.env.method}, {"master_addr", s.env.master_addr}}},
+                          {"seeds", {{"data", s.job.seed}, {"weights", s.job.seed}, {"sampler", s.job.seed}}},
+                          {"config", to_json(s.job)},
+                          {"expected_batch", {{"x", {{"shape", {s.job.batch_size, s.job.features}}, {"dtype", "float32"}}},
+                                              {"y", {{"shape", {s.job.batch_size}}, {"dtype", "int64"}}}}},
+                          {"host", host_name()},
+                          {"start_time", iso_time_now()},
+                          {"status", "running"},
+                          {"clock", {{"source", prof::ticks_are_tsc() ? "tsc->CLOCK_MONOTONIC" : "CLOCK_MONOTONIC"},
+                                     {"sync", "ping-pong over the process group, min round trip"}}}};
+      m["config"]["data_path"] = s.job.data_path;
+      for (const auto& a : metas) m["rank_hosts"].push_back(nlohmann::json::parse(a));
+      if (!write_json_atomic(s.dir + "/" + kManifestFile, m, err)) throw std::runtime_error(err);
+    }
+    g_progress.set_state(RankState::running);
+    train(s, dist, clock);
+    prof::RecorderStats st = prof::stop();
+    if (st.dropped)
+      std::cerr << "ddp_profile: rank " << s.env.rank << ": " << st.dropped << " events dropped (buffers full)\n";
+    dist.barrier();  // every trace is closed
+    if (s.env.rank == 0 && s.env.method != "supervisor" && s.job.record) {
+      RunTrace run;
+      ExportStats es;
+      if (!load_run(s.dir, run, err) || !export_chrome(run, s.dir + "/" + kChromeTraceFile, es, err))
+        std::cerr << "ddp_profile: export failed: " << err << "\n";
+    }
+    g_progress.set_state(RankState::done);
+  } catch (const std::exception& e) {
+    die(error_text(e));
+  }
+  std::fflush(stdout);
+  // Skip static destructors of LibTorch/Gloo: the work is done and everything is on disk.
+  ::_exit(0);
+}
+
+}  // namespace ddp
