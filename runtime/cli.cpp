@@ -213,6 +213,11 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
                 std::to_string(j.nproc);
     return r;
   }
+  if (c.mode == Mode::diff && c.diff_dirs.size() != 2) {
+    r.exit_code = 2;
+    r.message = "ddp_profile: --diff takes two run folders: --diff DIR_A DIR_B";
+    return r;
+  }
   bool is_run = c.mode == Mode::record || c.mode == Mode::check || c.mode == Mode::worker;
   c.job_options_given = g_job->count_all() > 0;
   if (!is_run && c.job_options_given) {

@@ -9,6 +9,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -93,6 +94,25 @@ void maybe_inject_fault(const JobConfig& job, int rank, int64_t step) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+// FNV-1a over the raw bytes of tensors: equal hashes across ranks mean bitwise-identical replicas.
+std::string tensors_hash(const std::vector<at::Tensor>& ts) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& t : ts) {
+    at::Tensor c = t.detach().to(at::kCPU).contiguous();
+    auto* p = static_cast<const uint8_t*>(c.data_ptr());
+    for (size_t i = 0, n = c.numel() * c.element_size(); i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+double median_ms(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 std::string error_text(const std::exception& e) {
   if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
   return e.what();
@@ -164,6 +184,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
   if (job.loss_reduction == "sum") ce_opts.reduction(torch::kSum);
 
   nlohmann::json batch_shapes;
+  std::vector<double> step_ms;  // measured with or without recording: the overhead benchmark compares them
   int64_t global_step = 0;
   bool stop = false;
   for (int epoch = 0; epoch < job.epochs && !stop; ++epoch) {
@@ -185,6 +206,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
       }
       maybe_inject_fault(job, rank, global_step);
       g_progress.step(global_step, epoch);
+      const auto step_t0 = std::chrono::steady_clock::now();
       prof::Span step_span(Stage::step);
       double step_loss = 0;
       for (int micro = 0; micro < job.accum_steps; ++micro) {
@@ -252,6 +274,8 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
         opt.zero_grad();
         sleep_ms(slow_opt);
       }
+      step_span.end();
+      step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_t0).count());
       loss_sum += step_loss;
       ++loss_steps;
     }
@@ -274,6 +298,9 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
                          {"device", s.device.str()},
                          {"batch", batch_shapes},
                          {"steps", global_step},
+                         {"step_time_median_ms", median_ms(step_ms)},
+                         {"param_hash", tensors_hash(model->parameters())},
+                         {"buffer_hash", tensors_hash(model->buffers())},
                          {"allreduce_calls", sync.allreduce_calls()},
                          {"allreduce_bytes", sync.bytes_reduced()},
                          {"clock", {{"offset_ns_start", clock_start.peer_minus_local_ns},

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,7 @@ namespace {
 struct RankKnobs {
   double disk_read = 1.0, transform = 1.0, pin = 0.5;  // ms per batch on a loader worker
   double h2d = 0.5, forward = 5.0, backward = 10.0;    // ms per micro-step on the main thread
+  double backward_tail = 0;  // ms inside backward after every bucket launched (the runtime's --slow backward sleep)
   double optimizer = 1.0;                               // ms per step
   uint64_t h2d_bytes = 4u << 20;
   double rss_base_mb = 1000, rss_growth_mb_per_step = 0, rss_warmup_mb = 0;
@@ -150,6 +153,8 @@ void simulate(const Sim& sim, const std::string& dir) {
         a = b, b = a + jit(k.backward);
         w[r].span(kMain, ddp::Stage::backward, a, b, s, m);
         for (int q = 0; q < sim.buckets; ++q) launch[r][q] = a + (b - a) * (q + 1) / sim.buckets;
+        b += jit(k.backward_tail);
+        w[r].lanes[kMain].back().t1 = b;
         bwd_end[r] = b;
         t[r] = b;
         // queue depth: batches ready but not yet taken
@@ -267,6 +272,7 @@ struct Knob {
   const char* stage;
   int rank;
 };
+void PrintTo(const Knob& k, std::ostream* os) { *os << k.stage << " on rank " << k.rank; }
 class AnalysisKnob : public ::testing::TestWithParam<Knob> {};
 
 TEST_P(AnalysisKnob, TopCauseIsThePlantedStageAndRank) {
@@ -280,7 +286,7 @@ TEST_P(AnalysisKnob, TopCauseIsThePlantedStageAndRank) {
   if (st == "pin") r.pin += 60;
   if (st == "h2d") r.h2d += 10;
   if (st == "forward") r.forward += 10;
-  if (st == "backward") r.backward += 10;
+  if (st == "backward") r.backward_tail += 10;  // as the runtime sleeps: after the buckets launched
   if (st == "optimizer") r.optimizer += 10;
   ddp::Analysis a = run_analysis(sim, std::string("knob_") + k.stage);
   ASSERT_FALSE(a.causes.empty()) << describe(a);
@@ -366,6 +372,22 @@ TEST(Analysis, AllreduceBandwidthOverlapAndSkewFollowTheirDefinitions) {
   EXPECT_EQ(b.causes.front().rank, 1);
   EXPECT_EQ(b.causes.front().stage, "backward");
   EXPECT_NEAR(b.causes.front().lost_ms_per_step, 5.0, 1e-3) << describe(b);
+}
+
+TEST(Analysis, ThreeRanksBlameTheOneLateRank) {
+  Sim sim;
+  sim.world = 3;
+  sim.rank = std::vector<RankKnobs>(3);
+  sim.rank[2].forward += 10;
+  ddp::Analysis a = run_analysis(sim, "three");
+  ASSERT_FALSE(a.causes.empty());
+  const ddp::StallCause& top = a.causes.front();
+  EXPECT_EQ(top.rank, 2) << describe(a);
+  EXPECT_EQ(top.stage, "forward");
+  std::set<int> victims;
+  for (const auto& v : top.victims) victims.insert(v.rank);
+  EXPECT_EQ(victims, (std::set<int>{0, 1})) << describe(a);
+  EXPECT_NEAR(top.lost_ms_per_step, 10.0, 1.5);
 }
 
 TEST(Analysis, ClockOffsetsAreApplied) {

@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include "runtime/cli.h"
+
+namespace {
+ddp::ParseResult parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "ddp_profile");
+  return ddp::parse_command_line(static_cast<int>(args.size()), args.data());
+}
+
+TEST(Cli, DefaultsAreTheSeedJob) {
+  auto r = parse({"--record"});
+  ASSERT_LT(r.exit_code, 0) << r.message;
+  EXPECT_EQ(r.cmd.mode, ddp::Mode::record);
+  const auto& j = r.cmd.job;
+  EXPECT_EQ(j.dataset_size, 10000);
+  EXPECT_EQ(j.features, 128);
+  EXPECT_EQ(j.hidden, 512);
+  EXPECT_EQ(j.batch_size, 64);
+  EXPECT_EQ(j.epochs, 2);
+  EXPECT_EQ(j.workers, 2);
+  EXPECT_EQ(j.nproc, 2);
+  EXPECT_DOUBLE_EQ(j.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(j.bucket_mb, 25.0);
+  EXPECT_TRUE(j.pinned);
+  EXPECT_TRUE(j.record);
+}
+
+TEST(Cli, JobOptionsAndSpecs) {
+  auto r = parse({"--record", "--accum-steps", "4", "--slow", "rank=1,stage=transform,ms=5", "--slow",
+                  "rank=0,stage=backward,ms=1.5", "--inject-fault", "rank=1,step=3,kind=kill", "--no-record",
+                  "--checkpoint-steps", "0,5,10", "--out", "x", "--out", "y"});
+  ASSERT_LT(r.exit_code, 0) << r.message;
+  EXPECT_EQ(r.cmd.job.accum_steps, 4);
+  ASSERT_EQ(r.cmd.job.slow.size(), 2u);
+  EXPECT_EQ(r.cmd.job.slow[0].rank, 1);
+  EXPECT_EQ(r.cmd.job.slow[0].stage, ddp::Stage::transform);
+  EXPECT_DOUBLE_EQ(r.cmd.job.slow[1].ms, 1.5);
+  EXPECT_EQ(r.cmd.job.fault.kind, "kill");
+  EXPECT_FALSE(r.cmd.job.record);
+  EXPECT_EQ(r.cmd.job.checkpoint_steps, (std::vector<int64_t>{0, 5, 10}));
+  EXPECT_EQ(r.cmd.out_dir, "y") << "the last --out wins (the supervisor appends its own)";
+}
+
+TEST(Cli, UsageErrorsExitTwoWithAReason) {
+  for (auto args : std::vector<std::vector<const char*>>{
+           {},
+           {"--record", "--summary", "d"},
+           {"--record", "--batch-size", "0"},
+           {"--record", "--batch-size", "many"},
+           {"--record", "--slow", "rank=1,stage=nope,ms=1"},
+           {"--record", "--slow", "rank=5,stage=forward,ms=1"},
+           {"--record", "--inject-fault", "rank=0,step=1,kind=explode"},
+           {"--record", "--checkpoint-steps", "1,x"},
+           {"--summary", "d", "--epochs", "3"},
+           {"--record", "--bogus"},
+           {"--diff", "onlyone"},
+       }) {
+    auto r = parse(args);
+    EXPECT_EQ(r.exit_code, 2) << (args.empty() ? "(none)" : args.back());
+    EXPECT_FALSE(r.message.empty());
+  }
+}
+
+TEST(Cli, HelpExitsZero) {
+  auto r = parse({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.message.find("--record"), std::string::npos);
+  EXPECT_NE(r.message.find("--accum-steps"), std::string::npos);
+}
+}  // namespace

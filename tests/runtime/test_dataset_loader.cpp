@@ -1,0 +1,95 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "runtime/dataset_file.h"
+#include "runtime/loader.h"
+
+namespace {
+namespace fs = std::filesystem;
+
+std::string temp_dir() {
+  auto d = fs::temp_directory_path() / ("ddp_ds_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+TEST(DatasetFile, WriteReadRoundTripIsDeterministic) {
+  std::string d = temp_dir(), err;
+  ASSERT_TRUE(ddp::write_synthetic_dataset(d + "/a.ddpd", 300, 16, 7, err)) << err;
+  ASSERT_TRUE(ddp::write_synthetic_dataset(d + "/b.ddpd", 300, 16, 7, err)) << err;
+  std::ifstream a(d + "/a.ddpd", std::ios::binary), b(d + "/b.ddpd", std::ios::binary);
+  std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_EQ(sa, sb);
+  ddp::DatasetFile f;
+  ASSERT_TRUE(f.open(d + "/a.ddpd", err)) << err;
+  EXPECT_EQ(f.samples(), 300);
+  EXPECT_EQ(f.features(), 16);
+  int64_t idx[3] = {0, 299, 5};
+  std::vector<float> x(3 * 16);
+  int64_t y[3];
+  EXPECT_EQ(f.read(idx, 3, x.data(), y), 3 * f.record_bytes());
+  for (auto l : y) EXPECT_TRUE(l == 0 || l == 1);
+  int64_t bad = 300;
+  EXPECT_THROW(f.read(&bad, 1, x.data(), y), std::out_of_range);
+}
+
+TEST(DatasetFile, DamagedFilesAreRejectedWithAReason) {
+  std::string d = temp_dir(), err;
+  ASSERT_TRUE(ddp::write_synthetic_dataset(d + "/a.ddpd", 100, 8, 1, err));
+  fs::resize_file(d + "/a.ddpd", fs::file_size(d + "/a.ddpd") - 10);
+  ddp::DatasetFile f;
+  EXPECT_FALSE(f.open(d + "/a.ddpd", err));
+  EXPECT_NE(err.find("truncated"), std::string::npos) << err;
+  std::ofstream(d + "/junk.ddpd") << "hello";
+  ddp::DatasetFile g;
+  EXPECT_FALSE(g.open(d + "/junk.ddpd", err));
+  ddp::DatasetFile h;
+  EXPECT_FALSE(h.open(d + "/missing.ddpd", err));
+}
+
+class LoaderTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LoaderTest, DeliversEveryBatchInOrderNormalised) {
+  std::string d = temp_dir(), err;
+  ASSERT_TRUE(ddp::write_synthetic_dataset(d + "/a.ddpd", 1000, 8, 3, err));
+  ddp::DatasetFile f;
+  ASSERT_TRUE(f.open(d + "/a.ddpd", err));
+  ddp::LoaderOptions o;
+  o.workers = GetParam();
+  o.batch_size = 10;
+  ddp::StagingAllocator alloc{[](size_t n) { return std::malloc(n); }, [](void* p) { std::free(p); }};
+  ddp::Loader loader(f, o, alloc);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<std::vector<int64_t>> batches;
+    for (int b = 0; b < 50; ++b) {
+      batches.emplace_back();
+      for (int i = 0; i < 10; ++i) batches.back().push_back((b * 10 + i + epoch * 7) % 1000);
+    }
+    loader.start_epoch(static_cast<uint16_t>(epoch), 0, batches);
+    double sum = 0, sq = 0;
+    for (int b = 0; b < 50; ++b) {
+      ddp::StagedBatch* s = loader.next();
+      ASSERT_NE(s, nullptr);
+      EXPECT_EQ(s->index, b);
+      EXPECT_EQ(s->indices, batches[b]);
+      for (int i = 0; i < 80; ++i) {
+        sum += s->x[i];
+        sq += s->x[i] * s->x[i];
+      }
+      loader.release(s);
+    }
+    EXPECT_EQ(loader.next(), nullptr);
+    // Normalised with the file's statistics: mean ~0, variance ~1 over the whole dataset.
+    EXPECT_NEAR(sum / 4000, 0.0, 0.05);
+    EXPECT_NEAR(sq / 4000, 1.0, 0.1);
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Workers, LoaderTest, ::testing::Values(0, 1, 2, 3));
+}  // namespace
