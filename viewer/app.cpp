@@ -1,0 +1,148 @@
+#include "viewer/app.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <imgui.h>
+
+namespace ddp::viewer {
+
+bool App::load(const std::string& path, std::string& error) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    RunTrace run;
+    if (!load_run(path, run, error)) return false;
+    try {
+      set_timeline(timeline_from_run(run));
+    } catch (const std::bad_alloc&) {
+      error = "out of memory while building the timeline of " + path;
+      return false;
+    }
+    load_stalls_for_run(*this, run);
+    return true;
+  }
+  Timeline t;
+  if (!load_timeline(path, t, error)) return false;
+  set_timeline(std::move(t));
+  // stalls of a Chrome trace: an analysis.json next to it, when there is one
+  std::filesystem::path side = std::filesystem::path(path).parent_path() / "analysis.json";
+  std::string err;
+  if (std::filesystem::exists(side, ec)) {
+    if (!load_stalls_json(*this, side.string(), err)) stall_source = err;
+  } else {
+    stall_source = "no analysis: open a run folder, or put analysis.json (ddp_profile --analyze DIR --json) next to "
+                   "the trace";
+  }
+  return true;
+}
+
+void App::set_timeline(Timeline t) {
+  tl = std::move(t);
+  view.set_data_range(tl.t_begin, tl.t_end);
+  view.fit_all();
+  sel = Selection{};
+  stats_valid = false;
+  stalls.clear();
+  stall_flags.clear();
+  stall_verdict.clear();
+}
+
+void App::go_to_step(int64_t step) {
+  int64_t a = 0, b = 0;
+  if (step >= 0 && step < static_cast<int64_t>(kNoStep) && tl.step_range(static_cast<uint32_t>(step), a, b)) {
+    view.fit(a, b, 0.05);
+    status = "step " + std::to_string(step);
+  } else {
+    status = "step " + std::to_string(step) + " is not in the trace";
+  }
+}
+
+void App::jump_to(const StallItem& s) {
+  int64_t a = 0, b = 0;
+  if (s.at_step >= 0 && tl.step_range(static_cast<uint32_t>(s.at_step), a, b)) {
+    view.fit(a, b, 0.05);
+  } else if (s.has_time) {
+    int64_t w = std::max<int64_t>(view.span() / 8, 1'000'000);
+    view.fit(s.at_ns - w / 2, s.at_ns + w / 2);
+  }
+  status = "cause: rank " + std::to_string(s.rank) + " " + s.stage;
+}
+
+namespace {
+
+void toolbar(App& app) {
+  const Timeline& tl = app.tl;
+  ImGui::TextUnformatted(tl.source.c_str());
+  ImGui::SameLine();
+  ImGui::TextDisabled("| %s | %zu processes | %llu spans | %llu counter samples | %s", 
+                      tl.producer.empty() ? "chrome trace" : tl.producer.c_str(), tl.processes.size(),
+                      static_cast<unsigned long long>(tl.span_count),
+                      static_cast<unsigned long long>(tl.counter_samples), format_duration(tl.t_end - tl.t_begin).c_str());
+  if (ImGui::Button("Fit")) app.view.fit_all();
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(110);
+  bool go = ImGui::InputInt("##step", &app.goto_step, 1, 10, ImGuiInputTextFlags_EnterReturnsTrue);
+  ImGui::SameLine();
+  if (ImGui::Button("Go to step") || go) app.go_to_step(app.goto_step);
+  ImGui::SameLine();
+  ImGui::Checkbox("Highlight waits", &app.opt.highlight_waits);
+  ImGui::SameLine();
+  ImGui::Checkbox("Counters", &app.opt.show_counters);
+  ImGui::SameLine();
+  ImGui::Checkbox("Step marks", &app.opt.show_step_marks);
+  ImGui::SameLine();
+  ImGui::TextDisabled("view %s  (%s / px)", format_duration(app.view.span()).c_str(),
+                      format_duration(static_cast<int64_t>(app.view.ns_per_px(ImGui::GetContentRegionAvail().x))).c_str());
+  if (!app.status.empty()) {
+    ImGui::SameLine();
+    ImGui::TextUnformatted(app.status.c_str());
+  }
+  if (!tl.problems.empty()) {
+    ImGui::TextColored(ImVec4(1.0f, 0.6f, 0.2f, 1.0f), "%zu problem(s): %s", tl.problems.size(),
+                       tl.problems.front().c_str());
+    if (ImGui::IsItemHovered()) {
+      ImGui::BeginTooltip();
+      for (const auto& p : tl.problems) ImGui::TextUnformatted(p.c_str());
+      ImGui::EndTooltip();
+    }
+  }
+}
+
+}  // namespace
+
+void App::frame(float width, float height) {
+  last = FrameInfo{};
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(ImVec2(width, height));
+  ImGui::Begin("ddp_viewer", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  toolbar(*this);
+  const float panels_h = std::max(150.0f, ImGui::GetContentRegionAvail().y * 0.34f);
+  const float timeline_h = std::max(100.0f, ImGui::GetContentRegionAvail().y - panels_h - ImGui::GetStyle().ItemSpacing.y);
+  draw_timeline(*this, ImGui::GetContentRegionAvail().x, timeline_h);
+
+  // bottom panels side by side
+  const float avail = ImGui::GetContentRegionAvail().x;
+  const float spacing = ImGui::GetStyle().ItemSpacing.x;
+  const float w = (avail - 3 * spacing) / 4;
+  const float h = ImGui::GetContentRegionAvail().y;
+  ImGui::BeginChild("breakdown", ImVec2(w * 1.2f, h), true);
+  draw_breakdown_panel(*this);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("stalls", ImVec2(w * 1.2f, h), true);
+  draw_stalls_panel(*this);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("stats", ImVec2(w * 0.8f, h), true);
+  draw_stats_panel(*this);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("memory", ImVec2(0, h), true);
+  draw_memory_panel(*this);
+  ImGui::EndChild();
+  ImGui::End();
+}
+
+}  // namespace ddp::viewer

@@ -1,0 +1,100 @@
+#pragma once
+// The viewer application state and the frame builder. Everything here builds ImGui draw lists and needs no GL, so
+// tests and benchmarks drive whole frames headless (an ImGui context with a built font atlas is enough).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "traces/timeline.h"
+#include "viewer/view_state.h"
+
+struct ImDrawList;
+
+namespace ddp::viewer {
+
+// One root cause of a stall, as the stalls panel lists it (from traces/analysis.h or an analysis.json file).
+struct StallItem {
+  int rank = -1;
+  std::string stage;
+  double lost_ms = 0;
+  double share = 0;
+  std::string text;  // explanation / evidence
+  bool has_time = false;
+  int64_t at_ns = 0;  // on the timeline's clock
+  int64_t at_step = -1;
+};
+
+struct Selection {
+  bool active = false;
+  size_t process = 0, lane = 0, row = 0;
+  uint32_t index = 0;
+  uint32_t name = 0;
+};
+
+struct Options {
+  bool highlight_waits = true;
+  bool show_counters = true;
+  bool show_step_marks = true;
+  float min_px = 2.0f;  // spans narrower than this merge
+};
+
+// What the last frame drew (for tests, benchmarks and the status line).
+struct FrameInfo {
+  uint64_t boxes = 0;
+  uint64_t merged_boxes = 0;
+  uint64_t spans_in_merged = 0;
+  uint64_t labels = 0;
+};
+
+class App {
+ public:
+  // A run folder or a Chrome trace (.json / .json.gz). False with `error` set when it cannot be shown.
+  bool load(const std::string& path, std::string& error);
+  void set_timeline(Timeline tl);
+
+  // Builds one ImGui frame covering `width` x `height` (call between ImGui::NewFrame and ImGui::Render).
+  void frame(float width, float height);
+
+  void go_to_step(int64_t step);
+  void jump_to(const StallItem& s);
+
+  Timeline tl;
+  ViewState view;
+  Selection sel;
+  Options opt;
+  FrameInfo last;
+  std::vector<StallItem> stalls;
+  std::vector<std::string> stall_flags;
+  std::string stall_verdict;
+  std::string stall_source;  // where the causes came from ("analysis of the run", a file, or why there are none)
+  std::string status;        // one line shown in the toolbar (e.g. "step 12 not in trace")
+  int goto_step = 0;
+
+  // timeline interaction: a press in the tracks becomes a pan (drag) or a selection (click)
+  bool press_in_tracks = false;
+  bool dragged = false;
+
+  // Statistics of the selected span kind, cached by name.
+  bool stats_valid = false;
+  uint32_t stats_name = 0;
+  SpanStats stats_all;
+  std::vector<SpanStats> stats_per_process;
+};
+
+// Views, one file each.
+void draw_timeline(App& app, float width, float height);                 // timeline_view.cpp
+float draw_counter_tracks(App& app, const Process& p, ImDrawList* dl, float x_label, float x0, float width,
+                          float y);                                      // counters_view.cpp
+float counter_tracks_height(const App& app, const Process& p);           // counters_view.cpp
+void draw_memory_panel(App& app);                                        // counters_view.cpp
+void draw_stats_panel(App& app);                                         // stats_view.cpp
+void draw_breakdown_panel(App& app);                                     // breakdown_view.cpp
+void draw_stalls_panel(App& app);                                        // stalls_view.cpp
+// Loads the stalls of a run folder (analysis of the run) or next to a Chrome trace (analysis.json).
+void load_stalls_for_run(App& app, const RunTrace& run);                 // stalls_view.cpp
+bool load_stalls_json(App& app, const std::string& path, std::string& error);  // stalls_view.cpp
+
+// Writes RGBA pixels (rows bottom-up, as glReadPixels returns them) as a PNG. png_writer.cpp
+bool write_png(const std::string& path, int width, int height, const uint8_t* rgba_bottom_up, std::string& error);
+
+}  // namespace ddp::viewer

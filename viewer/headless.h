@@ -1,0 +1,29 @@
+#pragma once
+// An ImGui context without a window or GL: builds the font atlas and runs App::frame into draw lists. Tests inspect
+// the draw data; the benchmark times frame building exactly as the window would, minus the GPU upload.
+#include "viewer/app.h"
+
+struct ImDrawData;
+struct ImGuiContext;
+
+namespace ddp::viewer {
+
+class HeadlessImGui {
+ public:
+  HeadlessImGui(float width, float height);
+  ~HeadlessImGui();
+  HeadlessImGui(const HeadlessImGui&) = delete;
+  HeadlessImGui& operator=(const HeadlessImGui&) = delete;
+
+  // One frame: NewFrame, app.frame, Render. Returns the CPU time in ms. `mouse` < 0: no mouse.
+  double frame(App& app, float mouse_x = -1, float mouse_y = -1, float wheel = 0, bool mouse_down = false);
+  ImDrawData* draw_data() const;
+  // Vertices in the draw data whose colour is exactly `abgr` (ImGui's packing, as ddp::stage_color).
+  size_t count_vertices(uint32_t abgr) const;
+
+ private:
+  ImGuiContext* ctx_ = nullptr;
+  float w_, h_;
+};
+
+}  // namespace ddp::viewer

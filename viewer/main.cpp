@@ -1,0 +1,168 @@
+// ddp_viewer PATH [--screenshot FILE.png] [--frames N] [--width W] [--height H]
+// PATH is a run folder or a Chrome trace (.json / .json.gz). Exit codes: 0 ok, 1 unreadable input or no display,
+// 2 usage error.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#define GL_SILENCE_DEPRECATION
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+
+#include "backends/imgui_impl_glfw.h"
+#include "backends/imgui_impl_opengl3.h"
+#include "viewer/app.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: ddp_viewer PATH [--screenshot FILE.png] [--frames N] [--width W] [--height H]\n"
+    "  PATH  a run folder (rank<R>.ddpt files) or a Chrome trace JSON (.json or .json.gz; ours or PyTorch profiler)\n";
+
+int usage(const std::string& why) {
+  std::fprintf(stderr, "ddp_viewer: %s\n%s", why.c_str(), kUsage);
+  return 2;
+}
+
+bool parse_int(const char* s, int lo, int hi, int& out) {
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (!end || *end || end == s || v < lo || v > hi) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+void glfw_error(int code, const char* what) { std::fprintf(stderr, "ddp_viewer: GLFW error %d: %s\n", code, what); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string path, screenshot;
+  int frames = 3, width = 1600, height = 900;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) return nullptr;
+      (void)name;
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--screenshot") {
+      const char* v = value("--screenshot");
+      if (!v || !*v) return usage("--screenshot needs a file name");
+      screenshot = v;
+    } else if (a == "--frames") {
+      const char* v = value("--frames");
+      if (!v || !parse_int(v, 1, 100000, frames)) return usage("--frames needs a count from 1 to 100000");
+    } else if (a == "--width") {
+      const char* v = value("--width");
+      if (!v || !parse_int(v, 200, 16384, width)) return usage("--width needs a value from 200 to 16384");
+    } else if (a == "--height") {
+      const char* v = value("--height");
+      if (!v || !parse_int(v, 150, 16384, height)) return usage("--height needs a value from 150 to 16384");
+    } else if (!a.empty() && a[0] == '-') {
+      return usage("unknown option " + a);
+    } else if (path.empty()) {
+      path = a;
+    } else {
+      return usage("more than one PATH given");
+    }
+  }
+  if (path.empty()) return usage("no PATH given");
+
+  ddp::viewer::App app;
+  std::string error;
+  auto t_load = std::chrono::steady_clock::now();
+  if (!app.load(path, error)) {
+    std::fprintf(stderr, "ddp_viewer: cannot open %s: %s\n", path.c_str(), error.c_str());
+    return 1;
+  }
+  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
+  const bool headless = !screenshot.empty();
+  if (headless)
+    std::printf("loaded %s: %llu spans, %zu processes in %.1f ms\n", path.c_str(),
+                static_cast<unsigned long long>(app.tl.span_count), app.tl.processes.size(), load_ms);
+
+  glfwSetErrorCallback(glfw_error);
+  if (!glfwInit()) {
+    std::fprintf(stderr, "ddp_viewer: cannot initialise GLFW (no display? for headless use run under xvfb-run)\n");
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
+  if (headless) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  std::string title = "ddp_viewer - " + path;
+  GLFWwindow* window = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
+  if (!window) {
+    std::fprintf(stderr, "ddp_viewer: cannot create an OpenGL 3.0 window\n");
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(headless ? 0 : 1);
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 130");
+
+  std::vector<double> cpu_ms;
+  int rc = 0;
+  for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
+    if (headless && frame >= frames) break;
+    if (headless)
+      glfwPollEvents();
+    else
+      glfwWaitEventsTimeout(0.25);  // idle when nothing happens
+    auto t0 = std::chrono::steady_clock::now();
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    ImGui::NewFrame();
+    int fb_w = 0, fb_h = 0;
+    glfwGetFramebufferSize(window, &fb_w, &fb_h);
+    app.frame(io.DisplaySize.x, io.DisplaySize.y);
+    ImGui::Render();
+    glViewport(0, 0, fb_w, fb_h);
+    glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    cpu_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (headless && frame == frames - 1) {
+      std::vector<uint8_t> pixels(static_cast<size_t>(fb_w) * static_cast<size_t>(fb_h) * 4);
+      glPixelStorei(GL_PACK_ALIGNMENT, 1);
+      glReadBuffer(GL_BACK);
+      glReadPixels(0, 0, fb_w, fb_h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+      if (!ddp::viewer::write_png(screenshot, fb_w, fb_h, pixels.data(), error)) {
+        std::fprintf(stderr, "ddp_viewer: %s\n", error.c_str());
+        rc = 1;
+      } else {
+        std::printf("wrote %s (%dx%d)\n", screenshot.c_str(), fb_w, fb_h);
+      }
+    }
+    glfwSwapBuffers(window);
+  }
+  if (headless && !cpu_ms.empty()) {
+    double sum = 0, mx = 0;
+    for (double v : cpu_ms) {
+      sum += v;
+      mx = std::max(mx, v);
+    }
+    std::printf("frame_cpu_ms mean=%.2f max=%.2f frames=%zu boxes=%llu merged=%llu\n", sum / cpu_ms.size(), mx,
+                cpu_ms.size(), static_cast<unsigned long long>(app.last.boxes),
+                static_cast<unsigned long long>(app.last.merged_boxes));
+  }
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return rc;
+}
