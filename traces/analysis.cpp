@@ -60,6 +60,8 @@ bool is_main_stage(Stage s) {
          s == Stage::wait_comm || s == Stage::optimizer || s == Stage::checkpoint;
 }
 
+uint64_t sync_key(uint32_t step, uint8_t micro) { return (static_cast<uint64_t>(step) << 8) | micro; }
+
 uint64_t bucket_key(uint32_t step, uint8_t micro, uint16_t bucket) {
   return (static_cast<uint64_t>(step) << 24) | (static_cast<uint64_t>(micro) << 16) | bucket;
 }
@@ -76,8 +78,14 @@ struct RankData {
   std::array<std::vector<Sample>, kCounterCount> counters;
   std::set<uint8_t> loader_lanes;
   std::vector<uint32_t> analysed;
-  std::set<uint32_t> analysed_set;
+  std::vector<uint8_t> analysed_mask;  // indexed by step - analysed.front(); empty when the range is huge
+  bool in(uint32_t step) const {
+    if (analysed_mask.empty()) return std::binary_search(analysed.begin(), analysed.end(), step);
+    return step >= analysed.front() && step - analysed.front() < analysed_mask.size() &&
+           analysed_mask[step - analysed.front()];
+  }
   std::unordered_map<uint64_t, int64_t> launch;  // bucket_key -> allreduce launch (t0)
+  std::map<uint64_t, int64_t> sync_done;          // sync_key -> completion of its last bucket (max t1)
   std::vector<Interval> compute;                  // merged forward/backward intervals of the main lane
   std::unordered_map<uint32_t, std::vector<size_t>> main_by_step;
   std::unordered_map<uint32_t, std::vector<size_t>> ar_by_step;
@@ -145,6 +153,7 @@ RankData prepare(const RankTrace& t) {
       if (!fresh) it->second = {std::min(it->second.t0, s.t0), std::max(it->second.t1, s.t1)};
     }
   }
+  d.launch.reserve(d.allreduce.size());
   // Buckets without an id are numbered by launch order inside their sync.
   std::map<std::pair<uint32_t, uint8_t>, uint16_t> ordinal;
   for (Span& s : d.allreduce) {
@@ -153,6 +162,8 @@ RankData prepare(const RankTrace& t) {
     ++n;
     auto [it, fresh] = d.launch.try_emplace(bucket_key(s.step, s.micro, s.bucket), s.t0);
     if (!fresh) it->second = std::min(it->second, s.t0);
+    auto [dn, fresh_done] = d.sync_done.try_emplace(sync_key(s.step, s.micro), s.t1);
+    if (!fresh_done) dn->second = std::max(dn->second, s.t1);
   }
   for (size_t i = 0; i < d.main.size(); ++i) {
     const Span& s = d.main[i];
@@ -182,7 +193,10 @@ RankData prepare(const RankTrace& t) {
 
   for (const auto& kv : d.steps) d.analysed.push_back(kv.first);
   if (d.analysed.size() >= 3) d.analysed.erase(d.analysed.begin());  // warm-up
-  d.analysed_set.insert(d.analysed.begin(), d.analysed.end());
+  if (!d.analysed.empty() && d.analysed.back() - d.analysed.front() < (1u << 26)) {
+    d.analysed_mask.assign(static_cast<size_t>(d.analysed.back() - d.analysed.front()) + 1, 0);
+    for (uint32_t s : d.analysed) d.analysed_mask[s - d.analysed.front()] = 1;
+  }
   return d;
 }
 
@@ -291,7 +305,7 @@ RankAnalysis rank_stats(const RankData& d, const std::vector<RankData>& all, int
   std::array<uint64_t, kStageCount> cnt{}, bytes{};
   auto add = [&](const std::vector<Span>& v) {
     for (const Span& s : v) {
-      if (!d.analysed_set.count(s.step)) continue;
+      if (!d.in(s.step)) continue;
       int i = static_cast<int>(s.stage);
       tot[i] += static_cast<double>(s.dur());
       cnt[i]++;
@@ -313,7 +327,7 @@ RankAnalysis rank_stats(const RankData& d, const std::vector<RankData>& all, int
   // Per sync: when this rank sat in a bucket's allreduce before the last peer launched it, and when the transfer ran.
   std::map<std::pair<uint32_t, uint8_t>, std::vector<Interval>> transfer, waiting;
   for (const Span& s : d.allreduce) {
-    if (!d.analysed_set.count(s.step)) continue;
+    if (!d.in(s.step)) continue;
     ar_count++;
     ar_bytes += s.value;
     ar_total += static_cast<double>(s.dur());
@@ -341,15 +355,17 @@ RankAnalysis rank_stats(const RankData& d, const std::vector<RankData>& all, int
 
   // Loader: per-batch stage times of the batches these steps consumed, against the main thread's demand.
   LoaderStats& L = r.loader;
-  std::set<std::pair<uint16_t, uint32_t>> batches;
+  std::vector<uint64_t> batches;
   std::array<double, kStageCount> lt{};
   std::set<uint8_t> lanes;
   for (const Span& s : d.loader) {
-    if (!d.analysed_set.count(s.step)) continue;
-    batches.insert({s.epoch, s.item});
+    if (!d.in(s.step)) continue;
+    batches.push_back((static_cast<uint64_t>(s.epoch) << 32) | s.item);
     lt[static_cast<int>(s.stage)] += static_cast<double>(s.dur());
     lanes.insert(s.lane);
   }
+  std::sort(batches.begin(), batches.end());
+  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
   L.batches = static_cast<double>(batches.size());
   L.workers = static_cast<int>(cfg_num(cfg, "workers", 0));
   if (L.workers <= 0) L.workers = static_cast<int>(lanes.size());
@@ -565,7 +581,7 @@ Analysis analyze(const RunTrace& run) {
     for (const RankData& d : data) {
       std::vector<uint32_t> keep;
       for (uint32_t s : common)
-        if (d.analysed_set.count(s)) keep.push_back(s);
+        if (d.in(s)) keep.push_back(s);
       common.swap(keep);
     }
     a.warmup_steps = data.front().steps.size() - data.front().analysed.size();
@@ -605,13 +621,18 @@ Analysis analyze(const RunTrace& run) {
         // The buckets this wait covers, and the last peer launch among them.
         int64_t last = std::numeric_limits<int64_t>::min();
         int late = -1;
+        uint8_t sync_micro = w.micro;
         auto ar = d.ar_by_step.find(s);
         if (ar != d.ar_by_step.end()) {
           bool any_micro = false;
           for (size_t k : ar->second) any_micro |= d.allreduce[k].micro == w.micro;
+          if (!any_micro) {
+            sync_micro = 0;
+            for (size_t k : ar->second) sync_micro = std::max(sync_micro, d.allreduce[k].micro);
+          }
           for (size_t k : ar->second) {
             const Span& b = d.allreduce[k];
-            if (any_micro && b.micro != w.micro) continue;
+            if (b.micro != sync_micro) continue;
             int who = -1;
             int64_t p = peer_launch(data, d.rank, bucket_key(b.step, b.micro, b.bucket), &who);
             if (p > last) last = p, late = who;
@@ -621,7 +642,8 @@ Analysis analyze(const RunTrace& run) {
         double exposed = static_cast<double>(w.dur() - skew);
         if (exposed > 0) contrib[{-1, sname(Stage::allreduce)}].push_back({d.rank, Stage::wait_comm, s, exposed, w.t0});
         if (skew <= 0) continue;
-        // Why was the peer late? Compare what each main thread did since its previous sync.
+        // Why was the peer late? Compare what each main thread did since the previous collective completed (a moment
+        // common to both ranks; a rank still busy then, e.g. in a slow backward tail, shows that work in the window).
         const int pi = rank_index(late);
         const RankData& p = data[static_cast<size_t>(pi)];
         auto prev_end = [](const RankData& x, int64_t before, uint32_t step) {
@@ -632,6 +654,15 @@ Analysis analyze(const RunTrace& run) {
           return st != x.steps.end() ? st->second.t0 : before;
         };
         int64_t me0 = prev_end(d, w.t0, s), pe0 = prev_end(p, last, s);
+        const uint64_t key = sync_key(s, sync_micro);
+        auto prev = d.sync_done.lower_bound(key);
+        if (prev != d.sync_done.begin()) {
+          --prev;
+          int64_t done = prev->second;
+          auto pp = p.sync_done.find(prev->first);
+          if (pp != p.sync_done.end()) done = std::max(done, pp->second);
+          if (done < w.t0 && done < last) me0 = pe0 = done;
+        }
         WindowSums mine = window_sums(d, me0, w.t0), theirs = window_sums(p, pe0, last);
         std::vector<std::pair<std::string, double>> deltas;
         double positive = 0;
@@ -719,7 +750,7 @@ Analysis analyze(const RunTrace& run) {
     if (accum > 1) {
       uint64_t early = 0;
       for (const Span& s : d.allreduce)
-        if (d.analysed_set.count(s.step) && s.micro + 1 < accum) early++;
+        if (d.in(s.step) && s.micro + 1 < accum) early++;
       if (early > 0 || sync_every == 1)
         add_flag(a, "sync_every_micro_step", r.rank,
                  fmt("rank %d: gradient accumulation over %.0f micro-steps allreduces %.1f times per step instead of "
