@@ -89,7 +89,10 @@ bool looks_like_comm_error(const std::string& reason) {
 }
 
 std::string describe_exit(const RankOutcome& o) {
-  if (o.signal) return std::string("killed by signal ") + std::to_string(o.signal) + " (" + strsignal(o.signal) + ")";
+  if (o.signal) {
+    const char* abbrev = sigabbrev_np(o.signal);
+    return "killed by signal " + std::to_string(o.signal) + " (SIG" + (abbrev ? abbrev : "?") + ")";
+  }
   return "exited with status " + std::to_string(o.exit_code);
 }
 

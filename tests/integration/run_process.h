@@ -1,0 +1,77 @@
+#pragma once
+// Starts a real process (our binary), captures its output into a file, and waits with a deadline.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ddptest {
+
+struct Proc {
+  pid_t pid = -1;
+  std::string log;
+};
+
+inline Proc start(const std::vector<std::string>& args, const std::string& log,
+                  const std::map<std::string, std::string>& env = {}) {
+  Proc p;
+  p.log = log;
+  p.pid = ::fork();
+  if (p.pid == 0) {
+    int fd = ::open(log.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return p;
+}
+
+// Exit code (128+signal when killed), or -1 on timeout (the process is then killed).
+inline int wait(Proc& p, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(p.pid, &status, WNOHANG);
+    if (r == p.pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(p.pid, SIGKILL);
+      ::waitpid(p.pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+inline Result run(const std::vector<std::string>& args, const std::string& log, double timeout_s = 300,
+                  const std::map<std::string, std::string>& env = {}) {
+  Proc p = start(args, log, env);
+  int code = wait(p, timeout_s);
+  return {code, read_file(log)};
+}
+
+}  // namespace ddptest

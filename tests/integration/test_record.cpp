@@ -1,0 +1,237 @@
+// End-to-end: the real binary, real ranks over Gloo on loopback, real files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "run_process.h"
+#include "runtime/progress.h"
+#include "traces/run_folder.h"
+#include "traces/summary.h"
+
+namespace {
+namespace fs = std::filesystem;
+using namespace ddp;
+using ddptest::run;
+
+const std::string kExe = DDP_PROFILE_EXE;
+
+std::string fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("ddp_it_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d.parent_path());
+  return d.string();
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+std::map<Stage, size_t> stage_counts(const RankTrace& r) {
+  std::map<Stage, size_t> m;
+  for (const auto& e : r.events)
+    if (e.is_span()) m[e.stage_id()]++;
+  return m;
+}
+
+TEST(Record, DefaultJobRecordsEveryStageOnEveryRankAndReplicasMatch) {
+  std::string d = fresh_dir("default");
+  auto r = run({kExe, "--record", "--out", d}, d + ".log");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("epoch 0: avg loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("epoch 1: avg loss"), std::string::npos) << r.output;
+
+  auto m = read_json(d + "/manifest.json");
+  ASSERT_FALSE(m.is_discarded());
+  EXPECT_EQ(m["world_size"], 2);
+  EXPECT_EQ(m["backend"], "gloo");
+  EXPECT_EQ(m["launch"]["method"], "supervisor");
+  EXPECT_EQ(m["status"], "completed");
+  EXPECT_FALSE(m["versions"]["libtorch"].get<std::string>().empty());
+  EXPECT_EQ(m["config"]["batch_size"], 64);
+  ASSERT_EQ(m["ranks"].size(), 2u);
+  for (const auto& rk : m["ranks"]) {
+    EXPECT_EQ(rk["steps"], 156) << "10000 samples / 2 ranks / 64 per batch = 78 steps x 2 epochs";
+    EXPECT_EQ(rk["batch"]["x"]["shape"], nlohmann::json({64, 128}));
+    EXPECT_EQ(rk["batch"]["x"]["dtype"], "float32");
+  }
+  EXPECT_EQ(m["ranks"][0]["param_hash"], m["ranks"][1]["param_hash"]) << "replicas must be bitwise identical";
+  EXPECT_EQ(m["ranks"][0]["buffer_hash"], m["ranks"][1]["buffer_hash"]);
+
+  RunTrace run_trace;
+  std::string err;
+  ASSERT_TRUE(load_run(d, run_trace, err)) << err;
+  ASSERT_EQ(run_trace.ranks.size(), 2u);
+  for (const auto& rk : run_trace.ranks) {
+    EXPECT_TRUE(rk.complete);
+    EXPECT_EQ(rk.dropped, 0u);
+    auto counts = stage_counts(rk);
+    for (Stage s : {Stage::disk_read, Stage::transform, Stage::pin, Stage::h2d, Stage::wait_data, Stage::forward,
+                    Stage::backward, Stage::allreduce, Stage::wait_comm, Stage::optimizer, Stage::step})
+      EXPECT_EQ(counts[s], 156u) << "rank " << rk.rank << " stage " << stage_name(s);
+    std::set<std::string> lanes(rk.lanes.begin(), rk.lanes.end());
+    for (const char* l : {"main", "comm", "loader/0", "loader/1", "memory"}) EXPECT_TRUE(lanes.count(l)) << l;
+    ASSERT_EQ(rk.clocks.size(), 2u) << "offset measured at start and checked at the end";
+  }
+  // One clock: rank 1's spans interleave with rank 0's (same host), within a millisecond of alignment.
+  auto first_step = [&](const RankTrace& rk) {
+    for (const auto& e : rk.events)
+      if (e.is_span() && e.stage_id() == Stage::allreduce && e.step == 100) return e.t1 + rk.clock_offset_ns();
+    return int64_t{0};
+  };
+  EXPECT_NEAR(static_cast<double>(first_step(run_trace.ranks[0])), static_cast<double>(first_step(run_trace.ranks[1])),
+              2e6)
+      << "the same allreduce completes at nearly the same time on both ranks";
+
+  auto tj = read_json(d + "/trace.json");
+  ASSERT_FALSE(tj.is_discarded());
+  std::set<int> pids;
+  for (const auto& e : tj["traceEvents"])
+    if (e["ph"] == "X") pids.insert(e["pid"].get<int>());
+  EXPECT_EQ(pids, (std::set<int>{0, 1}));
+
+  auto s = run({kExe, "--summary", d, "--json"}, d + ".summary.log");
+  ASSERT_EQ(s.code, 0) << s.output;
+  auto sj = nlohmann::json::parse(s.output, nullptr, false);
+  ASSERT_FALSE(sj.is_discarded()) << s.output;
+  EXPECT_EQ(sj["ranks"][1]["steps"], 156);
+  EXPECT_GT(sj["ranks"][0]["stages"]["allreduce"]["bytes"].get<double>(), 0);
+}
+
+TEST(Record, BatchNormReplicasDivergeInTheirBuffers) {
+  // The replica comparison bites: BatchNorm's running statistics come from each rank's own batches.
+  std::string d = fresh_dir("bn");
+  auto r = run({kExe, "--record", "--out", d, "--model", "mlp-bn", "--max-steps", "5", "--no-record"}, d + ".log");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto m = read_json(d + "/manifest.json");
+  EXPECT_EQ(m["ranks"][0]["param_hash"], m["ranks"][1]["param_hash"]);
+  EXPECT_NE(m["ranks"][0]["buffer_hash"], m["ranks"][1]["buffer_hash"]);
+  EXPECT_FALSE(fs::exists(d + "/rank0.ddpt")) << "--no-record writes no trace";
+}
+
+size_t allreduces_with_micro(const RankTrace& rk, int micro, size_t* total) {
+  size_t n = 0;
+  *total = 0;
+  for (const auto& e : rk.events)
+    if (e.is_span() && e.stage_id() == Stage::allreduce) {
+      ++*total;
+      n += e.micro == micro;
+    }
+  return n;
+}
+
+TEST(Record, AccumulationCommunicatesOncePerOptimizerStep) {
+  std::string d = fresh_dir("accum");
+  auto r = run({kExe, "--record", "--out", d, "--accum-steps", "4", "--epochs", "1", "--bucket-mb", "0.1"},
+               d + ".log");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto m = read_json(d + "/manifest.json");
+  const size_t buckets = m["gradient_buckets"].size();
+  ASSERT_GT(buckets, 1u) << "small buckets: several allreduces per round";
+  RunTrace rt;
+  std::string err;
+  ASSERT_TRUE(load_run(d, rt, err)) << err;
+  for (const auto& rk : rt.ranks) {
+    auto counts = stage_counts(rk);
+    const size_t steps = counts[Stage::step];
+    EXPECT_EQ(steps, 78u / 4);
+    EXPECT_EQ(counts[Stage::forward], steps * 4);
+    size_t total = 0;
+    EXPECT_EQ(allreduces_with_micro(rk, 3, &total), steps * buckets) << "one round of every bucket, on micro-step 3";
+    EXPECT_EQ(total, steps * buckets) << "no allreduce on micro-steps 0..2";
+    EXPECT_EQ(counts[Stage::wait_comm], steps);
+  }
+  // The same count on a run that syncs every micro-step tells the two apart.
+  std::string d2 = fresh_dir("accum_sync");
+  r = run({kExe, "--record", "--out", d2, "--accum-steps", "4", "--epochs", "1", "--bucket-mb", "0.1",
+           "--sync-every-step"},
+          d2 + ".log");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(load_run(d2, rt, err)) << err;
+  size_t total = 0;
+  allreduces_with_micro(rt.ranks[0], 3, &total);
+  EXPECT_EQ(total, 4 * (78u / 4) * buckets);
+  auto m2 = read_json(d2 + "/manifest.json");
+  EXPECT_EQ(m["ranks"][0]["param_hash"], m["ranks"][1]["param_hash"]);
+  EXPECT_EQ(m2["ranks"][0]["param_hash"], m2["ranks"][1]["param_hash"]);
+}
+
+TEST(Record, KillingRankOneEndsTheRunNamingIt) {
+  std::string d = fresh_dir("kill");
+  ddptest::Proc sup = ddptest::start({kExe, "--record", "--out", d, "--epochs", "200"}, d + ".log");
+  // Wait until rank 1 is well into training, then SIGKILL it from outside.
+  ProgressSnapshot p1;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    p1 = read_progress(progress_file(d, 1));
+    if (p1.present && p1.step >= 30) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(p1.step, 30) << "rank 1 never got going";
+  ASSERT_EQ(::kill(p1.pid, SIGKILL), 0);
+  auto killed_at = std::chrono::steady_clock::now();
+  int code = ddptest::wait(sup, 30);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  std::string out = ddptest::read_file(d + ".log");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_LT(took, 5.0) << "the supervisor must end the run within 5 s";
+  EXPECT_NE(out.find("rank 1 failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("SIGKILL"), std::string::npos) << out;
+  auto p0 = read_progress(progress_file(d, 0));
+  EXPECT_EQ(::kill(p0.pid, 0), -1) << "rank 0 must not outlive the run";
+  auto status = read_json(d + "/run_status.json");
+  EXPECT_EQ(status["culprit"], 1);
+  // Both traces still export: rank 1's up to its last flush.
+  RunTrace rt;
+  std::string err;
+  ASSERT_TRUE(load_run(d, rt, err)) << err;
+  ASSERT_EQ(rt.ranks.size(), 2u);
+  EXPECT_FALSE(rt.ranks[1].complete);
+  EXPECT_GT(stage_counts(rt.ranks[1])[Stage::forward], 10u);
+  auto ex = run({kExe, "--export", d, "-o", d + "/again.json"}, d + ".export.log");
+  EXPECT_EQ(ex.code, 0) << ex.output;
+  EXPECT_FALSE(read_json(d + "/again.json").is_discarded());
+}
+
+TEST(Record, WorkersRunUnderAnExternalLauncherEnvironment) {
+  std::string d = fresh_dir("external");
+  // What torchrun --no-python / srun / mpirun do: start every rank with the rendezvous in the environment.
+  int port = 29000 + ::getpid() % 2000;
+  std::vector<ddptest::Proc> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(ddptest::start({kExe, "--worker", "--out", d, "--epochs", "1", "--max-steps", "10"},
+                                   d + ".rank" + std::to_string(r) + ".log",
+                                   {{"RANK", std::to_string(r)},
+                                    {"WORLD_SIZE", "2"},
+                                    {"LOCAL_RANK", std::to_string(r)},
+                                    {"MASTER_ADDR", "127.0.0.1"},
+                                    {"MASTER_PORT", std::to_string(port)}}));
+  for (auto& p : ranks) EXPECT_EQ(ddptest::wait(p, 120), 0) << ddptest::read_file(p.log);
+  auto m = read_json(d + "/manifest.json");
+  ASSERT_FALSE(m.is_discarded());
+  EXPECT_EQ(m["launch"]["method"], "env");
+  EXPECT_EQ(m["ranks"][0]["steps"], 10);
+  EXPECT_TRUE(fs::exists(d + "/trace.json")) << "rank 0 exports when no supervisor does";
+}
+
+TEST(Record, BadInputGetsOneClearErrorAndNonZeroExit) {
+  std::string d = fresh_dir("bad");
+  auto r = run({kExe, "--summary", d + "/nope"}, d + ".1.log");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("not a directory"), std::string::npos) << r.output;
+  r = run({kExe, "--record", "--epochs", "zero"}, d + ".2.log");
+  EXPECT_EQ(r.code, 2);
+  fs::create_directories(d);
+  std::ofstream(d + "/junk.ddpd") << "not a dataset";
+  r = run({kExe, "--record", "--out", d + "/run", "--data", d + "/junk.ddpd"}, d + ".3.log", 60);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("not a ddp_profile dataset"), std::string::npos) << r.output;
+  r = run({kExe, "--worker", "--out", d + "/w"}, d + ".4.log", 60, {});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("RANK"), std::string::npos) << r.output;
+}
+}  // namespace
