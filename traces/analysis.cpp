@@ -777,9 +777,13 @@ Analysis analyze(const RunTrace& run) {
     const double wd_share = r.step_ms > 0 ? r.wait_data_ms / r.step_ms : 0;
     if (wd_share >= 0.05 || (wd_share >= 0.01 && (L.utilization > 1.0 || L.queue_empty_fraction >= 0.5)))
       add_flag(a, "loader_cannot_keep_up", r.rank,
-               fmt("rank %d: compute waits for input %.2f ms/step (%.1f%% of the step); the loader needs %.2f ms per "
-                   "batch with %d worker(s), compute %.2f ms",
-                   r.rank, r.wait_data_ms, 100 * wd_share, L.supply_ms_per_batch, L.workers, L.demand_ms_per_batch),
+               fmt("rank %d: compute waits for input %.2f ms/step (%.1f%% of the step); %s", r.rank, r.wait_data_ms,
+                   100 * wd_share,
+                   L.batches > 0 ? fmt("the loader delivers a batch every %.2f ms with %d worker(s), compute needs one "
+                                       "every %.2f ms",
+                                       L.supply_ms_per_batch, L.workers, L.demand_ms_per_batch)
+                                       .c_str()
+                                 : "no loader spans were recorded"),
                {{"wait_data_ms_per_step", r.wait_data_ms},
                 {"share", wd_share},
                 {"loader_utilization", L.utilization},

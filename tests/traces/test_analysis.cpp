@@ -31,6 +31,8 @@ struct RankKnobs {
   double h2d = 0.5, forward = 5.0, backward = 10.0;    // ms per micro-step on the main thread
   double backward_tail = 0;  // ms inside backward after every bucket launched (the runtime's --slow backward sleep)
   double optimizer = 1.0;                               // ms per step
+  double checkpoint = 0;                                // ms, after the optimizer of every 2nd step (0 = none)
+  double untracked = 0;                                 // ms of main-thread time outside any span, per step
   uint64_t h2d_bytes = 4u << 20;
   double rss_base_mb = 1000, rss_growth_mb_per_step = 0, rss_warmup_mb = 0;
   int64_t clock_offset_ns = 0;  // rank-0 time = local time + offset
@@ -49,6 +51,7 @@ struct Sim {
   std::optional<bool> pinned = true;
   bool manifest = true;
   bool step_spans = true;
+  bool loader_spans = true;
   bool complete = true;
   uint64_t dropped = 0;
   double jitter = 0.02;  // relative, deterministic
@@ -130,6 +133,7 @@ void simulate(const Sim& sim, const std::string& dir) {
       w[r].span(lane, ddp::Stage::pin, a, b, dst, 0, j, 1 << 20);
       ready[r][j] = b;
       worker_free[r][wk] = b;
+      if (!sim.loader_spans) w[r].lanes[lane].resize(w[r].lanes[lane].size() - 3);
     }
     produced[r] = std::max(produced[r], upto + 1);
   };
@@ -184,6 +188,11 @@ void simulate(const Sim& sim, const std::string& dir) {
           const RankKnobs& k = sim.rank[r];
           int64_t a = t[r], b = a + jit(k.optimizer);
           w[r].span(kMain, ddp::Stage::optimizer, a, b, s, m);
+          if (k.checkpoint > 0 && s % 2 == 1) {
+            a = b, b = a + jit(k.checkpoint);
+            w[r].span(kMain, ddp::Stage::checkpoint, a, b, s, m);
+          }
+          b += jit(k.untracked);
           t[r] = b;
           if (sim.step_spans) w[r].span(kMain, ddp::Stage::step, step_start[r], b, s, 0);
           double rss = k.rss_base_mb + k.rss_growth_mb_per_step * s + (s >= 2 ? k.rss_warmup_mb : 0);
@@ -274,11 +283,13 @@ TEST(Analysis, BalancedRunNamesNoDominantStallAndNoFlags) {
 }
 
 // Every slow-down knob on every rank: the analysis names that stage on that rank as the top cause.
+namespace {
 struct Knob {
   const char* stage;
   int rank;
 };
 void PrintTo(const Knob& k, std::ostream* os) { *os << k.stage << " on rank " << k.rank; }
+}  // namespace
 class AnalysisKnob : public ::testing::TestWithParam<Knob> {};
 
 TEST_P(AnalysisKnob, TopCauseIsThePlantedStageAndRank) {
@@ -378,6 +389,35 @@ TEST(Analysis, AllreduceBandwidthOverlapAndSkewFollowTheirDefinitions) {
   EXPECT_EQ(b.causes.front().rank, 1);
   EXPECT_EQ(b.causes.front().stage, "backward");
   EXPECT_NEAR(b.causes.front().lost_ms_per_step, 5.0, 1e-3) << describe(b);
+}
+
+TEST(Analysis, CheckpointAndUntrackedTimeAreCauses) {
+  Sim ck;
+  ck.rank[0].checkpoint = 30;  // rank 0 saves every 2nd step; rank 1 waits for it in the next allreduce
+  ddp::Analysis a = run_analysis(ck, "checkpoint");
+  ASSERT_FALSE(a.causes.empty());
+  EXPECT_EQ(a.causes.front().rank, 0) << describe(a);
+  EXPECT_EQ(a.causes.front().stage, "checkpoint") << describe(a);
+  EXPECT_NEAR(a.causes.front().lost_ms_per_step, 15.0, 2.0) << describe(a);
+
+  Sim gap;
+  gap.rank[1].untracked = 8;
+  ddp::Analysis b = run_analysis(gap, "untracked");
+  ASSERT_FALSE(b.causes.empty());
+  EXPECT_EQ(b.causes.front().rank, 1) << describe(b);
+  EXPECT_EQ(b.causes.front().stage, "other") << describe(b);
+  EXPECT_NEAR(b.causes.front().evidence.at("excess_ms_per_step").get<double>(), 8.0, 1.0) << describe(b);
+}
+
+TEST(Analysis, DataWaitsWithoutLoaderSpansStayOnWaitData) {
+  Sim sim;
+  sim.loader_spans = false;
+  sim.rank[1].transform += 60;
+  ddp::Analysis a = run_analysis(sim, "noloader");
+  ASSERT_FALSE(a.causes.empty());
+  EXPECT_EQ(a.causes.front().rank, 1) << describe(a);
+  EXPECT_EQ(a.causes.front().stage, "wait_data") << describe(a);
+  EXPECT_TRUE(has_flag(a, "loader_cannot_keep_up", 1));
 }
 
 TEST(Analysis, ThreeRanksBlameTheOneLateRank) {
