@@ -57,7 +57,7 @@ bool decode_events(const uint8_t* data, size_t size, size_t count, uint8_t lane,
   Cursor c{data, data + size};
   int64_t prev_t0 = 0;
   int64_t prev_step = 0;
-  out.reserve(out.size() + count);
+  // No reserve here: callers append chunk after chunk, and an exact reserve per chunk would copy quadratically.
   for (size_t i = 0; i < count; ++i) {
     Event e;
     e.t0 = prev_t0 + unzigzag(c.varint());
