@@ -188,7 +188,18 @@ Timeline TimelineBuilder::finish() {
   for (size_t p = 0; p < procs_.size(); ++p) {
     Process& proc = procs_[p];
     if (!labels_[p].empty()) proc.name += " [" + labels_[p] + "]";
-    std::map<uint32_t, StepMark> derived_steps;  // from step args, when no step spans exist
+    // Steps come from step spans; a trace without them gets steps from the spans' step args.
+    bool has_step_spans = false;
+    for (const auto& lane_spans : staged_[p]) {
+      for (const Span& s : lane_spans)
+        if (s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep) {
+          has_step_spans = true;
+          break;
+        }
+      if (has_step_spans) break;
+    }
+    std::vector<StepMark> derived_steps;  // indexed by step
+    constexpr uint32_t kMaxDerivedStep = 1u << 22;
     for (size_t l = 0; l < proc.lanes.size(); ++l) {
       std::vector<Span>& spans = staged_[p][l];
       for (Span& s : spans) {
@@ -216,11 +227,13 @@ Timeline TimelineBuilder::finish() {
         open.push_back(s.t1);
       }
       lane.rows.resize(row_sizes.size());
-      for (size_t d = 0; d < row_sizes.size(); ++d) lane.rows[d].spans.reserve(row_sizes[d]);
+      const bool one_row = row_sizes.size() == 1;  // the common case for GPU streams: no copy
+      if (!one_row)
+        for (size_t d = 0; d < row_sizes.size(); ++d) lane.rows[d].spans.reserve(row_sizes[d]);
       for (size_t i = 0; i < spans.size(); ++i) {
         const Span& s = spans[i];
         Row& row = lane.rows[depth_of[i]];
-        row.spans.push_back(s);
+        if (!one_row) row.spans.push_back(s);
         row.max_dur = std::max(row.max_dur, s.t1 - s.t0);
         if (s.has_stage()) {
           StageStat& st = proc.stages[s.stage];
@@ -229,18 +242,25 @@ Timeline TimelineBuilder::finish() {
           if (s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep)
             proc.steps.push_back({s.t0, s.t1, s.step});
         }
-        if (s.step != kNoStep) {
-          auto [it, added] = derived_steps.try_emplace(s.step, StepMark{s.t0, s.t1, s.step});
-          if (!added) {
-            it->second.t0 = std::min(it->second.t0, s.t0);
-            it->second.t1 = std::max(it->second.t1, s.t1);
+        if (!has_step_spans && s.step < kMaxDerivedStep) {
+          if (derived_steps.size() <= s.step) derived_steps.resize(s.step + 1, StepMark{0, -1, 0});
+          StepMark& m = derived_steps[s.step];
+          if (m.t1 < m.t0) {
+            m = StepMark{s.t0, s.t1, s.step};
+          } else {
+            m.t0 = std::min(m.t0, s.t0);
+            m.t1 = std::max(m.t1, s.t1);
           }
         }
       }
-      std::vector<Span>().swap(spans);
+      if (one_row)
+        lane.rows[0].spans = std::move(spans);
+      else
+        std::vector<Span>().swap(spans);
     }
-    if (proc.steps.empty())
-      for (const auto& kv : derived_steps) proc.steps.push_back(kv.second);
+    if (!has_step_spans)
+      for (const StepMark& m : derived_steps)
+        if (m.t1 >= m.t0) proc.steps.push_back(m);
     std::sort(proc.steps.begin(), proc.steps.end(),
               [](const StepMark& a, const StepMark& b) { return a.t0 < b.t0 || (a.t0 == b.t0 && a.step < b.step); });
     std::stable_sort(proc.lanes.begin(), proc.lanes.end(),
@@ -308,9 +328,19 @@ Timeline timeline_from_run(const RunTrace& run) {
       b.set_lane_name(p, l, r.lanes[lane]);
     }
     const int64_t shift = r.clock_offset_ns() - origin;
-    // lanes are dense small ids: map them once
+    // lanes are dense small ids: map them once, and size each lane's storage up front
     std::array<int, 256> lane_of;
     lane_of.fill(-1);
+    std::array<size_t, 256> per_lane{};
+    for (const Event& e : r.events)
+      if (e.is_span()) ++per_lane[e.lane];
+    for (size_t lane = 0; lane < per_lane.size(); ++lane)
+      if (per_lane[lane]) {
+        int l = b.lane(p, std::to_string(lane));
+        if (lane >= r.lanes.size()) b.set_lane_name(p, l, r.lane_name(static_cast<uint8_t>(lane)));
+        lane_of[lane] = l;
+        b.reserve_spans(p, l, per_lane[lane]);
+      }
     for (const Event& e : r.events) {
       if (e.is_span()) {
         int& l = lane_of[e.lane];

@@ -141,6 +141,7 @@ class TimelineBuilder {
   uint32_t intern(std::string_view s) { return tl_.names.intern(s); }
   uint32_t add_extra(std::string text);
   void add_span(int p, int l, const Span& s) { staged_[p][l].push_back(s); }
+  void reserve_spans(int p, int l, size_t n) { staged_[p][l].reserve(staged_[p][l].size() + n); }
   void add_counter(int p, std::string_view name, int64_t t, double v);
   void problem(std::string line) { tl_.problems.push_back(std::move(line)); }
   Timeline& timeline() { return tl_; }
