@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds, then runs every test (unit, integration with real ranks over Gloo on loopback, viewer under Xvfb).
+# Sets up and builds (scripts/setup.sh), then runs every test: unit tests, integration tests with real ranks over
+# Gloo on loopback, viewer tests under Xvfb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+bash scripts/setup.sh
 cd build
-ctest --output-on-failure --timeout 600 -j1
+ctest --output-on-failure --timeout 900 -j1
