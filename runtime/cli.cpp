@@ -149,6 +149,14 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_job->add_option("--inject-fault", fault, "rank=R,step=S,kind=throw|kill|hang|exit0");
   job_opt(g_job->add_option("--hang-timeout", j.hang_timeout_s, "seconds without progress before a rank counts as hung")
               ->check(CLI::Range(1.0, 86400.0)));
+  job_opt(g_job->add_option("--resume-from", j.resume_from, "resume from a checkpoint folder (RUN/checkpoints/step<k>)"));
+  job_opt(g_job->add_option("--verify-steps", j.verify_steps,
+                            "log consumed samples and replica hashes; dump tensors of the first N steps (--check sets it)")
+              ->check(CLI::Range(int64_t{0}, int64_t{1000})));
+  g_job->add_option("--plant", j.plant,
+                    "plant a fault that a check must catch: broken-shard, no-set-epoch, skip-allreduce, ckpt-no-rng, ckpt-no-step")
+      ->check(CLI::IsMember({"broken-shard", "no-set-epoch", "skip-allreduce", "ckpt-no-rng", "ckpt-no-step"}))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   g_job->add_option("--checkpoint-steps", ckpt, "optimizer steps after which to checkpoint, e.g. 0,5,10")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

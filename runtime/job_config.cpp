@@ -20,7 +20,8 @@ nlohmann::json to_json(const JobConfig& c) {
       {"device", c.device},           {"backend", c.backend},
       {"record", c.record},           {"slow", slow},
       {"hang_timeout_s", c.hang_timeout_s}, {"checkpoint_steps", c.checkpoint_steps},
-      {"resume_from", c.resume_from}};
+      {"resume_from", c.resume_from}, {"verify_steps", c.verify_steps},
+      {"plant", c.plant}};
   if (c.fault.rank >= 0)
     j["inject_fault"] = {{"rank", c.fault.rank}, {"step", c.fault.step}, {"kind", c.fault.kind}};
   return j;

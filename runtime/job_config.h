@@ -60,7 +60,16 @@ struct JobConfig {
   FaultSpec fault;
   double hang_timeout_s = 60;
   std::vector<int64_t> checkpoint_steps;
-  std::string resume_from;
+  std::string resume_from;  // a checkpoint folder (DIR/checkpoints/step<k>)
+  int64_t verify_steps = 0;  // > 0: log samples and replica hashes, dump tensors of the first N steps
+  // Deliberate faults that show a check biting: broken-shard, no-set-epoch, skip-allreduce, ckpt-no-rng,
+  // ckpt-no-step.
+  std::vector<std::string> plant;
+  bool planted(const std::string& name) const {
+    for (const auto& p : plant)
+      if (p == name) return true;
+    return false;
+  }
 
   double slow_ms(int rank, Stage s) const {
     double t = 0;

@@ -24,3 +24,17 @@ inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
 inline void clear_autocast_cache() { at::autocast::clear_cache(); }
 
 }  // namespace ddp::compat
+
+#include <torch/optim/optimizer.h>
+
+namespace ddp::compat {
+// Optimizer state is keyed by the parameter's TensorImpl: as a string in 1.13, as a raw pointer in later versions.
+template <typename StateMap>
+auto optimizer_state_key(const at::Tensor& p) {
+  using Key = typename std::decay_t<StateMap>::key_type;
+  if constexpr (std::is_same_v<Key, std::string>)
+    return c10::guts::to_string(p.unsafeGetTensorImpl());
+  else
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+}
+}  // namespace ddp::compat

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "profiler/span.h"
+#include "runtime/checkpoint.h"
 #include "runtime/dataset_file.h"
 #include "runtime/dist.h"
 #include "runtime/grad_sync.h"
@@ -30,6 +31,7 @@
 #include "runtime/run_dir.h"
 #include "runtime/sampler.h"
 #include "runtime/torch_compat.h"
+#include "runtime/verify_log.h"
 #include "traces/chrome_export.h"
 #include "traces/run_folder.h"
 
@@ -94,19 +96,6 @@ void maybe_inject_fault(const JobConfig& job, int rank, int64_t step) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
-// FNV-1a over the raw bytes of tensors: equal hashes across ranks mean bitwise-identical replicas.
-std::string tensors_hash(const std::vector<at::Tensor>& ts) {
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& t : ts) {
-    at::Tensor c = t.detach().to(at::kCPU).contiguous();
-    auto* p = static_cast<const uint8_t*>(c.data_ptr());
-    for (size_t i = 0, n = c.numel() * c.element_size(); i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
 double median_ms(std::vector<double> v) {
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -139,6 +128,26 @@ nlohmann::json versions_json() {
   return v;
 }
 
+// Runs the model layer by layer, keeping each layer's output (for the verification dumps).
+at::Tensor forward_collect(torch::nn::Sequential& model, at::Tensor x,
+                           std::vector<std::pair<std::string, at::Tensor>>* acts) {
+  if (!acts) return model->forward(x);
+  auto names = model->named_children();
+  size_t i = 0;
+  for (auto& layer : *model) {
+    x = layer.forward(x);
+    acts->emplace_back(names[i++].key(), x.detach().clone());
+  }
+  return x;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> named(const torch::OrderedDict<std::string, at::Tensor>& d,
+                                                      bool grads) {
+  std::vector<std::pair<std::string, at::Tensor>> v;
+  for (const auto& kv : d) v.emplace_back(kv.key(), grads ? kv.value().grad() : kv.value());
+  return v;
+}
+
 // The training job, top to bottom. Returns normally on success; throws on any failure.
 void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) {
   const JobConfig& job = s.job;
@@ -162,6 +171,32 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
   }
   GradSync sync(params, dist, job.bucket_mb);
   torch::optim::AdamW opt(params, torch::optim::AdamWOptions(job.lr));
+  ScalerState scaler;  // AMP's loss scaler: inactive on CPU, kept so checkpoints have the same shape everywhere
+
+  TrainPosition start;
+  if (!job.resume_from.empty()) {
+    start = load_checkpoint(job.resume_from, rank, world, model, opt, scaler);
+    if (rank == 0)
+      std::printf("resumed from %s: epoch %lld, step %lld, %lld batches into the epoch\n", job.resume_from.c_str(),
+                  static_cast<long long>(start.epoch), static_cast<long long>(start.global_step),
+                  static_cast<long long>(start.batches_in_epoch));
+  }
+  VerifyLog verify;
+  if (job.verify_steps > 0) {
+    verify.open(s.dir, rank, job.verify_steps);
+    verify.replica(start.global_step - 1, tensors_hash(params));
+  }
+  auto wants_checkpoint = [&](int64_t completed) {
+    return std::find(job.checkpoint_steps.begin(), job.checkpoint_steps.end(), completed) != job.checkpoint_steps.end();
+  };
+  std::vector<std::string> ckpt_omit;
+  if (job.planted("ckpt-no-rng")) ckpt_omit.push_back("rng");
+  if (job.planted("ckpt-no-step")) ckpt_omit.push_back("optimizer.step");
+  auto checkpoint = [&](const TrainPosition& pos) {
+    g_progress.stage(Stage::checkpoint);
+    prof::Span sp(Stage::checkpoint);
+    save_checkpoint(checkpoint_dir(s.dir, pos.global_step), rank, world, job.seed, model, opt, scaler, pos, ckpt_omit);
+  };
 
   // --- loader -------------------------------------------------------------------------------------------------
   LoaderOptions lo;
@@ -185,21 +220,30 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
 
   nlohmann::json batch_shapes;
   std::vector<double> step_ms;  // measured with or without recording: the overhead benchmark compares them
-  int64_t global_step = 0;
+  int64_t global_step = start.global_step;
   bool stop = false;
-  for (int epoch = 0; epoch < job.epochs && !stop; ++epoch) {
+  if (wants_checkpoint(global_step) && job.resume_from.empty()) checkpoint(start);
+  for (int epoch = static_cast<int>(start.epoch); epoch < job.epochs && !stop; ++epoch) {
     // --- sampler: DistributedSampler.set_epoch(epoch) ---
-    std::vector<int64_t> order = epoch_order(data.samples(), job.seed, epoch, job.shuffle);
-    std::vector<int64_t> mine = shard_indices(order, rank, world, job.drop_last);
+    const int order_epoch = job.planted("no-set-epoch") ? 0 : epoch;
+    std::vector<int64_t> order = epoch_order(data.samples(), job.seed, order_epoch, job.shuffle);
+    const int shard_rank = job.planted("broken-shard") ? 0 : rank;
+    std::vector<int64_t> mine = shard_indices(order, shard_rank, world, job.drop_last);
     auto batches = make_batches(mine, job.batch_size, job.drop_last);
     const int64_t steps = static_cast<int64_t>(batches.size()) / job.accum_steps;
     batches.resize(steps * job.accum_steps);  // a trailing partial accumulation window is not run
+    // Resuming mid-epoch: the sampler's position says how many batches of this epoch are done.
+    const int64_t skip = epoch == start.epoch ? start.batches_in_epoch : 0;
+    if (skip % job.accum_steps != 0 || skip > static_cast<int64_t>(batches.size()))
+      throw std::runtime_error("checkpoint position " + std::to_string(skip) + " does not fit this job's epoch");
+    std::vector<int64_t> batch_ids;
+    batches.erase(batches.begin(), batches.begin() + skip);
     loader.start_epoch(static_cast<uint16_t>(epoch), static_cast<uint32_t>(global_step), batches);
 
     const auto epoch_t0 = std::chrono::steady_clock::now();
     double loss_sum = 0;
     int64_t loss_steps = 0;
-    for (int64_t st = 0; st < steps; ++st, ++global_step) {
+    for (int64_t st = skip / job.accum_steps; st < steps; ++st, ++global_step) {
       if (job.max_steps && global_step >= job.max_steps) {
         stop = true;
         break;
@@ -208,6 +252,11 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
       g_progress.step(global_step, epoch);
       const auto step_t0 = std::chrono::steady_clock::now();
       prof::Span step_span(Stage::step);
+      const bool dump = verify.dumping(global_step);
+      std::vector<std::pair<std::string, at::Tensor>> pre_params;
+      std::vector<std::vector<std::pair<std::string, at::Tensor>>> acts;
+      if (dump)
+        for (const auto& [k, t] : named(model->named_parameters(), false)) pre_params.emplace_back(k, t.detach().clone());
       double step_loss = 0;
       for (int micro = 0; micro < job.accum_steps; ++micro) {
         prof::StepContext ctx{static_cast<uint32_t>(global_step), static_cast<uint16_t>(epoch),
@@ -223,6 +272,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
         }
         if (!b) throw std::logic_error("loader ran out of batches inside an epoch");
         prof::record_counter(Counter::loader_queue_depth, static_cast<uint64_t>(loader.ready_batches()));
+        verify.batch(epoch, global_step, micro, skip + b->index, b->indices);
 
         g_progress.stage(Stage::h2d);
         at::Tensor x, y;
@@ -246,12 +296,13 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
         {
           prof::Span sp(Stage::forward);
           sp.item(static_cast<uint32_t>(x.size(0)));
-          at::Tensor logits = model->forward(x);
+          if (dump) acts.emplace_back();
+          at::Tensor logits = forward_collect(model, x, dump ? &acts.back() : nullptr);
           loss = torch::nn::functional::cross_entropy(logits, y, ce_opts);
           if (job.accum_steps > 1) loss = loss / job.accum_steps;
           sleep_ms(slow_fwd);
         }
-        const bool sync_now = micro == job.accum_steps - 1 || job.sync_every_step;
+        const bool sync_now = (micro == job.accum_steps - 1 || job.sync_every_step) && !job.planted("skip-allreduce");
         g_progress.stage(Stage::backward);
         {
           prof::Span sp(Stage::backward);
@@ -267,6 +318,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
         }
         step_loss += loss.item<double>();
       }
+      if (dump) verify.dump_step(global_step, pre_params, acts, named(model->named_parameters(), true));
       g_progress.stage(Stage::optimizer);
       {
         prof::Span sp(Stage::optimizer);
@@ -276,6 +328,9 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
       }
       step_span.end();
       step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_t0).count());
+      if (verify.enabled()) verify.replica(global_step, tensors_hash(params));
+      if (wants_checkpoint(global_step + 1))
+        checkpoint({epoch, global_step + 1, (st + 1) * job.accum_steps});
       loss_sum += step_loss;
       ++loss_steps;
     }
