@@ -51,7 +51,14 @@ void append_utf8(std::string& s, uint32_t cp) {
 
 // Microseconds as written in a trace ("123", "123.456", "1.2e3") to nanoseconds. Decimal text is converted exactly
 // (no float rounding) so our own export round-trips to the nanosecond.
-int64_t micros_text_to_ns(std::string_view t, double fallback) {
+// Timestamps are clamped to +-2^61 ns (73 years): sums and differences of two of them cannot overflow.
+constexpr int64_t kMaxNs = int64_t{1} << 61;
+int64_t clamp_ns(int64_t v) { return std::clamp(v, -kMaxNs, kMaxNs); }
+
+int64_t micros_text_to_ns_raw(std::string_view t, double fallback);
+int64_t micros_text_to_ns(std::string_view t, double fallback) { return clamp_ns(micros_text_to_ns_raw(t, fallback)); }
+
+int64_t micros_text_to_ns_raw(std::string_view t, double fallback) {
   size_t i = 0;
   bool neg = false;
   if (i < t.size() && t[i] == '-') {
