@@ -108,6 +108,11 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_out->add_option("--out", c.out_dir, "run folder to write (default: runs/<timestamp>)");
   g_out->add_option("-o,--output", c.output_file, "with --export: the JSON file to write (default DIR/trace.json)");
   g_out->add_flag("--json", c.json, "with --summary/--analyze: print JSON");
+  g_out->add_option("--checks", c.checks, "with --check: run only these check ids (comma separated)")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(CLI::IsMember({"env.manifest", "data.shard_rule", "numerics.reference", "numerics.rank_sync",
+                             "comm.no_sync", "checkpoint.complete", "checkpoint.resume", "faults.exit"}));
 
   std::vector<std::string> slow, ckpt;
   std::string fault;
@@ -231,6 +236,11 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   if (!is_run && c.job_options_given) {
     r.exit_code = 2;
     r.message = "ddp_profile: job options only apply to --record, --check and --worker";
+    return r;
+  }
+  if (!c.checks.empty() && c.mode != Mode::check) {
+    r.exit_code = 2;
+    r.message = "ddp_profile: --checks only applies to --check";
     return r;
   }
   if (!c.output_file.empty() && c.mode != Mode::export_trace) {

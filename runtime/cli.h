@@ -16,6 +16,7 @@ struct Command {
   std::vector<std::string> diff_dirs;  // --diff A B
   std::string output_file;   // -o for --export
   bool json = false;
+  std::vector<std::string> checks;  // --checks: subset of the ladder (default: all)
   bool job_options_given = false;
 };
 

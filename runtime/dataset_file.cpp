@@ -165,4 +165,12 @@ uint64_t DatasetFile::read(const int64_t* indices, size_t n, float* x, int64_t* 
   return n * rec;
 }
 
+void normalise_samples(float* x, size_t n, const DatasetFile& data) {
+  const int64_t F = data.features();
+  const float* mean = data.mean().data();
+  const float* sd = data.stddev().data();
+  for (size_t i = 0; i < n; ++i, x += F)
+    for (int64_t f = 0; f < F; ++f) x[f] = (x[f] - mean[f]) / sd[f];
+}
+
 }  // namespace ddp

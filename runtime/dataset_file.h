@@ -47,4 +47,7 @@ class DatasetFile {
   std::string path_;
 };
 
+// The loader's host transform, in place: x = (x - mean) / std per feature, with the file's statistics.
+void normalise_samples(float* x, size_t n, const DatasetFile& data);
+
 }  // namespace ddp

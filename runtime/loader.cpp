@@ -83,12 +83,7 @@ void Loader::produce(int w, int64_t b, StagedBatch& slot) {
   }
   {
     uint64_t t0 = prof::recording() ? prof::ticks() : 0;
-    const float* mean = data_.mean().data();
-    const float* sd = data_.stddev().data();
-    for (size_t i = 0; i < n; ++i) {
-      float* x = wk.raw_x.data() + i * F;
-      for (int64_t f = 0; f < F; ++f) x[f] = (x[f] - mean[f]) / sd[f];
-    }
+    normalise_samples(wk.raw_x.data(), n, data_);
     sleep_ms(opt_.slow_transform_ms);
     if (t0) prof::record_span(Stage::transform, t0, prof::ticks(), 0, kNoBucket, static_cast<uint32_t>(b), &ctx);
   }

@@ -19,7 +19,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> job_args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a != "--record" && a != "--check") job_args.push_back(a);
+    if (a == "--record" || a == "--check" || a.rfind("--checks=", 0) == 0) continue;
+    if (a == "--checks") {
+      ++i;  // and its value
+      continue;
+    }
+    job_args.push_back(a);
   }
   switch (cmd.mode) {
     case ddp::Mode::record:

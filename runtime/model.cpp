@@ -16,4 +16,16 @@ torch::nn::Sequential make_model(const JobConfig& job, int64_t features) {
   m->push_back("fc2", torch::nn::Linear(job.hidden, job.classes));
   return m;
 }
+
+at::Tensor forward_collect(torch::nn::Sequential& model, at::Tensor x,
+                           std::vector<std::pair<std::string, at::Tensor>>* acts) {
+  if (!acts) return model->forward(x);
+  auto names = model->named_children();
+  size_t i = 0;
+  for (auto& layer : *model) {
+    x = layer.forward(x);
+    acts->emplace_back(names[i++].key(), x.detach().clone());
+  }
+  return x;
+}
 }  // namespace ddp

@@ -71,11 +71,4 @@ int run_diff(const Command& cmd) {
   return 2;
 }
 
-int run_check(const Command& cmd, const std::vector<std::string>& job_args) {
-  std::cerr << "ddp_profile: --check is not available yet\n";
-  (void)cmd;
-  (void)job_args;
-  return 2;
-}
-
 }  // namespace ddp

@@ -57,6 +57,7 @@ void ProgressWriter::step(int64_t step, int epoch) {
   if (!rec_) return;
   rec_->step.store(step, std::memory_order_relaxed);
   rec_->epoch.store(epoch, std::memory_order_relaxed);
+  rec_->stage.store(static_cast<int32_t>(Stage::step), std::memory_order_relaxed);
   rec_->last_ns.store(prof::monotonic_ns(), std::memory_order_relaxed);
 }
 

@@ -245,7 +245,7 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
     RankOutcome& o = ranks[r];
     o.description = describe_exit(o);
     if (culprit >= 0)
-      o.ended_after_fault_s = std::chrono::duration<double>(exit_time[r] - fault_time).count();
+      o.ended_after_fault_s = std::max(0.0, std::chrono::duration<double>(exit_time[r] - fault_time).count());
   }
   out.ranks = ranks;
   if (failure_seen) {

@@ -128,19 +128,6 @@ nlohmann::json versions_json() {
   return v;
 }
 
-// Runs the model layer by layer, keeping each layer's output (for the verification dumps).
-at::Tensor forward_collect(torch::nn::Sequential& model, at::Tensor x,
-                           std::vector<std::pair<std::string, at::Tensor>>* acts) {
-  if (!acts) return model->forward(x);
-  auto names = model->named_children();
-  size_t i = 0;
-  for (auto& layer : *model) {
-    x = layer.forward(x);
-    acts->emplace_back(names[i++].key(), x.detach().clone());
-  }
-  return x;
-}
-
 std::vector<std::pair<std::string, at::Tensor>> named(const torch::OrderedDict<std::string, at::Tensor>& d,
                                                       bool grads) {
   std::vector<std::pair<std::string, at::Tensor>> v;
@@ -248,8 +235,8 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
         stop = true;
         break;
       }
-      maybe_inject_fault(job, rank, global_step);
       g_progress.step(global_step, epoch);
+      maybe_inject_fault(job, rank, global_step);
       const auto step_t0 = std::chrono::steady_clock::now();
       prof::Span step_span(Stage::step);
       const bool dump = verify.dumping(global_step);
@@ -354,6 +341,11 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
                          {"batch", batch_shapes},
                          {"steps", global_step},
                          {"step_time_median_ms", median_ms(step_ms)},
+                         {"param_bytes", [&] {
+                            uint64_t b = 0;
+                            for (const auto& p : params) b += p.numel() * p.element_size();
+                            return b;
+                          }()},
                          {"param_hash", tensors_hash(model->parameters())},
                          {"buffer_hash", tensors_hash(model->buffers())},
                          {"allreduce_calls", sync.allreduce_calls()},
@@ -371,6 +363,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
     m["ranks"] = nlohmann::json::array();
     for (const auto& a : all) m["ranks"].push_back(nlohmann::json::parse(a));
     m["gradient_buckets"] = sync.bucket_bytes();
+    m["param_bytes"] = m["ranks"][0]["param_bytes"];
     m["end_time"] = iso_time_now();
     m["status"] = "completed";
     if (!write_json_atomic(s.dir + "/" + kManifestFile, m, err)) throw std::runtime_error(err);

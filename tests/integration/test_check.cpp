@@ -1,0 +1,86 @@
+// `ddp_profile --check` end to end: the ladder passes on the default job, and each check fails on its planted fault.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "run_process.h"
+
+namespace {
+namespace fs = std::filesystem;
+const std::string kExe = DDP_PROFILE_EXE;
+
+std::string fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("ddp_chk_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d.parent_path());
+  return d.string();
+}
+
+nlohmann::json checks_of(const std::string& dir) {
+  std::ifstream in(dir + "/checks.json");
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+TEST(Check, TheWholeLadderPassesOnTheDefaultJob) {
+  std::string d = fresh_dir("ladder");
+  auto r = ddptest::run({kExe, "--check", "--out", d}, d + ".log", 600);
+  EXPECT_EQ(r.code, 0) << r.output;
+  auto j = checks_of(d);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  std::vector<std::string> ids;
+  for (const auto& c : j["checks"]) {
+    ids.push_back(c["id"]);
+    EXPECT_EQ(c["status"], "pass") << c["id"] << ": " << c["summary"];
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"env.manifest", "data.shard_rule", "numerics.reference", "numerics.rank_sync",
+                                           "comm.no_sync", "checkpoint.complete", "checkpoint.resume", "faults.exit"}));
+  EXPECT_TRUE(fs::exists(d + "/main/verify/rank0.summaries.jsonl")) << "per-layer summaries are kept";
+}
+
+struct Planted {
+  const char* name;
+  const char* check;
+  std::vector<std::string> options;
+  const char* expect_in_summary;
+};
+
+class PlantedFault : public ::testing::TestWithParam<Planted> {};
+
+TEST_P(PlantedFault, ItsCheckFailsAndSaysWhy) {
+  const Planted& p = GetParam();
+  std::string d = fresh_dir(p.name);
+  std::vector<std::string> args = {kExe, "--check", "--checks", p.check, "--out", d};
+  args.insert(args.end(), p.options.begin(), p.options.end());
+  auto r = ddptest::run(args, d + ".log", 600);
+  EXPECT_EQ(r.code, 1) << r.output;
+  auto j = checks_of(d);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  ASSERT_EQ(j["checks"].size(), 1u);
+  EXPECT_EQ(j["checks"][0]["status"], "fail");
+  std::string summary = j["checks"][0]["summary"];
+  EXPECT_NE(summary.find(p.expect_in_summary), std::string::npos) << summary;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ladder, PlantedFault,
+    ::testing::Values(
+        Planted{"broken_shard", "data.shard_rule", {"--plant", "broken-shard", "--max-steps", "10"}, "differ from the sampler rule"},
+        Planted{"no_set_epoch", "data.shard_rule", {"--plant", "no-set-epoch", "--dataset-size", "2000"}, "set_epoch"},
+        Planted{"sum_loss", "numerics.reference", {"--loss-reduction", "sum", "--max-steps", "5"}, "sum-reduced loss"},
+        Planted{"batchnorm", "numerics.reference", {"--model", "mlp-bn", "--max-steps", "5"}, "BatchNorm"},
+        Planted{"skip_allreduce", "numerics.rank_sync", {"--plant", "skip-allreduce", "--max-steps", "5"}, "differ from rank 0"},
+        Planted{"sync_every_step", "comm.no_sync", {"--accum-steps", "4", "--sync-every-step", "--max-steps", "5"}, "no_sync was not in effect"},
+        Planted{"ckpt_no_rng", "checkpoint.complete", {"--plant", "ckpt-no-rng", "--max-steps", "5"}, "rng.torch_cpu"},
+        Planted{"ckpt_no_step", "checkpoint.resume", {"--plant", "ckpt-no-step"}, "has no 'step'"}),
+    [](const ::testing::TestParamInfo<Planted>& i) { return std::string(i.param.name); });
+
+TEST(Check, AccumulationPassesNoSync) {
+  std::string d = fresh_dir("accum");
+  auto r = ddptest::run({kExe, "--check", "--checks", "comm.no_sync,numerics.reference,data.shard_rule", "--out", d,
+                         "--accum-steps", "4", "--bucket-mb", "0.1", "--max-steps", "6"},
+                        d + ".log", 600);
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+}  // namespace

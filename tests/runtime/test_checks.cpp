@@ -1,0 +1,170 @@
+// The check judgements on recorded data, each shown passing on good data and failing on a planted fault.
+#include <gtest/gtest.h>
+
+#include "runtime/checks.h"
+#include "runtime/sampler.h"
+
+namespace {
+using namespace ddp;
+
+nlohmann::json good_manifest() {
+  return nlohmann::json::parse(R"({
+    "versions": {"libtorch": "1.13.0", "compiler": "g++ 12"}, "device": {"type": "cpu", "name": "x"},
+    "backend": "gloo", "world_size": 2, "launch": {"method": "supervisor"},
+    "seeds": {"data": 0, "weights": 0, "sampler": 0}, "config": {}, "host": "h", "start_time": "t",
+    "ranks": [{"rank": 0, "host": "h", "device": "cpu", "batch": {"x": {"shape": [64, 128], "dtype": "float32"},
+                                                                  "y": {"shape": [64], "dtype": "int64"}}},
+              {"rank": 1, "host": "h", "device": "cpu", "batch": {"x": {"shape": [64, 128], "dtype": "float32"},
+                                                                  "y": {"shape": [64], "dtype": "int64"}}}]})");
+}
+
+TEST(Checks, ManifestPassesWhenCompleteAndNamesWhatIsMissing) {
+  EXPECT_EQ(check_manifest(good_manifest()).status, CheckStatus::pass);
+  auto m = good_manifest();
+  m["seeds"].erase("sampler");
+  auto r = check_manifest(m);
+  EXPECT_EQ(r.status, CheckStatus::fail);
+  EXPECT_NE(r.summary.find("seeds/sampler"), std::string::npos) << r.summary;
+  m = good_manifest();
+  m["ranks"].erase(1);
+  EXPECT_EQ(check_manifest(m).status, CheckStatus::fail);
+  EXPECT_EQ(check_manifest(nullptr).status, CheckStatus::fail);
+}
+
+// A toy sampler world: 20 samples, 2 ranks, batches of 4, orders given per epoch.
+std::vector<int64_t> order_for(int epoch) {
+  std::vector<int64_t> o(20);
+  for (int i = 0; i < 20; ++i) o[i] = (i * (epoch == 0 ? 3 : 7)) % 20;
+  return o;
+}
+std::vector<int64_t> rule(int epoch, int rank) {
+  auto b = make_batches(shard_indices(order_for(epoch), rank, 2, true), 4, true);
+  std::vector<int64_t> flat;
+  for (auto& x : b) flat.insert(flat.end(), x.begin(), x.end());
+  return flat;
+}
+std::vector<std::vector<ConsumedBatch>> consumed(bool broken, bool same_order) {
+  std::vector<std::vector<ConsumedBatch>> out(2);
+  for (int e = 0; e < 2; ++e)
+    for (int r = 0; r < 2; ++r) {
+      auto idx = rule(same_order ? 0 : e, broken ? 0 : r);
+      for (size_t b = 0; b * 4 < idx.size(); ++b)
+        out[r].push_back({e, static_cast<int64_t>(b), 0, static_cast<int64_t>(b),
+                          std::vector<int64_t>(idx.begin() + b * 4, idx.begin() + b * 4 + 4)});
+    }
+  return out;
+}
+
+TEST(Checks, ShardRulePassesOnTheRuleAndCatchesBrokenShardsAndMissingSetEpoch) {
+  auto ok = check_shard_rule(consumed(false, false), 20, true, rule);
+  EXPECT_EQ(ok.status, CheckStatus::pass) << ok.summary;
+  auto broken = check_shard_rule(consumed(true, false), 20, true, rule);
+  EXPECT_EQ(broken.status, CheckStatus::fail);
+  EXPECT_NE(broken.summary.find("rank 1"), std::string::npos) << broken.summary;
+  EXPECT_GT(broken.details["epochs"][0]["duplicates"].get<int>(), 0);
+  auto stale = check_shard_rule(consumed(false, true), 20, true, rule);
+  EXPECT_EQ(stale.status, CheckStatus::fail);
+  EXPECT_NE(stale.summary.find("set_epoch"), std::string::npos) << stale.summary;
+}
+
+TEST(Checks, RankSyncNamesTheFirstDivergentStep) {
+  std::map<int64_t, std::string> a = {{-1, "x"}, {0, "a"}, {1, "b"}, {2, "c"}};
+  auto b = a;
+  EXPECT_EQ(check_rank_sync({a, b}).status, CheckStatus::pass);
+  b[1] = "z";
+  b[2] = "zz";
+  auto r = check_rank_sync({a, b});
+  EXPECT_EQ(r.status, CheckStatus::fail);
+  EXPECT_EQ(r.details["first_step"], 1);
+  b = a;
+  b[-1] = "other";
+  EXPECT_NE(check_rank_sync({a, b}).summary.find("at start"), std::string::npos);
+}
+
+TEST(Checks, CompareValuesUsesAssertCloseSemanticsAndEstimatesTheScale) {
+  std::vector<double> ref = {1.0, -2.0, 3.0};
+  EXPECT_TRUE(compare_values("t", {1.0 + 1e-7, -2.0, 3.0}, ref, 1.3e-6, 1e-5).ok);
+  auto half = compare_values("t", {0.5, -1.0, 1.5}, ref, 1.3e-6, 1e-5);
+  EXPECT_FALSE(half.ok);
+  EXPECT_NEAR(half.scale, 0.5, 1e-12);
+  EXPECT_FALSE(compare_values("t", {NAN, -2.0, 3.0}, ref, 1.3e-6, 1e-5).ok);
+  EXPECT_FALSE(compare_values("t", {1.0}, ref, 1.3e-6, 1e-5).ok);
+}
+
+NumericsEvidence evidence(double grad_scale, bool bn_diverges, bool samples_ok = true) {
+  NumericsEvidence e;
+  std::vector<double> ref = {0.1, -0.2, 0.3, 0.05};
+  std::vector<double> got = ref;
+  for (auto& v : got) v *= grad_scale;
+  if (bn_diverges) got[2] += 0.01;
+  e.grads.push_back(compare_values("fc1.weight", got, ref, 1.3e-6, 1e-5));
+  e.activations.push_back(compare_values("fc1", ref, ref, 1.3e-6, 1e-5));
+  auto bn = ref;
+  if (bn_diverges) bn[0] += 0.1;
+  e.activations.push_back(compare_values("bn1", bn, ref, 1.3e-6, 1e-5));
+  e.layer_kinds = {"torch::nn::LinearImpl", "torch::nn::BatchNorm1dImpl"};
+  e.samples_follow_rule = samples_ok;
+  return e;
+}
+
+TEST(Checks, NumericsDiagnosesSumLossBatchNormAndForeignSamples) {
+  EXPECT_EQ(judge_numerics({evidence(1.0, false)}, 2, 1.3e-6, 1e-5).status, CheckStatus::pass);
+  auto sum = judge_numerics({evidence(0.5, false)}, 2, 1.3e-6, 1e-5);
+  EXPECT_EQ(sum.status, CheckStatus::fail);
+  EXPECT_NE(sum.summary.find("sum-reduced loss"), std::string::npos) << sum.summary;
+  auto twice = judge_numerics({evidence(2.0, false)}, 2, 1.3e-6, 1e-5);
+  EXPECT_NE(twice.summary.find("summed, not averaged"), std::string::npos) << twice.summary;
+  auto bn = judge_numerics({evidence(1.0, true)}, 2, 1.3e-6, 1e-5);
+  EXPECT_NE(bn.summary.find("bn1"), std::string::npos) << bn.summary;
+  EXPECT_NE(bn.summary.find("batch statistics"), std::string::npos) << bn.summary;
+  auto foreign = judge_numerics({evidence(1.0, true, false)}, 2, 1.3e-6, 1e-5);
+  EXPECT_NE(foreign.summary.find("other samples"), std::string::npos) << foreign.summary;
+}
+
+TEST(Checks, CheckpointItemsListWhatIsMissing) {
+  std::vector<std::string> expected = {"model.w", "optimizer.state.w.step", "rng.torch_cpu"};
+  EXPECT_EQ(check_checkpoint_items(expected, expected, "f").status, CheckStatus::pass);
+  auto r = check_checkpoint_items(expected, {"model.w", "rng.torch_cpu"}, "f");
+  EXPECT_EQ(r.status, CheckStatus::fail);
+  EXPECT_NE(r.summary.find("optimizer.state.w.step"), std::string::npos);
+}
+
+FaultScenario scenario(const std::string& kind, int exit_code, int culprit, double slowest, const std::string& msg) {
+  FaultScenario s;
+  s.kind = kind;
+  s.outcome.exit_code = exit_code;
+  s.outcome.culprit = culprit;
+  s.outcome.message = msg;
+  s.outcome.ranks = {RankOutcome{}, RankOutcome{}};
+  s.outcome.ranks[0].ended_after_fault_s = slowest;
+  s.traces_export = true;
+  return s;
+}
+
+TEST(Checks, FaultsNeedExitOneTheCulpritItsStepAndStageAndFastEnds) {
+  const std::string msg = "rank 1 failed: injected (at epoch 0 step 3, stage forward)";
+  EXPECT_EQ(judge_faults({scenario("kill", 1, 1, 0.1, msg), scenario("hang", 1, 1, 6.0, msg)}).status, CheckStatus::pass);
+  EXPECT_EQ(judge_faults({scenario("kill", 0, 1, 0.1, msg)}).status, CheckStatus::fail);
+  EXPECT_EQ(judge_faults({scenario("kill", 1, 0, 0.1, "rank 0 failed at step 3, stage forward")}).status, CheckStatus::fail);
+  EXPECT_EQ(judge_faults({scenario("kill", 1, 1, 6.0, msg)}).status, CheckStatus::fail) << "5 s limit";
+  EXPECT_EQ(judge_faults({scenario("hang", 1, 1, 11.0, msg)}).status, CheckStatus::fail) << "10 s limit";
+  EXPECT_EQ(judge_faults({scenario("throw", 1, 1, 0.1, "rank 1 failed: boom")}).status, CheckStatus::fail);
+  auto no_export = scenario("kill", 1, 1, 0.1, msg);
+  no_export.traces_export = false;
+  EXPECT_EQ(judge_faults({no_export}).status, CheckStatus::fail);
+}
+
+TEST(Checks, JsonShapeIsTheStableInterface) {
+  std::vector<CheckResult> rs(2);
+  rs[0].id = "env.manifest";
+  rs[0].status = CheckStatus::pass;
+  rs[1].id = "faults.exit";
+  rs[1].status = CheckStatus::fail;
+  auto j = checks_json(rs);
+  ASSERT_EQ(j["checks"].size(), 2u);
+  EXPECT_EQ(j["checks"][1]["status"], "fail");
+  EXPECT_TRUE(j["checks"][0].contains("summary"));
+  EXPECT_TRUE(j["checks"][0]["details"].is_object());
+  EXPECT_EQ(j["failed"], 1);
+}
+}  // namespace
