@@ -27,6 +27,10 @@ enum class Stage : uint8_t {
   memcpy_d2h,
   memset,
   nccl,
+  // appended later (ids are on disk: never reorder, only append)
+  cuda_api,    // a CUDA runtime/driver API call on a host thread (CUPTI RUNTIME/DRIVER records)
+  sync,        // a host thread blocked in a CUDA synchronisation (stream/event/device/context synchronize)
+  memcpy_d2d,  // device-to-device or peer copy
   count_  // not a stage
 };
 
@@ -53,7 +57,12 @@ constexpr bool is_wait(Stage s) { return s == Stage::wait_data || s == Stage::wa
 constexpr bool is_data_stage(Stage s) {
   return s == Stage::disk_read || s == Stage::transform || s == Stage::pin || s == Stage::h2d;
 }
-constexpr bool is_gpu_activity(Stage s) { return s >= Stage::kernel && s < Stage::count_; }
+// Work that runs on the GPU (CUPTI kernel/memcpy/memset records), drawn on "gpu<D>/stream<S>" lanes.
+constexpr bool is_gpu_activity(Stage s) {
+  return (s >= Stage::kernel && s <= Stage::nccl) || s == Stage::memcpy_d2d;
+}
+// Host-side CUDA activity recorded by CUPTI (API calls, synchronisation waits).
+constexpr bool is_cuda_host(Stage s) { return s == Stage::cuda_api || s == Stage::sync; }
 
 // One RGBA colour per stage (0xAABBGGRR, ImGui's packing), so every view paints a stage the same way.
 uint32_t stage_color(Stage s);
