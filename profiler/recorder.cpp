@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -22,6 +23,8 @@ struct Recorder {
   TraceWriter writer;
   std::mutex lanes_mu;  // guards buffers (the list, not their contents)
   std::vector<std::unique_ptr<ThreadBuffer>> buffers;
+  int next_lane = 0;                       // lane ids: thread buffers and external lanes share one space
+  std::map<std::string, int> external;     // external lane name -> id
   std::mutex drain_mu;  // one drainer at a time
   TickConverter converter;
   std::vector<Event> scratch;
@@ -29,7 +32,7 @@ struct Recorder {
   std::mutex wake_mu;
   std::condition_variable wake;
   bool stopping = false;
-  bool write_failed = false;
+  std::atomic<bool> write_failed{false};
 };
 
 Recorder* g_rec = nullptr;
@@ -140,12 +143,12 @@ ThreadBuffer* attach_thread() {
   Recorder* r = g_rec;
   if (!r || !recording()) return nullptr;
   std::lock_guard<std::mutex> lock(r->lanes_mu);
-  if (r->buffers.size() >= 250) return nullptr;  // lane ids are one byte
+  if (r->next_lane >= 250) return nullptr;  // lane ids are one byte
   auto b = std::make_unique<ThreadBuffer>();
   uint64_t cap = round_pow2(r->cfg.ring_events < 64 ? 64 : r->cfg.ring_events);
   b->ring.reset(new Event[cap]);
   b->mask = cap - 1;
-  b->lane = static_cast<uint8_t>(r->buffers.size());
+  b->lane = static_cast<uint8_t>(r->next_lane++);
   b->generation = g_generation.load();
   t_buffer = b.get();
   r->writer.write_lane(b->lane, "thread " + std::to_string(b->lane));
@@ -176,6 +179,30 @@ void record_counter(Counter counter, uint64_t value) {
   e.kind = static_cast<uint8_t>(EventKind::counter);
   e.lane = b->lane;
   b->head.store(h + 1, std::memory_order_release);
+}
+
+int external_lane(const std::string& name) {
+  Recorder* r = g_rec;
+  if (!r || !recording()) return -1;
+  std::lock_guard<std::mutex> lock(r->lanes_mu);
+  auto it = r->external.find(name);
+  if (it != r->external.end()) return it->second;
+  if (r->next_lane >= 250) return -1;
+  int lane = r->next_lane++;
+  r->external.emplace(name, lane);
+  r->writer.write_lane(static_cast<uint8_t>(lane), name);
+  return lane;
+}
+
+void record_external(uint8_t lane, const Event* events, size_t count) {
+  Recorder* r = g_rec;
+  if (!r || count == 0) return;
+  std::vector<Event> v(events, events + count);
+  for (Event& e : v) e.lane = lane;
+  if (!r->writer.write_events(lane, v.data(), v.size()) && !r->write_failed) {
+    r->write_failed = true;
+    std::fprintf(stderr, "ddp_profile: rank %u: writing the trace failed; later events are lost\n", r->cfg.rank);
+  }
 }
 
 void record_clock(const format::ClockPayload& clock) {

@@ -103,6 +103,11 @@ inline void record_span(Stage stage, uint64_t t0, uint64_t t1, uint64_t value = 
 }
 
 void record_counter(Counter counter, uint64_t value);
+// Lanes for events that arrive finished, with CLOCK_MONOTONIC ns timestamps (CUDA activity from CUPTI): the lane id
+// for `name` (one id per name for the whole recording), or -1 when not recording or lane ids are exhausted.
+int external_lane(const std::string& name);
+// Writes such events (e.lane is set to `lane`) straight to the trace; thread-safe.
+void record_external(uint8_t lane, const Event* events, size_t count);
 void record_clock(const format::ClockPayload& clock);
 void record_meta(const std::string& key, const std::string& value);
 
