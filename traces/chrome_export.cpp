@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 namespace ddp {
 namespace {
@@ -86,6 +88,52 @@ const char* category(Stage s) {
   return "compute";
 }
 
+// Kineto's categories for CUDA activity, so tools that know PyTorch profiler traces read ours the same way.
+const char* cuda_category(Stage s) {
+  switch (s) {
+    case Stage::kernel:
+    case Stage::nccl: return "kernel";
+    case Stage::memcpy_h2d:
+    case Stage::memcpy_d2h:
+    case Stage::memcpy_d2d: return "gpu_memcpy";
+    case Stage::memset: return "gpu_memset";
+    case Stage::sync: return "cuda_sync";
+    default: return "cuda_runtime";
+  }
+}
+
+// Names of CUDA events: meta "gpu_name/<id>" = name, id in Event::bucket.
+std::vector<std::string> cuda_names(const RankTrace& r) {
+  std::vector<std::string> names;
+  constexpr std::string_view kPrefix = "gpu_name/";
+  for (auto it = r.meta.lower_bound(std::string(kPrefix)); it != r.meta.end(); ++it) {
+    if (it->first.compare(0, kPrefix.size(), kPrefix) != 0) break;
+    uint32_t id = 0;
+    const char* b = it->first.data() + kPrefix.size();
+    const char* e = it->first.data() + it->first.size();
+    auto res = std::from_chars(b, e, id);
+    if (res.ec != std::errc() || res.ptr != e || id >= kNoBucket) continue;
+    if (names.size() <= id) names.resize(id + 1);
+    names[id] = it->second;
+  }
+  return names;
+}
+
+void flow(Out& o, char ph, uint32_t pid, uint8_t tid, int64_t ts_ns, uint64_t id) {
+  o.raw(",\n{\"ph\":\"");
+  o.raw(std::string_view(&ph, 1));
+  o.raw("\",\"name\":\"launch\",\"cat\":\"ac2g\",\"id\":");
+  o.unum(id);
+  o.raw(",\"pid\":");
+  o.unum(pid);
+  o.raw(",\"tid\":");
+  o.unum(tid);
+  o.raw(",\"ts\":");
+  o.micros(ts_ns);
+  if (ph == 'f') o.raw(",\"bp\":\"e\"");
+  o.raw("}");
+}
+
 void metadata(Out& o, bool& first, const char* name, uint32_t pid, int tid, std::string_view key,
               const std::string& value, bool is_number) {
   o.raw(first ? "\n" : ",\n");
@@ -136,15 +184,30 @@ bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& st
                true);
     }
     const int64_t shift = r.clock_offset_ns() - origin;
+    const std::vector<std::string> names = cuda_names(r);
+    std::unordered_map<uint32_t, const Event*> launches;  // correlation -> the API call
+    for (const Event& e : r.events)
+      if (e.is_span() && e.stage_id() == Stage::cuda_api && e.item) launches.emplace(e.item, &e);
     for (const Event& e : r.events) {
       o.raw(first ? "\n" : ",\n");
       first = false;
       if (e.is_span()) {
         Stage s = e.stage_id();
-        o.raw("{\"ph\":\"X\",\"name\":\"");
-        o.raw(stage_name(s));
-        o.raw("\",\"cat\":\"");
-        o.raw(category(s));
+        const bool cuda = is_gpu_activity(s) || is_cuda_host(s);
+        if (cuda) {
+          o.raw("{\"ph\":\"X\",\"name\":");
+          if (e.bucket < names.size() && !names[e.bucket].empty())
+            o.str(names[e.bucket]);
+          else
+            o.str(stage_name(s));
+          o.raw(",\"cat\":\"");
+          o.raw(cuda_category(s));
+        } else {
+          o.raw("{\"ph\":\"X\",\"name\":\"");
+          o.raw(stage_name(s));
+          o.raw("\",\"cat\":\"");
+          o.raw(category(s));
+        }
         o.raw("\",\"pid\":");
         o.unum(r.rank);
         o.raw(",\"tid\":");
@@ -159,7 +222,7 @@ bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& st
         o.unum(e.epoch);
         o.raw(",\"micro\":");
         o.unum(e.micro);
-        if (e.bucket != kNoBucket) {
+        if (e.bucket != kNoBucket && !cuda) {
           o.raw(",\"bucket\":");
           o.unum(e.bucket);
         }
@@ -167,9 +230,24 @@ bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& st
           o.raw(",\"bytes\":");
           o.unum(e.value);
         }
-        o.raw(is_data_stage(s) ? ",\"batch\":" : ",\"samples\":");
+        if (cuda) {
+          o.raw(",\"stage\":\"");
+          o.raw(stage_name(s));
+          o.raw("\",\"correlation\":");
+        } else {
+          o.raw(is_data_stage(s) ? ",\"batch\":" : ",\"samples\":");
+        }
         o.unum(e.item);
         o.raw("}}");
+        if (is_gpu_activity(s) && e.item) {
+          auto it = launches.find(e.item);
+          if (it != launches.end()) {
+            const uint64_t id = (static_cast<uint64_t>(r.rank) << 32) | e.item;
+            flow(o, 's', r.rank, it->second->lane, it->second->t0 + shift, id);
+            flow(o, 'f', r.rank, e.lane, e.t0 + shift, id);
+            ++stats.flows;
+          }
+        }
       } else {
         o.raw("{\"ph\":\"C\",\"name\":\"");
         o.raw(counter_name(static_cast<Counter>(e.stage)));
