@@ -327,7 +327,7 @@ void ActivityCollector::on_records(const ActivityRecord* records, size_t count) 
         e.micro = c.micro;
         emit(static_cast<uint8_t>(lane), e);
         if (r.correlation) {
-          if (api_.emplace(r.correlation, ApiInfo{e.t0, static_cast<uint8_t>(lane)}).second)
+          if (api_.emplace(r.correlation, ApiInfo{e.t0, e.t1, static_cast<uint8_t>(lane)}).second)
             api_order_.push_back(r.correlation);
           if (api_order_.size() > kApiMemory) {
             size_t drop = api_order_.size() / 2;
@@ -395,6 +395,11 @@ void ActivityCollector::resolve(bool force, bool age) {
     else
       lane = found ? api->second.lane : lane_id("cuda_api/sync");
     if (found && e.stage_id() != Stage::sync) ++stats_.gpu_linked;
+    if (found && e.stage_id() == Stage::sync) {
+      // Drawn inside the API call that waited (same lane): keep it nested in that call.
+      e.t0 = std::clamp(e.t0, api->second.t0, api->second.t1);
+      e.t1 = std::clamp(e.t1, e.t0, api->second.t1);
+    }
     if (lane < 0)
       ++stats_.lost;
     else

@@ -171,7 +171,7 @@ class ActivityCollector {
     int waited = 0;    // resolves waited for the API record
   };
   struct ApiInfo {
-    int64_t t0 = 0;
+    int64_t t0 = 0, t1 = 0;
     uint8_t lane = 0;
   };
 
