@@ -75,7 +75,7 @@ std::string checkpoint_file(const std::string& ckpt_dir, int rank) {
   return ckpt_dir + "/rank" + std::to_string(rank) + ".pt";
 }
 
-void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t seed, torch::nn::Sequential& model,
+void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t seed, Model& model,
                      torch::optim::AdamW& opt, const ScalerState& scaler, const TrainPosition& pos,
                      const std::vector<std::string>& omit) {
   fs::create_directories(ckpt_dir);
@@ -84,20 +84,20 @@ void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t 
   root.insert("format", std::string("ddp_profile.checkpoint/1"));
 
   GenericDict m = new_dict();
-  for (const auto& kv : model->named_parameters()) m.insert(kv.key(), kv.value().detach().cpu().clone());
-  for (const auto& kv : model->named_buffers()) m.insert(kv.key(), kv.value().detach().cpu().clone());
+  for (const auto& [k, t] : model.named_parameters()) m.insert(k, t.detach().cpu().clone());
+  for (const auto& [k, t] : model.named_buffers()) m.insert(k, t.detach().cpu().clone());
   root.insert("model", m);
 
   if (!omitted("optimizer")) {
     GenericDict state = new_dict();
-    for (const auto& kv : model->named_parameters()) {
-      auto* s = adam_state(opt, kv.value());
+    for (const auto& [name, param] : model.named_parameters()) {
+      auto* s = adam_state(opt, param);
       if (!s) continue;  // no step taken yet
       GenericDict ps = new_dict();
       if (!omitted("optimizer.step")) ps.insert("step", s->step());
       ps.insert("exp_avg", s->exp_avg().detach().cpu().clone());
       ps.insert("exp_avg_sq", s->exp_avg_sq().detach().cpu().clone());
-      state.insert(kv.key(), ps);
+      state.insert(name, ps);
     }
     auto& o = static_cast<torch::optim::AdamWOptions&>(opt.param_groups().at(0).options());
     GenericDict group = new_dict();
@@ -154,7 +154,7 @@ void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t 
   if (!write_json_atomic(file + ".json", side, err)) throw std::runtime_error(err);
 }
 
-TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, torch::nn::Sequential& model,
+TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, Model& model,
                               torch::optim::AdamW& opt, ScalerState& scaler) {
   const std::string file = checkpoint_file(ckpt_dir, rank);
   std::vector<char> bytes = read_bytes(file);
@@ -180,21 +180,21 @@ TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, 
 
   torch::NoGradGuard ng;
   GenericDict m = get(root, "model", file).toGenericDict();
-  for (auto& kv : model->named_parameters()) kv.value().copy_(get(m, kv.key(), file).toTensor());
-  for (auto& kv : model->named_buffers()) kv.value().copy_(get(m, kv.key(), file).toTensor());
+  for (auto& [k, t] : model.named_parameters()) t.copy_(get(m, k, file).toTensor());
+  for (auto& [k, t] : model.named_buffers()) t.copy_(get(m, k, file).toTensor());
 
   GenericDict od = get(root, "optimizer", file).toGenericDict();
   GenericDict state = get(od, "state", file).toGenericDict();
   auto& st = opt.state();
-  for (auto& kv : model->named_parameters()) {
-    auto it = state.find(kv.key());
+  for (auto& [name, param] : model.named_parameters()) {
+    auto it = state.find(name);
     if (it == state.end()) continue;
     GenericDict ps = it->value().toGenericDict();
     auto s = std::make_unique<torch::optim::AdamWParamState>();
-    s->step(get(ps, "step", file + " optimizer state of " + kv.key()).toInt());
-    s->exp_avg(get(ps, "exp_avg", file).toTensor().to(kv.value().device()).clone());
-    s->exp_avg_sq(get(ps, "exp_avg_sq", file).toTensor().to(kv.value().device()).clone());
-    st[compat::optimizer_state_key<decltype(st)>(kv.value())] = std::move(s);
+    s->step(get(ps, "step", file + " optimizer state of " + name).toInt());
+    s->exp_avg(get(ps, "exp_avg", file).toTensor().to(param.device()).clone());
+    s->exp_avg_sq(get(ps, "exp_avg_sq", file).toTensor().to(param.device()).clone());
+    st[compat::optimizer_state_key<decltype(st)>(param)] = std::move(s);
   }
   GenericDict sc = get(root, "scaler", file).toGenericDict();
   scaler.scale = get(sc, "scale", file).toDouble();
@@ -207,12 +207,12 @@ TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, 
   return pos;
 }
 
-std::vector<std::string> expected_checkpoint_items(torch::nn::Sequential& model) {
+std::vector<std::string> expected_checkpoint_items(Model& model) {
   std::vector<std::string> items = {"format"};
-  for (const auto& kv : model->named_parameters()) items.push_back("model." + kv.key());
-  for (const auto& kv : model->named_buffers()) items.push_back("model." + kv.key());
-  for (const auto& kv : model->named_parameters())
-    for (const char* f : {"step", "exp_avg", "exp_avg_sq"}) items.push_back("optimizer.state." + kv.key() + "." + f);
+  for (const auto& [k, t] : model.named_parameters()) items.push_back("model." + k);
+  for (const auto& [k, t] : model.named_buffers()) items.push_back("model." + k);
+  for (const auto& [k, t] : model.named_parameters())
+    for (const char* f : {"step", "exp_avg", "exp_avg_sq"}) items.push_back("optimizer.state." + k + "." + f);
   for (const char* f : {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"})
     items.push_back(std::string("optimizer.param_group.") + f);
   for (const char* f : {"scale", "growth_tracker", "enabled"}) items.push_back(std::string("scaler.") + f);

@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/adamw.h>
+
+#include "runtime/model.h"
 
 namespace ddp {
 
@@ -29,18 +30,18 @@ std::string checkpoint_dir(const std::string& run_dir, int64_t step);
 std::string checkpoint_file(const std::string& ckpt_dir, int rank);
 
 // Writes rank `rank`'s checkpoint into ckpt_dir. `omit` names top-level items to leave out (planted faults).
-void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t seed, torch::nn::Sequential& model,
+void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t seed, Model& model,
                      torch::optim::AdamW& opt, const ScalerState& scaler, const TrainPosition& pos,
                      const std::vector<std::string>& omit = {});
 
 // Restores into model/opt; returns the position to continue from. Throws with a clear message when the file is
 // missing, damaged (checksum), from another world size, or lacks an item.
-TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, torch::nn::Sequential& model,
+TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, Model& model,
                               torch::optim::AdamW& opt, ScalerState& scaler);
 
 // The items a complete checkpoint holds, as "path" strings (e.g. "optimizer.state.fc1.weight.step"); and what one
 // file actually holds. Used by the checkpoint.complete check.
-std::vector<std::string> expected_checkpoint_items(torch::nn::Sequential& model);
+std::vector<std::string> expected_checkpoint_items(Model& model);
 std::vector<std::string> checkpoint_items(const std::string& file);
 
 }  // namespace ddp

@@ -109,16 +109,14 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
     }
     if (static_cast<int>(dumps.size()) != world) break;
     // The reference: one process, the same pre-step weights, the union of what the ranks consumed at this step.
-    torch::nn::Sequential ref = make_model(job, F);
+    Model ref(job, F);
     {
       torch::NoGradGuard ng;
       auto p0 = dumps[0].at("params").toGenericDict();
-      for (auto& kv : ref->named_parameters()) kv.value().copy_(tensor_at(p0, kv.key()));
+      for (auto& [k, t] : ref.named_parameters()) t.copy_(tensor_at(p0, k));
     }
-    ref->zero_grad();
     std::vector<TensorCompare> act_cmp;
-    std::vector<std::string> kinds;
-    for (const auto& child : ref->named_children()) kinds.push_back(child.value()->name());
+    std::vector<std::string> kinds = ref.layer_kinds();
     for (int micro = 0; micro < job.accum_steps; ++micro) {
       std::vector<int64_t> idx;
       for (int r = 0; r < world; ++r)
@@ -130,7 +128,7 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
       data.read(idx.data(), idx.size(), x.data_ptr<float>(), y.data_ptr<int64_t>());
       normalise_samples(x.data_ptr<float>(), idx.size(), data);
       std::vector<std::pair<std::string, at::Tensor>> acts;
-      at::Tensor loss = torch::nn::functional::cross_entropy(forward_collect(ref, x, &acts), y, ce);
+      at::Tensor loss = torch::nn::functional::cross_entropy(ref.forward(x, &acts), y, ce);
       if (job.accum_steps > 1) loss = loss / job.accum_steps;
       loss.backward();
       // The ranks' activations, concatenated in rank order, against the reference's on the union batch.
@@ -152,8 +150,8 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
       ev.layer_kinds = kinds;
       ev.samples_follow_rule = shard_ok;
       auto grads = dumps[r].at("grads").toGenericDict();
-      for (auto& kv : ref->named_parameters())
-        ev.grads.push_back(compare_values(kv.key(), values(tensor_at(grads, kv.key())), values(kv.value().grad()), kRtol, kAtol));
+      for (auto& [k, t] : ref.named_parameters())
+        ev.grads.push_back(compare_values(k, values(tensor_at(grads, k)), values(t.grad()), kRtol, kAtol));
       evidence.push_back(ev);
     }
   }
@@ -366,7 +364,7 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
       } else if (id == "checkpoint.complete") {
         DatasetFile data;
         if (!data.open(job.data_path, err)) throw std::runtime_error(err);
-        torch::nn::Sequential model = make_model(job, data.features());
+        Model model(job, data.features());
         CheckResult worst;
         for (int r = 0; r < world; ++r) {
           std::string f = checkpoint_file(checkpoint_dir(main_dir, kCheckpointStep), r);

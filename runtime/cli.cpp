@@ -129,7 +129,12 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_job->add_flag("--pageable", pageable, "stage batches in pageable instead of pinned memory");
   g_job->add_flag("--no-shuffle", no_shuffle, "sampler without shuffling");
   g_job->add_flag("--keep-last", keep_last, "sampler without drop_last (pads like DistributedSampler)");
-  job_opt(g_job->add_option("--model", j.model, "mlp (default)")->check(CLI::IsMember({"mlp", "mlp-bn"})));
+  job_opt(g_job->add_option("--model", j.model, "mlp (default), mlp-bn, or PATH.pt (a TorchScript module)")
+              ->check([](const std::string& m) {
+                if (m == "mlp" || m == "mlp-bn") return std::string();
+                if (m.size() > 3 && m.compare(m.size() - 3, 3, ".pt") == 0) return std::string();
+                return std::string("--model must be mlp, mlp-bn or a TorchScript file PATH.pt");
+              }));
   job_opt(g_job->add_option("--hidden", j.hidden, "hidden width of the MLP")->check(CLI::Range(int64_t{1}, int64_t{65536})));
   job_opt(g_job->add_option("--loss-reduction", j.loss_reduction, "mean (default) or sum")
               ->check(CLI::IsMember({"mean", "sum"})));

@@ -4,28 +4,111 @@
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
 
+#include <filesystem>
 #include <stdexcept>
 
 namespace ddp {
-torch::nn::Sequential make_model(const JobConfig& job, int64_t features) {
-  torch::nn::Sequential m;
-  m->push_back("fc1", torch::nn::Linear(features, job.hidden));
-  if (job.model == "mlp-bn") m->push_back("bn1", torch::nn::BatchNorm1d(job.hidden));
-  else if (job.model != "mlp") throw std::invalid_argument("unknown model '" + job.model + "'");
-  m->push_back("relu", torch::nn::ReLU());
-  m->push_back("fc2", torch::nn::Linear(job.hidden, job.classes));
-  return m;
+
+Model::Model(const JobConfig& job, int64_t features) {
+  if (job.model == "mlp" || job.model == "mlp-bn") {
+    seq_ = torch::nn::Sequential();
+    seq_->push_back("fc1", torch::nn::Linear(features, job.hidden));
+    if (job.model == "mlp-bn") seq_->push_back("bn1", torch::nn::BatchNorm1d(job.hidden));
+    seq_->push_back("relu", torch::nn::ReLU());
+    seq_->push_back("fc2", torch::nn::Linear(job.hidden, job.classes));
+    description_ = job.model + " " + std::to_string(features) + "-" + std::to_string(job.hidden) + "-" +
+                   std::to_string(job.classes);
+    return;
+  }
+  if (!std::filesystem::exists(job.model))
+    throw std::invalid_argument("--model: '" + job.model + "' is neither mlp, mlp-bn nor an existing TorchScript file");
+  try {
+    script_ = torch::jit::load(job.model);
+  } catch (const c10::Error& e) {
+    throw std::invalid_argument("--model: cannot load TorchScript file " + job.model + ": " + e.what_without_backtrace());
+  }
+  script_->train();
+  const std::string type = script_->type()->name() ? script_->type()->name()->qualifiedName() : "";
+  script_is_sequential_ = type.find("Sequential") != std::string::npos;
+  // Every parameter trains, as in a scripted nn.Module; a module saved with frozen tensors gets them unfrozen.
+  size_t n = 0;
+  for (const auto& p : script_->named_parameters(true)) {
+    if (!p.value.requires_grad()) p.value.requires_grad_(true);
+    ++n;
+  }
+  if (n == 0) throw std::invalid_argument("--model: " + job.model + " has no parameters to train");
+  description_ = "TorchScript " + job.model + " (" + type + ")";
 }
 
-at::Tensor forward_collect(torch::nn::Sequential& model, at::Tensor x,
-                           std::vector<std::pair<std::string, at::Tensor>>* acts) {
-  if (!acts) return model->forward(x);
-  auto names = model->named_children();
+NamedTensors Model::named_parameters() const {
+  NamedTensors v;
+  if (script_)
+    for (const auto& p : script_->named_parameters(true)) v.emplace_back(p.name, p.value);
+  else
+    for (const auto& kv : seq_->named_parameters()) v.emplace_back(kv.key(), kv.value());
+  return v;
+}
+
+NamedTensors Model::named_buffers() const {
+  NamedTensors v;
+  if (script_)
+    for (const auto& b : script_->named_buffers(true)) v.emplace_back(b.name, b.value);
+  else
+    for (const auto& kv : seq_->named_buffers()) v.emplace_back(kv.key(), kv.value());
+  return v;
+}
+
+std::vector<at::Tensor> Model::parameters() const {
+  std::vector<at::Tensor> v;
+  for (auto& [k, t] : named_parameters()) v.push_back(t);
+  return v;
+}
+
+std::vector<at::Tensor> Model::buffers() const {
+  std::vector<at::Tensor> v;
+  for (auto& [k, t] : named_buffers()) v.push_back(t);
+  return v;
+}
+
+at::Tensor Model::forward(const at::Tensor& input, NamedTensors* acts) {
+  at::Tensor x = input;
+  if (script_) {
+    if (acts && script_is_sequential_) {
+      for (auto child : script_->named_children()) {
+        x = child.value.forward({x}).toTensor();
+        acts->emplace_back(child.name, x.detach().clone());
+      }
+      return x;
+    }
+    x = script_->forward({x}).toTensor();
+    if (acts) acts->emplace_back("output", x.detach().clone());
+    return x;
+  }
+  if (!acts) return seq_->forward(x);
+  auto names = seq_->named_children();
   size_t i = 0;
-  for (auto& layer : *model) {
+  for (auto& layer : *seq_) {
     x = layer.forward(x);
     acts->emplace_back(names[i++].key(), x.detach().clone());
   }
   return x;
 }
+
+std::vector<std::string> Model::layer_kinds() const {
+  std::vector<std::string> kinds;
+  if (script_) {
+    if (!script_is_sequential_) return {"output"};
+    for (const auto& child : script_->named_children())
+      kinds.push_back(child.value.type()->name() ? child.value.type()->name()->qualifiedName() : "");
+    return kinds;
+  }
+  for (const auto& child : seq_->named_children()) kinds.push_back(child.value()->name());
+  return kinds;
+}
+
+void Model::to(const at::Device& device) {
+  if (script_) script_->to(device);
+  else seq_->to(device);
+}
+
 }  // namespace ddp

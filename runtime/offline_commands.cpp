@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "traces/chrome_export.h"
+#include "traces/run_diff.h"
 #include "traces/run_folder.h"
 #include "traces/summary.h"
 #if __has_include("traces/analysis.h")
@@ -66,9 +67,25 @@ int run_analyze(const Command& cmd) {
 }
 
 int run_diff(const Command& cmd) {
-  std::cerr << "ddp_profile: --diff is not available yet\n";
-  (void)cmd;
-  return 2;
+  if (cmd.diff_dirs.size() != 2) {
+    std::cerr << "ddp_profile: --diff takes two run folders: --diff DIR_A DIR_B\n";
+    return 2;
+  }
+  DiffRun a, b;
+  std::string err;
+  for (auto [dir, run] : {std::pair{cmd.diff_dirs[0], &a}, std::pair{cmd.diff_dirs[1], &b}})
+    if (!load_diff_run(dir, *run, err)) {
+      std::cerr << "ddp_profile: " << err << "\n";
+      return 1;
+    }
+  RunDiff d = diff_runs(a, b);
+  if (cmd.json) {
+    std::cout << run_diff_json(d).dump(2) << "\n";
+    if (!d.warning.empty()) std::cerr << "ddp_profile: warning: " << d.warning << "\n";
+  } else {
+    std::cout << run_diff_text(d);
+  }
+  return 0;
 }
 
 }  // namespace ddp

@@ -128,13 +128,6 @@ nlohmann::json versions_json() {
   return v;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> named(const torch::OrderedDict<std::string, at::Tensor>& d,
-                                                      bool grads) {
-  std::vector<std::pair<std::string, at::Tensor>> v;
-  for (const auto& kv : d) v.emplace_back(kv.key(), grads ? kv.value().grad() : kv.value());
-  return v;
-}
-
 // The training job, top to bottom. Returns normally on success; throws on any failure.
 void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) {
   const JobConfig& job = s.job;
@@ -148,13 +141,13 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
 
   // --- model, replicated: same seed everywhere, then rank 0's weights broadcast (as DDP does at construction) ----
   torch::manual_seed(job.seed);
-  torch::nn::Sequential model = make_model(job, F);
-  model->to(s.device);
-  std::vector<at::Tensor> params = model->parameters();
+  Model model(job, F);
+  model.to(s.device);
+  std::vector<at::Tensor> params = model.parameters();
   {
     torch::NoGradGuard ng;
     for (auto& p : params) dist.broadcast(p, 0);
-    for (auto& b : model->buffers()) dist.broadcast(b, 0);
+    for (auto& b : model.buffers()) dist.broadcast(b, 0);
   }
   GradSync sync(params, dist, job.bucket_mb);
   torch::optim::AdamW opt(params, torch::optim::AdamWOptions(job.lr));
@@ -243,7 +236,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
       std::vector<std::pair<std::string, at::Tensor>> pre_params;
       std::vector<std::vector<std::pair<std::string, at::Tensor>>> acts;
       if (dump)
-        for (const auto& [k, t] : named(model->named_parameters(), false)) pre_params.emplace_back(k, t.detach().clone());
+        for (const auto& [k, t] : model.named_parameters()) pre_params.emplace_back(k, t.detach().clone());
       double step_loss = 0;
       for (int micro = 0; micro < job.accum_steps; ++micro) {
         prof::StepContext ctx{static_cast<uint32_t>(global_step), static_cast<uint16_t>(epoch),
@@ -284,7 +277,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
           prof::Span sp(Stage::forward);
           sp.item(static_cast<uint32_t>(x.size(0)));
           if (dump) acts.emplace_back();
-          at::Tensor logits = forward_collect(model, x, dump ? &acts.back() : nullptr);
+          at::Tensor logits = model.forward(x, dump ? &acts.back() : nullptr);
           loss = torch::nn::functional::cross_entropy(logits, y, ce_opts);
           if (job.accum_steps > 1) loss = loss / job.accum_steps;
           sleep_ms(slow_fwd);
@@ -305,7 +298,11 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
         }
         step_loss += loss.item<double>();
       }
-      if (dump) verify.dump_step(global_step, pre_params, acts, named(model->named_parameters(), true));
+      if (dump) {
+        NamedTensors grads;
+        for (const auto& [k, t] : model.named_parameters()) grads.emplace_back(k, t.grad());
+        verify.dump_step(global_step, pre_params, acts, grads);
+      }
       g_progress.stage(Stage::optimizer);
       {
         prof::Span sp(Stage::optimizer);
@@ -346,8 +343,8 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
                             for (const auto& p : params) b += p.numel() * p.element_size();
                             return b;
                           }()},
-                         {"param_hash", tensors_hash(model->parameters())},
-                         {"buffer_hash", tensors_hash(model->buffers())},
+                         {"param_hash", tensors_hash(model.parameters())},
+                         {"buffer_hash", tensors_hash(model.buffers())},
                          {"allreduce_calls", sync.allreduce_calls()},
                          {"allreduce_bytes", sync.bytes_reduced()},
                          {"clock", {{"offset_ns_start", clock_start.peer_minus_local_ns},

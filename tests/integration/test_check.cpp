@@ -84,3 +84,20 @@ TEST(Check, AccumulationPassesNoSync) {
   EXPECT_EQ(r.code, 0) << r.output;
 }
 }  // namespace
+
+namespace {
+TEST(Check, TorchScriptModelPassesNumericsAndCheckpoints) {
+  // A user's model file, written by the TorchScript compiler (tests/tools/make_script_model.cpp).
+  std::string d = fresh_dir("script");
+  std::string model = d + ".pt";
+  auto made = ddptest::run({DDP_MAKE_SCRIPT_MODEL_EXE, model}, d + ".make.log", 120);
+  ASSERT_EQ(made.code, 0) << made.output;
+  auto r = ddptest::run({kExe, "--check", "--checks", "numerics.reference,numerics.rank_sync,checkpoint.complete", "--out",
+                         d, "--model", model, "--max-steps", "5"},
+                        d + ".log", 600);
+  EXPECT_EQ(r.code, 0) << r.output;
+  auto j = checks_of(d);
+  ASSERT_FALSE(j.is_discarded());
+  for (const auto& c : j["checks"]) EXPECT_EQ(c["status"], "pass") << c["id"] << ": " << c["summary"];
+}
+}  // namespace

@@ -1,0 +1,80 @@
+// The model interface over the built-in MLPs and a user's TorchScript module (built here with the TorchScript
+// compiler and saved, as torch.jit.script(model).save() would).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <torch/script.h>
+
+#include <filesystem>
+
+#include "runtime/model.h"
+
+namespace {
+namespace fs = std::filesystem;
+
+std::string save_script_mlp(const std::string& name) {
+  torch::jit::Module m("UserMlp");
+  m.register_parameter("w1", torch::randn({128, 16}) * 0.1, false);
+  m.register_parameter("b1", torch::zeros({16}), false);
+  m.register_parameter("w2", torch::randn({16, 2}) * 0.1, false);
+  m.register_parameter("b2", torch::zeros({2}), false);
+  m.define(R"(
+def forward(self, x):
+    h = torch.relu(torch.mm(x, self.w1) + self.b1)
+    return torch.mm(h, self.w2) + self.b2
+)");
+  fs::path p = fs::temp_directory_path() / ("ddp_model_" + std::to_string(::getpid()) + "_" + name + ".pt");
+  m.save(p.string());
+  return p.string();
+}
+
+TEST(Model, BuiltInMlpHasTheSeedShape) {
+  ddp::JobConfig job;
+  ddp::Model m(job, 128);
+  auto p = m.named_parameters();
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].first, "fc1.weight");
+  EXPECT_EQ(p[0].second.sizes(), (std::vector<int64_t>{512, 128}));
+  ddp::NamedTensors acts;
+  auto y = m.forward(torch::randn({8, 128}), &acts);
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{8, 2}));
+  ASSERT_EQ(acts.size(), 3u);
+  EXPECT_EQ(acts[1].first, "relu");
+  job.model = "mlp-bn";
+  ddp::Model bn(job, 128);
+  EXPECT_NE(bn.layer_kinds()[1].find("BatchNorm"), std::string::npos);
+  EXPECT_EQ(bn.named_buffers().size(), 3u);
+}
+
+TEST(Model, TorchScriptFileTrainsThroughTheSameInterface) {
+  ddp::JobConfig job;
+  job.model = save_script_mlp("ok");
+  ddp::Model m(job, 128);
+  auto params = m.named_parameters();
+  ASSERT_EQ(params.size(), 4u);
+  EXPECT_EQ(params[0].first, "w1");
+  auto x = torch::randn({4, 128});
+  auto loss = m.forward(x).sum();
+  loss.backward();
+  for (auto& [k, t] : params) EXPECT_TRUE(t.grad().defined()) << k;
+  ddp::NamedTensors acts;
+  m.forward(x, &acts);
+  ASSERT_EQ(acts.size(), 1u);
+  EXPECT_EQ(acts[0].first, "output");
+}
+
+TEST(Model, BadModelArgumentsAreClearErrors) {
+  ddp::JobConfig job;
+  job.model = "/nonexistent/model.pt";
+  EXPECT_THROW(ddp::Model(job, 128), std::invalid_argument);
+  fs::path junk = fs::temp_directory_path() / ("ddp_model_junk_" + std::to_string(::getpid()) + ".pt");
+  std::ofstream(junk) << "not a zip archive";
+  job.model = junk.string();
+  try {
+    ddp::Model m(job, 128);
+    FAIL() << "a junk file must not load";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot load TorchScript"), std::string::npos) << e.what();
+  }
+}
+}  // namespace
