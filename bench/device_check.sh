@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# The GPU tier on a machine with an NVIDIA GPU, in one go (< 5 minutes on the reference: one H200, PyTorch 2.11 cu130,
+# CMake, ninja, nvcc, no network). Builds the CUDA tier against the Python package's LibTorch (or uses DDP_BUILD, a
+# build folder copied there), measures the machine's copy peaks, records short jobs and prints one table:
+#
+#   run                        ranks backend amp  staging  step ms  H2D GB/s (CUPTI)  kernels/step  CUPTI linked  ok
+#   nccl1-fp16 / nccl1-bf16    1     nccl    ...  pinned
+#   nccl1-fp16-pageable        1     nccl    fp16 pageable
+#   gloo2-fp16 / gloo2-bf16    2     gloo    ...  pinned   (one GPU: two ranks share it through Gloo with CUDA tensors)
+#   norecord                   1     nccl    fp16 pinned   (the recording-overhead baseline)
+#
+# then: H2D pinned/pageable vs the peaks gpu_peaks measured, recording overhead (step time recorded / --no-record),
+# a few closed-loop checks, and PASS/FAIL lines. Exit code 0 only when every check passed.
+#
+#   bash bench/device_check.sh                      # build into build-device/ and run
+#   DDP_BUILD=build-cuda bash bench/device_check.sh # use an existing CUDA build
+#   STEPS=100 bash bench/device_check.sh            # longer runs (default 60 optimizer steps each)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+t_start=$(date +%s)
+steps=${STEPS:-60}
+build=${DDP_BUILD:-build-device}
+out=${DDP_CHECK_OUT:-$(mktemp -d /tmp/ddp_device_check.XXXXXX)}
+jobs=${JOBS:-$(nproc)}
+fails=0
+say() { echo "device_check: $*"; }
+fail() { say "FAIL: $*"; fails=$((fails + 1)); }
+
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 - <<'PY' || true
+import torch
+print(f"torch {torch.__version__} cuda {torch.version.cuda} devices {torch.cuda.device_count()}")
+PY
+
+# ---- build ---------------------------------------------------------------------------------------------------------
+if [ ! -x "$build/runtime/ddp_profile" ]; then
+  torch_dir=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')/Torch
+  cuda_root=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+  say "building the CUDA tier in $build (Torch_DIR=$torch_dir, CUDA $cuda_root)"
+  cmake -S . -B "$build" -G Ninja -DTorch_DIR="$torch_dir" -DDDP_PROFILE_CUDA=ON -DDDP_PROFILE_VIEWER=OFF \
+    -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$cuda_root" > "$out/cmake.log" 2>&1 \
+    || { tail -30 "$out/cmake.log"; fail "cmake"; exit 1; }
+  ninja -C "$build" -j"$jobs" ddp_profile profiler_tests > "$out/build.log" 2>&1 \
+    || { grep -m20 -E "error|Error" "$out/build.log"; fail "build"; exit 1; }
+fi
+exe=$build/runtime/ddp_profile
+nvcc -O2 -o "$out/gpu_peaks" bench/gpu_peaks.cu > "$out/nvcc.log" 2>&1 || { cat "$out/nvcc.log"; fail "nvcc gpu_peaks"; }
+say "build ready after $(( $(date +%s) - t_start )) s"
+
+# ---- unit tests (the CUPTI source must start for real here) ----------------------------------------------------------
+"$build/tests/profiler_tests" --gtest_brief=1 > "$out/profiler_tests.log" 2>&1 \
+  && say "profiler_tests passed" || { tail -20 "$out/profiler_tests.log"; fail "profiler_tests"; }
+
+# ---- peaks -----------------------------------------------------------------------------------------------------------
+if [ -x "$out/gpu_peaks" ]; then
+  timeout 60 "$out/gpu_peaks" 256 10 > "$out/peaks.txt" 2>&1 || fail "gpu_peaks"
+  cat "$out/peaks.txt"
+fi
+
+# ---- recordings --------------------------------------------------------------------------------------------------
+job=(--dataset-size 65536 --features 1024 --hidden 2048 --batch-size 512 --workers 4 --prefetch 4 --max-steps "$steps"
+     --epochs 1000 --device cuda)
+run() {  # name, then options
+  local name=$1; shift
+  local t0=$(date +%s)
+  if timeout 120 "$exe" --record --out "$out/$name" "${job[@]}" "$@" > "$out/$name.log" 2>&1; then
+    say "$name: ok ($(( $(date +%s) - t0 )) s)"
+  else
+    tail -15 "$out/$name.log"
+    fail "$name (exit $?)"
+  fi
+}
+run nccl1-fp16 --nproc 1 --backend nccl --amp fp16
+run norecord --nproc 1 --backend nccl --amp fp16 --no-record
+run nccl1-bf16 --nproc 1 --backend nccl --amp bf16
+run nccl1-fp16-pageable --nproc 1 --backend nccl --amp fp16 --pageable
+run gloo2-fp16 --nproc 2 --backend auto --amp fp16
+run gloo2-bf16 --nproc 2 --backend auto --amp bf16
+
+# ---- closed-loop checks on the GPU (the quick ones) -------------------------------------------------------------
+t0=$(date +%s)
+if timeout 120 "$exe" --check --out "$out/check" "${job[@]}" --max-steps 20 --nproc 2 --amp off \
+    --checks env.manifest,data.shard_rule,numerics.rank_sync,comm.no_sync > "$out/check.log" 2>&1; then
+  say "checks: ok ($(( $(date +%s) - t0 )) s)"
+else
+  tail -15 "$out/check.log"
+  fail "checks"
+fi
+
+# ---- table ---------------------------------------------------------------------------------------------------------
+python3 - "$out" <<'PY'
+import json, os, statistics, sys
+out = sys.argv[1]
+peaks = {}
+if os.path.exists(f"{out}/peaks.txt"):
+    for line in open(f"{out}/peaks.txt"):
+        k, _, v = line.strip().partition(" ")
+        try: peaks[k] = float(v)
+        except ValueError: pass
+
+def load(name):
+    d = f"{out}/{name}"
+    m = json.load(open(f"{d}/manifest.json")) if os.path.exists(f"{d}/manifest.json") else {}
+    t = json.load(open(f"{d}/trace.json")) if os.path.exists(f"{d}/trace.json") else {"traceEvents": []}
+    return m, t["traceEvents"]
+
+def stats(events):
+    s = {"kernels": 0, "gpu": 0, "flows": 0, "pinned_b": 0, "pinned_us": 0.0, "pageable_b": 0, "pageable_us": 0.0,
+         "nccl": 0, "api": 0, "steps": set()}
+    for e in events:
+        ph, cat = e.get("ph"), e.get("cat", "")
+        if ph == "f": s["flows"] += 1
+        if ph != "X": continue
+        a = e.get("args", {})
+        if e.get("name") == "step": s["steps"].add((e.get("pid"), a.get("step")))
+        if cat == "kernel":
+            s["kernels"] += 1
+            s["nccl"] += a.get("stage") == "nccl"
+        if cat in ("kernel", "gpu_memcpy", "gpu_memset"): s["gpu"] += 1
+        if cat == "cuda_runtime": s["api"] += 1
+        if cat == "gpu_memcpy" and "HtoD" in e.get("name", ""):
+            kind = "pinned" if "pinned->" in e["name"] else "pageable" if "pageable->" in e["name"] else None
+            if kind:
+                s[kind + "_b"] += a.get("bytes", 0)
+                s[kind + "_us"] += e.get("dur", 0.0)
+    return s
+
+def step_ms(m):
+    r = m.get("ranks", [])
+    return statistics.median(x["step_time_median_ms"] for x in r) if r else float("nan")
+
+def gbps(b, us): return b / (us * 1e-6) / 1e9 if us > 0 else float("nan")
+
+rows = [("nccl1-fp16", 1, "fp16", "pinned"), ("nccl1-bf16", 1, "bf16", "pinned"),
+        ("nccl1-fp16-pageable", 1, "fp16", "pageable"), ("gloo2-fp16", 2, "fp16", "pinned"),
+        ("gloo2-bf16", 2, "bf16", "pinned"), ("norecord", 1, "fp16", "pinned")]
+print()
+print(f"{'run':22} {'ranks':>5} {'backend':>7} {'amp':>4} {'staging':>8} {'step ms':>8} {'H2D GB/s':>9} "
+      f"{'kern/step':>9} {'nccl':>5} {'linked':>7} {'api':>6}")
+res = {}
+for name, ranks, amp, staging in rows:
+    m, ev = load(name)
+    s = stats(ev)
+    res[name] = (m, s)
+    nsteps = max(1, len(s["steps"]))
+    h2d = gbps(s[staging + "_b"], s[staging + "_us"])
+    linked = s["flows"] / s["gpu"] if s["gpu"] else float("nan")
+    print(f"{name:22} {ranks:5d} {m.get('backend', '?'):>7} {amp:>4} {staging:>8} {step_ms(m):8.3f} {h2d:9.2f} "
+          f"{s['kernels'] / nsteps:9.1f} {s['nccl']:5d} {linked:7.1%} {s['api']:6d}")
+print()
+p, pg = res["nccl1-fp16"][1], res["nccl1-fp16-pageable"][1]
+print(f"H2D pinned   (CUPTI, training copies): {gbps(p['pinned_b'], p['pinned_us']):7.2f} GB/s  "
+      f"peak {peaks.get('h2d_pinned', float('nan')):7.2f} GB/s")
+print(f"H2D pageable (CUPTI, training copies): {gbps(pg['pageable_b'], pg['pageable_us']):7.2f} GB/s  "
+      f"peak {peaks.get('h2d_pageable', float('nan')):7.2f} GB/s")
+print(f"D2D peak {peaks.get('d2d', float('nan')):.2f} GB/s, D2H pinned peak {peaks.get('d2h_pinned', float('nan')):.2f} GB/s")
+rec, base = step_ms(res["nccl1-fp16"][0]), step_ms(res["norecord"][0])
+print(f"recording overhead (NVTX + CUPTI + spans): step {rec:.3f} ms vs {base:.3f} ms --no-record = ratio {rec / base:.3f}")
+ok = True
+def check(cond, what):
+    global ok
+    print(("PASS " if cond else "FAIL ") + what)
+    ok = ok and cond
+check(p["kernels"] > 0, "CUPTI recorded kernels in the NCCL run")
+check(p["gpu"] > 0 and p["flows"] / p["gpu"] >= 0.9, "at least 90% of GPU records linked to their launching API call")
+check(p["pinned_b"] > 0, "pinned H2D copies recorded with their memory kind")
+check(pg["pageable_b"] > 0, "pageable H2D copies recorded with their memory kind (--pageable)")
+check(res["gloo2-fp16"][1]["kernels"] > 0 and res["gloo2-fp16"][0].get("backend") == "gloo",
+      "two ranks on one GPU ran through Gloo with CUDA tensors")
+check(rec / base <= 1.10, "recording overhead ratio <= 1.10")
+if os.path.exists(f"{out}/check/checks.json"):
+    c = json.load(open(f"{out}/check/checks.json"))
+    items = c.get("checks", c) if isinstance(c, dict) else c
+    for it in items if isinstance(items, list) else []:
+        if it.get("status") != "skip":
+            check(it.get("status") in ("pass", "warn"), f"check {it.get('id', '?')}: {it.get('summary', '')}")
+sys.exit(0 if ok else 1)
+PY
+[ $? -eq 0 ] || fails=$((fails + 1))
+say "done in $(( $(date +%s) - t_start )) s; outputs in $out"
+[ "$fails" -eq 0 ] && say "ALL PASSED" || say "$fails problem(s)"
+exit $((fails > 0))

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Opt-in: compile and link the CUDA tier (DDP_PROFILE_CUDA=ON, CUPTI, NVTX) against a CUDA-enabled LibTorch, on a
+# machine that needs no GPU. The LibTorch is PyPI's torch wheel (default 2.11.0, built for CUDA 13.0 like the
+# reference GPU machine's torch 2.11 cu130): its package carries the headers, the shared libraries and
+# share/cmake/Torch. The wheel is fetched once with pip into a cache folder and unpacked there (include/, lib/,
+# share/ only: ~1 GB). The CUDA toolkit (nvcc, CUPTI, NVTX3, cuDNN, NCCL) must be installed (/usr/local/cuda).
+#
+#   bash scripts/build_cuda_tier.sh              # fetch (first time), configure build-cuda/, build, run CPU-safe tests
+#   DDP_TORCH_DIR=/path/to/share/cmake/Torch bash scripts/build_cuda_tier.sh   # use a LibTorch you already have
+#
+# Environment: DDP_CACHE (default ~/.cache/ddp_profile), DDP_TORCH_VERSION (2.11.0), DDP_CUDA_BUILD (build-cuda),
+# JOBS (1: LibTorch translation units take ~1-2 GB each), DDP_CUDA_TARGETS (what to build).
+#
+# Linking note: libtorch_cuda.so needs libcusparseLt, libnvshmem_host and libcufile, which PyPI ships as separate
+# packages and the toolkit here lacks. They are needed only at run time (a GPU machine's torch install has them), so the
+# executables are linked with --allow-shlib-undefined: every symbol *our* code uses must still resolve.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version=${DDP_TORCH_VERSION:-2.11.0}
+cache=${DDP_CACHE:-$HOME/.cache/ddp_profile}
+build=${DDP_CUDA_BUILD:-build-cuda}
+jobs=${JOBS:-1}
+targets=${DDP_CUDA_TARGETS:-"ddp_profile profiler_tests traces_tests runtime_tests span_bench"}
+
+torch_dir=${DDP_TORCH_DIR:-}
+if [ -z "$torch_dir" ]; then
+  dest=$cache/libtorch-$version
+  torch_dir=$dest/torch/share/cmake/Torch
+  if [ ! -f "$torch_dir/TorchConfig.cmake" ]; then
+    mkdir -p "$cache/wheels"
+    wheel=$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl 2>/dev/null | head -1 || true)
+    if [ -z "$wheel" ]; then
+      echo "build_cuda_tier: fetching torch==$version from PyPI (about 530 MB)"
+      python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+        --python-version 3.11 --implementation cp "torch==$version" -d "$cache/wheels"
+      wheel=$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl | head -1)
+    fi
+    echo "build_cuda_tier: unpacking $(basename "$wheel") into $dest"
+    rm -rf "$dest.partial"
+    mkdir -p "$dest.partial"
+    python3 - "$wheel" "$dest.partial" <<'PY'
+import sys, zipfile
+wheel, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    names = [n for n in z.namelist()
+             if n.startswith(("torch/include/", "torch/lib/", "torch/share/")) or n == "torch/version.py"]
+    for n in names:
+        z.extract(n, out)
+print(f"{len(names)} files")
+PY
+    rm -rf "$dest"
+    mv "$dest.partial" "$dest"
+  fi
+fi
+grep -q "cuda" "$torch_dir/../../../version.py" 2>/dev/null && sed -n "s/^__version__ = /build_cuda_tier: LibTorch /p" "$torch_dir/../../../version.py" || true
+
+cuda_root=${CUDA_HOME:-/usr/local/cuda}
+export PATH="$cuda_root/bin:$PATH"
+cmake -S . -B "$build" -G Ninja \
+  -DTorch_DIR="$torch_dir" \
+  -DDDP_PROFILE_CUDA=ON \
+  -DDDP_PROFILE_VIEWER=OFF \
+  -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
+  -DCMAKE_EXE_LINKER_FLAGS="-Wl,--allow-shlib-undefined" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# shellcheck disable=SC2086
+nice ninja -C "$build" -j"$jobs" $targets
+# The device check's peak-bandwidth probe is plain CUDA C++: compile it too, so it cannot rot either.
+nvcc -O2 -o "$build/gpu_peaks" bench/gpu_peaks.cu
+echo "build_cuda_tier: built $targets and gpu_peaks in $build"
+if [ "${DDP_CUDA_RUN_TESTS:-1}" = 1 ]; then
+  # Without a GPU the CUDA build must still run its CPU path: the unit tests (CUPTI fails gracefully) pass here too.
+  # LD_LIBRARY_PATH: the toolkit's libraries stand in for the nvidia-* Python packages the wheel expects beside it.
+  LD_LIBRARY_PATH="$cuda_root/lib64:${LD_LIBRARY_PATH:-}" ctest --test-dir "$build" --output-on-failure \
+    -R '^(ClockMap|GpuRecords|ActivityCollector|GpuRecording|CuptiSource|ChromeExportGpu|LossScaler|Amp)\.'
+fi
