@@ -103,13 +103,14 @@ void Loader::produce(int w, int64_t b, StagedBatch& slot) {
 StagedBatch* Loader::take_slot(int w, std::unique_lock<std::mutex>& lock) {
   Worker& wk = workers_[w];
   for (;;) {
+    // stop_ is checked before every wait: the destructor's notify may have come while this worker was producing.
+    if (stop_) return nullptr;
     for (size_t s = 0; s < wk.slots.size(); ++s)
       if (wk.slot_free[s]) {
         wk.slot_free[s] = false;
         return &wk.slots[s];
       }
     cv_.wait(lock);
-    if (stop_) return nullptr;
   }
 }
 
