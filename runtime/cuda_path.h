@@ -31,6 +31,9 @@ struct DeviceInfo {
 };
 // Probes device `index` (when count > index). Never throws: a missing driver is a count of 0 with a reason.
 DeviceInfo probe(int index = 0);
+// Makes `index` the calling thread's current CUDA device (before creating the NCCL process group). No-op on CPU
+// builds or index < 0.
+void use_device(int index);
 // Versions for the manifest: {"cuda_runtime", "cudnn", "device", "compute_capability"}; nulls on CPU builds.
 nlohmann::json versions(const DeviceInfo& d);
 
