@@ -288,8 +288,9 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
           prof::Span sp(Stage::backward);
           sp.item(static_cast<uint32_t>(x.size(0)));
           sync.begin_backward(sync_now, ctx);
-          loss.backward();
+          // A slow backward delays the moment gradients become ready, so the knob sleeps before the hooks fire.
           sleep_ms(slow_bwd);
+          loss.backward();
         }
         if (sync_now) {
           g_progress.stage(Stage::wait_comm);

@@ -1,0 +1,95 @@
+// --analyze on real recorded runs: each slow-down knob on each rank must come out as the top cause, on the right
+// rank; a balanced run must not blame any rank's pipeline stage.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "run_process.h"
+
+namespace {
+namespace fs = std::filesystem;
+const std::string kExe = DDP_PROFILE_EXE;
+
+std::string fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("ddp_an_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d.parent_path());
+  return d.string();
+}
+
+nlohmann::json record_and_analyze(const std::string& name, std::vector<std::string> options) {
+  std::string d = fresh_dir(name);
+  std::vector<std::string> args = {kExe, "--record", "--out", d, "--max-steps", "40"};
+  args.insert(args.end(), options.begin(), options.end());
+  auto r = ddptest::run(args, d + ".log", 300);
+  EXPECT_EQ(r.code, 0) << r.output;
+  auto a = ddptest::run({kExe, "--analyze", d, "--json"}, d + ".analyze.log", 120);
+  EXPECT_EQ(a.code, 0) << a.output;
+  auto j = nlohmann::json::parse(a.output.substr(a.output.find('{')), nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << a.output;
+  return j;
+}
+
+struct Knob {
+  const char* stage;
+  int rank;
+  const char* ms;
+};
+
+class AnalyzeKnob : public ::testing::TestWithParam<Knob> {};
+
+TEST_P(AnalyzeKnob, TopCauseIsTheSlowedStageOnTheSlowedRank) {
+  const Knob& k = GetParam();
+  std::string spec = "rank=" + std::to_string(k.rank) + ",stage=" + k.stage + ",ms=" + k.ms;
+  auto j = record_and_analyze(std::string(k.stage) + std::to_string(k.rank), {"--slow", spec});
+  ASSERT_TRUE(j.contains("causes") && !j["causes"].empty()) << j.dump(2);
+  const auto& top = j["causes"][0];
+  EXPECT_EQ(top["stage"], k.stage) << j["causes"].dump(2);
+  EXPECT_EQ(top["rank"], k.rank) << j["causes"].dump(2);
+  EXPECT_GT(top["share"].get<double>(), 0.1) << "a planted slowdown is a dominant stall";
+  double prev = 1e300;
+  for (const auto& c : j["causes"]) {
+    EXPECT_LE(c["lost_ms"].get<double>(), prev) << "causes are sorted by time lost";
+    prev = c["lost_ms"].get<double>();
+  }
+}
+
+// Data stages are slowed enough to outrun two workers' prefetching; compute stages only need to exceed the jitter.
+INSTANTIATE_TEST_SUITE_P(
+    EveryKnobEveryRank, AnalyzeKnob,
+    ::testing::Values(Knob{"disk_read", 0, "12"}, Knob{"disk_read", 1, "12"}, Knob{"transform", 0, "12"},
+                      Knob{"transform", 1, "12"}, Knob{"pin", 0, "12"}, Knob{"pin", 1, "12"}, Knob{"h2d", 0, "4"},
+                      Knob{"h2d", 1, "4"}, Knob{"forward", 0, "4"}, Knob{"forward", 1, "4"}, Knob{"backward", 0, "4"},
+                      Knob{"backward", 1, "4"}, Knob{"optimizer", 0, "4"}, Knob{"optimizer", 1, "4"}),
+    [](const ::testing::TestParamInfo<Knob>& i) { return std::string(i.param.stage) + "_rank" + std::to_string(i.param.rank); });
+
+TEST(Analyze, BalancedRunBlamesNoRanksPipelineStage) {
+  auto j = record_and_analyze("balanced", {});
+  ASSERT_TRUE(j.contains("ranks"));
+  EXPECT_EQ(j["ranks"].size(), 2u);
+  for (const auto& c : j["causes"]) {
+    if (c["rank"].get<int>() < 0) continue;  // the collective itself (loopback Gloo on 2 shared cores is not free)
+    EXPECT_LT(c["share"].get<double>(), 0.1) << "no rank's stage dominates a balanced run: " << c.dump();
+  }
+  for (const auto& f : j["flags"]) EXPECT_NE(f["id"], "loader_cannot_keep_up") << f.dump();
+}
+
+bool has_flag(const nlohmann::json& j, const std::string& id) {
+  for (const auto& f : j["flags"])
+    if (f["id"] == id) return true;
+  return false;
+}
+
+TEST(Analyze, FlagsAccumulationWithoutNoSyncAndTinyBuckets) {
+  auto sync = record_and_analyze("sync_every", {"--accum-steps", "4", "--sync-every-step"});
+  EXPECT_TRUE(has_flag(sync, "sync_every_micro_step")) << sync["flags"].dump(2);
+  auto nosync = record_and_analyze("nosync", {"--accum-steps", "4"});
+  EXPECT_FALSE(has_flag(nosync, "sync_every_micro_step")) << nosync["flags"].dump(2);
+  auto tiny = record_and_analyze("tiny", {"--bucket-mb", "0.001"});
+  EXPECT_TRUE(has_flag(tiny, "tiny_buckets")) << tiny["flags"].dump(2);
+  auto slow_loader = record_and_analyze("slow_loader", {"--slow", "rank=0,stage=transform,ms=12", "--workers", "1"});
+  EXPECT_TRUE(has_flag(slow_loader, "loader_cannot_keep_up")) << slow_loader["flags"].dump(2);
+}
+}  // namespace
