@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Sets up and builds (scripts/setup.sh), then runs every test: unit tests, integration tests with real ranks over
-# Gloo on loopback, viewer tests under Xvfb.
+# Gloo on loopback, viewer tests under Xvfb. Then the LibTorch-free layers (traces/, profiler/: readers, recorder,
+# analysis) again under AddressSanitizer + UndefinedBehaviorSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cd build
-ctest --output-on-failure --timeout 900 -j1
+(cd build && ctest --output-on-failure --timeout 900 -j1)
+
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDP_PROFILE_SANITIZE=ON -DDDP_PROFILE_RUNTIME=OFF \
+  -DDDP_PROFILE_VIEWER=OFF -DDDP_PROFILE_BENCH=OFF > /dev/null
+cmake --build build-asan -j 2 --target traces_tests profiler_tests
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --output-on-failure --timeout 900 -j1)
