@@ -8,12 +8,14 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/intrusive_ptr.h>
+#include <torch/version.h>
 
 #include "profiler/clock_sync.h"
 
 namespace c10d {
 class Store;
 class ProcessGroup;
+class Backend;
 class Work;
 }  // namespace c10d
 
@@ -50,7 +52,12 @@ class Dist {
  private:
   DistOptions opt_;
   c10::intrusive_ptr<c10d::Store> store_;
+  // The concrete Gloo/NCCL group: a c10d::ProcessGroup in 1.13, a c10d::Backend from 2.0 on (same collectives).
+#if TORCH_VERSION_MAJOR >= 2
+  c10::intrusive_ptr<c10d::Backend> pg_;
+#else
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+#endif
 };
 
 }  // namespace ddp

@@ -250,6 +250,10 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
   out.ranks = ranks;
   if (failure_seen) {
     out.exit_code = 1;
+    // A rank that rejected the job options (its usage error is on stderr) makes the whole run a usage error.
+    if (culprit >= 0 && !ranks[culprit].signal && ranks[culprit].exit_code == 2 &&
+        last_progress[culprit].state == RankState::starting)
+      out.exit_code = 2;
     if (culprit >= 0)
       out.message = "rank " + std::to_string(culprit) + " failed: " + culprit_reason;
     else
@@ -289,6 +293,7 @@ int run_record(const Command& cmd_in, const std::vector<std::string>& args) {
   }
   std::cout << "recording " << cmd.job.nproc << " ranks into " << cmd.out_dir << std::endl;
   RunOutcome r = supervise_run(cmd, args, false);
+  if (r.exit_code == 2) return 2;  // the ranks said why
   if (r.exit_code != 0) std::cerr << "ddp_profile: " << r.message << "\n";
   if (cmd.job.record) {
     RunTrace run;

@@ -27,14 +27,18 @@ inline void clear_autocast_cache() { at::autocast::clear_cache(); }
 
 #include <torch/optim/optimizer.h>
 
+#include <sstream>
+
 namespace ddp::compat {
 // Optimizer state is keyed by the parameter's TensorImpl: as a string in 1.13, as a raw pointer in later versions.
 template <typename StateMap>
 auto optimizer_state_key(const at::Tensor& p) {
   using Key = typename std::decay_t<StateMap>::key_type;
-  if constexpr (std::is_same_v<Key, std::string>)
-    return c10::guts::to_string(p.unsafeGetTensorImpl());
-  else
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream o;  // the text 1.13's own optimizers use (c10::guts::to_string of the pointer)
+    o << p.unsafeGetTensorImpl();
+    return o.str();
+  } else
     return static_cast<Key>(p.unsafeGetTensorImpl());
 }
 }  // namespace ddp::compat

@@ -7,6 +7,7 @@
 
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adamw.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -18,7 +19,12 @@
 #include <thread>
 
 #include "profiler/span.h"
+#include "profiler/gpu_activity.h"
+#include "runtime/amp.h"
 #include "runtime/checkpoint.h"
+#include "runtime/cuda_path.h"
+#include "runtime/device_plan.h"
+#include "runtime/loss_scaler.h"
 #include "runtime/dataset_file.h"
 #include "runtime/dist.h"
 #include "runtime/grad_sync.h"
@@ -53,6 +59,7 @@ void start_signal_thread() {
     int sig = 0;
     sigwait(&set, &sig);
     g_progress.set_state(RankState::terminated);
+    prof::gpu_flush();
     prof::flush();
     std::fflush(stdout);
     ::_exit(128 + sig);
@@ -69,6 +76,7 @@ void start_signal_thread() {
   std::cerr << "ddp_profile: rank " << g_rank << " (" << host_name() << ") failed at " << where << ": " << what
             << std::endl;
   g_progress.fail(what);
+  prof::gpu_flush();
   prof::flush();
   std::fflush(stdout);
   ::_exit(1);
@@ -113,6 +121,9 @@ struct RunSetup {
   std::string dir;
   at::Device device = at::kCPU;
   std::string backend;
+  DevicePlan plan;
+  cuda::DeviceInfo gpu;
+  AmpChoice amp;
 };
 
 nlohmann::json versions_json() {
@@ -151,7 +162,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
   }
   GradSync sync(params, dist, job.bucket_mb);
   torch::optim::AdamW opt(params, torch::optim::AdamWOptions(job.lr));
-  ScalerState scaler;  // AMP's loss scaler: inactive on CPU, kept so checkpoints have the same shape everywhere
+  ScalerState scaler;  // the loss scaler's state as checkpoints hold it (inactive without fp16 AMP)
 
   TrainPosition start;
   if (!job.resume_from.empty()) {
@@ -161,6 +172,11 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
                   static_cast<long long>(start.epoch), static_cast<long long>(start.global_step),
                   static_cast<long long>(start.batches_in_epoch));
   }
+  LossScalerOptions lso;
+  lso.enabled = s.amp.scaler;
+  LossScaler loss_scaler(lso);
+  if (!job.resume_from.empty() && !loss_scaler.load({scaler.scale, scaler.growth_tracker, scaler.enabled}, err))
+    throw std::runtime_error("checkpoint " + job.resume_from + ": loss scaler: " + err);
   VerifyLog verify;
   if (job.verify_steps > 0) {
     verify.open(s.dir, rank, job.verify_steps);
@@ -175,6 +191,8 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
   auto checkpoint = [&](const TrainPosition& pos) {
     g_progress.stage(Stage::checkpoint);
     prof::Span sp(Stage::checkpoint);
+    const LossScalerState ls = loss_scaler.state();
+    scaler = {ls.scale, ls.growth_tracker, ls.enabled};
     save_checkpoint(checkpoint_dir(s.dir, pos.global_step), rank, world, job.seed, model, opt, scaler, pos, ckpt_omit);
   };
 
@@ -187,8 +205,12 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
   lo.slow_disk_read_ms = job.slow_ms(rank, Stage::disk_read);
   lo.slow_transform_ms = job.slow_ms(rank, Stage::transform);
   lo.slow_pin_ms = job.slow_ms(rank, Stage::pin);
-  StagingAllocator alloc{[](size_t n) { return std::aligned_alloc(64, (n + 63) / 64 * 64); }, [](void* p) { std::free(p); }};
-  Loader loader(data, lo, alloc);
+  // Pinned staging (CUDA builds) makes the H2D copies real asynchronous DMA; --pageable stages in ordinary memory.
+  Loader loader(data, lo, cuda::staging_allocator(s.device.is_cuda() && job.pinned));
+  cuda::H2DCopier h2d(s.device, job.pinned);
+  auto release_copied = [&](bool wait) {
+    for (StagedBatch* done : h2d.finished(wait)) loader.release(done);
+  };
 
   const double slow_h2d = job.slow_ms(rank, Stage::h2d), slow_fwd = job.slow_ms(rank, Stage::forward),
                slow_bwd = job.slow_ms(rank, Stage::backward), slow_opt = job.slow_ms(rank, Stage::optimizer);
@@ -242,6 +264,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
         prof::StepContext ctx{static_cast<uint32_t>(global_step), static_cast<uint16_t>(epoch),
                               static_cast<uint8_t>(micro)};
         prof::set_context(ctx.epoch, ctx.step, ctx.micro);
+        prof::gpu_mark_step(ctx);
 
         g_progress.stage(Stage::wait_data);
         StagedBatch* b;
@@ -258,10 +281,11 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
         at::Tensor x, y;
         {
           prof::Span sp(Stage::h2d);
-          const int64_t n = static_cast<int64_t>(b->samples);
-          // The staged batch is copied into tensors owned by the compute device (host memory on CPU builds).
-          x = at::from_blob(b->x, {n, F}, at::kFloat).to(s.device, /*non_blocking=*/s.device.is_cuda(), /*copy=*/true);
-          y = at::from_blob(b->y, {n}, at::kLong).to(s.device, s.device.is_cuda(), true);
+          // Staged batch -> tensors on the compute device: on a copy stream from pinned memory with CUDA, a host copy
+          // on CPU builds. The staging slot goes back to the loader once the copy has read it.
+          cuda::H2DCopier::Batch db = h2d.copy(b, F);
+          x = db.x;
+          y = db.y;
           sleep_ms(slow_h2d);
           sp.bytes(b->bytes);
           sp.item(static_cast<uint32_t>(b->index));
@@ -269,7 +293,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
         if (batch_shapes.is_null())
           batch_shapes = {{"x", {{"shape", {x.size(0), x.size(1)}}, {"dtype", "float32"}}},
                           {"y", {{"shape", {y.size(0)}}, {"dtype", "int64"}}}};
-        loader.release(b);
+        release_copied(false);
 
         g_progress.stage(Stage::forward);
         at::Tensor loss;
@@ -277,11 +301,13 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
           prof::Span sp(Stage::forward);
           sp.item(static_cast<uint32_t>(x.size(0)));
           if (dump) acts.emplace_back();
+          cuda::Autocast autocast(s.amp.dtype, s.device.is_cuda());
           at::Tensor logits = model.forward(x, dump ? &acts.back() : nullptr);
           loss = torch::nn::functional::cross_entropy(logits, y, ce_opts);
           if (job.accum_steps > 1) loss = loss / job.accum_steps;
           sleep_ms(slow_fwd);
         }
+        release_copied(true);
         const bool sync_now = (micro == job.accum_steps - 1 || job.sync_every_step) && !job.planted("skip-allreduce");
         g_progress.stage(Stage::backward);
         {
@@ -290,7 +316,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
           sync.begin_backward(sync_now, ctx);
           // A slow backward delays the moment gradients become ready, so the knob sleeps before the hooks fire.
           sleep_ms(slow_bwd);
-          loss.backward();
+          (loss_scaler.enabled() ? loss * loss_scaler.scale() : loss).backward();
         }
         if (sync_now) {
           g_progress.stage(Stage::wait_comm);
@@ -307,10 +333,19 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
       g_progress.stage(Stage::optimizer);
       {
         prof::Span sp(Stage::optimizer);
-        opt.step();
+        if (loss_scaler.enabled()) {
+          // GradScaler's step: unscale, look for inf/NaN, take the same skip-or-step decision on every rank.
+          at::Tensor found_inf = cuda::unscale_and_check(params, loss_scaler.inv_scale());
+          std::vector<at::Tensor> flag{found_inf};
+          dist.allreduce(flag)->wait();
+          if (loss_scaler.update(found_inf.item<float>() > 0) == ScalerDecision::step) opt.step();
+        } else {
+          opt.step();
+        }
         opt.zero_grad();
         sleep_ms(slow_opt);
       }
+      if (s.device.is_cuda()) cuda::record_memory_counters(s.device.index());
       step_span.end();
       step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_t0).count());
       if (verify.enabled()) verify.replica(global_step, tensors_hash(params));
@@ -328,6 +363,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
 
   // --- wrap up: clock check, manifest ---------------------------------------------------------------------------
   g_progress.stage(Stage::checkpoint);
+  const prof::CollectorStats gpu_stats = prof::gpu_stop();
   dist.barrier();
   prof::ClockOffset clock_end = dist.measure_clock_offset(16);
   prof::record_clock({clock_end.peer_minus_local_ns, clock_end.uncertainty_ns, prof::monotonic_ns(), 1,
@@ -348,6 +384,17 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
                          {"buffer_hash", tensors_hash(model.buffers())},
                          {"allreduce_calls", sync.allreduce_calls()},
                          {"allreduce_bytes", sync.bytes_reduced()},
+                         {"cupti", {{"records", gpu_stats.records},
+                                    {"kernels", gpu_stats.kernels},
+                                    {"nccl_kernels", gpu_stats.nccl_kernels},
+                                    {"memcpys", gpu_stats.memcpys},
+                                    {"gpu_linked", gpu_stats.gpu_linked},
+                                    {"source_dropped", gpu_stats.source_dropped},
+                                    {"memcpy_bytes_pinned", gpu_stats.memcpy_bytes_pinned},
+                                    {"memcpy_bytes_pageable", gpu_stats.memcpy_bytes_pageable},
+                                    {"memcpy_ns_pinned", gpu_stats.memcpy_ns_pinned},
+                                    {"memcpy_ns_pageable", gpu_stats.memcpy_ns_pageable}}},
+                         {"loss_scale", loss_scaler.scale()},
                          {"clock", {{"offset_ns_start", clock_start.peer_minus_local_ns},
                                     {"uncertainty_ns_start", clock_start.uncertainty_ns},
                                     {"offset_ns_end", clock_end.peer_minus_local_ns},
@@ -380,16 +427,29 @@ int run_worker(const Command& cmd) {
   g_rank = s.env.rank;
   s.job = cmd.job;
   s.job.nproc = s.env.world;
-  if (s.job.device == "cuda") {
-    std::cerr << "ddp_profile: --device cuda needs a CUDA build of ddp_profile (this one is CPU-only)\n";
+  // Device and backend per rank: NCCL with a GPU each, Gloo with CUDA tensors when ranks share a GPU, Gloo on CPU.
+  s.gpu = cuda::probe(0);
+  DeviceRequest dr;
+  dr.device = s.job.device;
+  dr.backend = s.job.backend;
+  dr.cuda_build = cuda::built_with_cuda();
+  dr.visible_gpus = s.gpu.count;
+  dr.no_gpu_reason = s.gpu.why_none;
+  dr.local_rank = s.env.local_rank;
+  const char* lws = std::getenv("LOCAL_WORLD_SIZE");
+  dr.local_world = lws ? std::max(1, std::atoi(lws)) : s.env.world;
+  if (!plan_device(dr, s.plan, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
     return 2;
   }
-  s.device = at::kCPU;
-  s.backend = s.job.backend == "auto" ? "gloo" : s.job.backend;
-  if (s.backend == "nccl") {
-    std::cerr << "ddp_profile: --backend nccl needs a CUDA build\n";
+  s.device = s.plan.cuda ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(s.plan.device_index)) : at::Device(at::kCPU);
+  s.backend = s.plan.backend;
+  if (s.plan.cuda) s.gpu = cuda::probe(s.plan.device_index);
+  if (!choose_amp({s.job.amp, s.device.is_cuda(), s.gpu.bf16}, s.amp, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
     return 2;
   }
+  cuda::use_device(s.plan.device_index);
   start_signal_thread();
   single_threaded_math();
   try {
@@ -418,6 +478,11 @@ int run_worker(const Command& cmd) {
       prof::name_this_thread("main");
       prof::record_meta("host", host_name());
       prof::record_meta("launch", s.env.method);
+      if (s.plan.cuda) {
+        std::string why;
+        if (!prof::gpu_start(prof::GpuRecordingOptions{}, why))
+          std::cerr << "ddp_profile: rank " << s.env.rank << ": " << why << "\n";
+      }
     }
     prof::ClockOffset clock = dist.measure_clock_offset(32);
     prof::record_clock({clock.peer_minus_local_ns, clock.uncertainty_ns, prof::monotonic_ns(), 0, clock.rounds});
@@ -426,7 +491,12 @@ int run_worker(const Command& cmd) {
     if (s.env.rank == 0) {
       nlohmann::json m = {{"tool", "ddp_profile"},
                           {"versions", versions_json()},
-                          {"device", {{"type", s.device.is_cuda() ? "cuda" : "cpu"}, {"name", cpu_model_name()}}},
+                          {"device", {{"type", s.device.is_cuda() ? "cuda" : "cpu"},
+                                      {"name", s.device.is_cuda() ? s.gpu.name : cpu_model_name()},
+                                      {"plan", s.plan.note},
+                                      {"shared_gpu", s.plan.shared_gpu}}},
+                          {"amp", {{"dtype", amp_dtype_name(s.amp.dtype)}, {"loss_scaler", s.amp.scaler},
+                                   {"reason", s.amp.reason}}},
                           {"backend", s.backend},
                           {"world_size", s.env.world},
                           {"launch", {{"method", s.env.method}, {"master_addr", s.env.master_addr}}},
@@ -440,6 +510,7 @@ int run_worker(const Command& cmd) {
                           {"clock", {{"source", prof::ticks_are_tsc() ? "tsc->CLOCK_MONOTONIC" : "CLOCK_MONOTONIC"},
                                      {"sync", "ping-pong over the process group, min round trip"}}}};
       m["config"]["data_path"] = s.job.data_path;
+      m["versions"]["cuda"] = cuda::versions(s.gpu);
       for (const auto& a : metas) m["rank_hosts"].push_back(nlohmann::json::parse(a));
       if (!write_json_atomic(s.dir + "/" + kManifestFile, m, err)) throw std::runtime_error(err);
     }

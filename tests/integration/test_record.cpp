@@ -230,6 +230,10 @@ TEST(Record, BadInputGetsOneClearErrorAndNonZeroExit) {
   r = run({kExe, "--record", "--out", d + "/run", "--data", d + "/junk.ddpd"}, d + ".3.log", 60);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("not a ddp_profile dataset"), std::string::npos) << r.output;
+  // Options only a rank can judge (device, AMP) still end as a usage error with the rank's reason.
+  r = run({kExe, "--record", "--out", d + "/amp", "--amp", "fp16", "--device", "cpu"}, d + ".5.log", 60);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--amp fp16 needs a CUDA device"), std::string::npos) << r.output;
   r = run({kExe, "--worker", "--out", d + "/w"}, d + ".4.log", 60, {});
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("RANK"), std::string::npos) << r.output;
