@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/manifest.h"
+#include "runtime/pickle_file.h"
 #include "runtime/torch_compat.h"
 #include "traces/crc32.h"
 
@@ -138,7 +139,7 @@ void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t 
     root.insert("rng", rng);
   }
 
-  std::vector<char> bytes = torch::pickle_save(c10::IValue(root));
+  std::vector<char> bytes = pickle_for_python(c10::IValue(root));
   const std::string file = checkpoint_file(ckpt_dir, rank);
   write_bytes_atomic(file, bytes);
   std::vector<std::string> items;

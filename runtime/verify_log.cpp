@@ -4,6 +4,8 @@
 #include <torch/serialize.h>
 
 #include <filesystem>
+
+#include "runtime/pickle_file.h"
 #include <fstream>
 #include <stdexcept>
 
@@ -95,7 +97,7 @@ void VerifyLog::dump_step(int64_t step, const std::vector<std::pair<std::string,
   c10::impl::GenericDict act_by_micro(c10::StringType::get(), c10::AnyType::get());
   for (size_t m = 0; m < acts.size(); ++m) act_by_micro.insert(std::to_string(m), to_dict(acts[m]));
   root.insert("acts", act_by_micro);
-  std::vector<char> bytes = torch::pickle_save(c10::IValue(root));
+  std::vector<char> bytes = pickle_for_python(c10::IValue(root));
   std::ofstream(verify_step_file(dir_, rank_, step), std::ios::binary).write(bytes.data(), bytes.size());
   for (const auto& [k, t] : params)
     std::fprintf(summaries_, "%s\n", nlohmann::json({{"step", step}, {"kind", "param"}, {"name", k}, {"stats", tensor_summary(t)}}).dump().c_str());

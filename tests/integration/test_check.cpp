@@ -37,6 +37,13 @@ TEST(Check, TheWholeLadderPassesOnTheDefaultJob) {
   EXPECT_EQ(ids, (std::vector<std::string>{"env.manifest", "data.shard_rule", "numerics.reference", "numerics.rank_sync",
                                            "comm.no_sync", "checkpoint.complete", "checkpoint.resume", "faults.exit"}));
   EXPECT_TRUE(fs::exists(d + "/main/verify/rank0.summaries.jsonl")) << "per-layer summaries are kept";
+  // Checkpoints and dumps must be what torch.load(path, weights_only=True) accepts (checked structurally: no torch
+  // in this environment).
+  auto py = ddptest::run({"/usr/bin/env", "python3", std::string(DDP_SOURCE_DIR) + "/tests/python/weights_only_globals.py",
+                          d + "/main/checkpoints/step2/rank0.pt", d + "/main/checkpoints/step2/rank1.pt",
+                          d + "/main/verify/rank0_step0.pt"},
+                         d + ".py.log", 60);
+  EXPECT_EQ(py.code, 0) << py.output;
 }
 
 struct Planted {
