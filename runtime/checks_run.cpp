@@ -15,7 +15,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/checks.h"
-#include "runtime/dataset_file.h"
+#include "runtime/dataset.h"
 #include "runtime/model.h"
 #include "runtime/offline_commands.h"
 #include "runtime/permutation.h"
@@ -88,9 +88,10 @@ std::vector<double> values(const at::Tensor& t) {
 
 // --- numerics.reference ---------------------------------------------------------------------------------------
 CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int world, bool shard_ok) {
-  DatasetFile data;
   std::string err;
-  if (!data.open(job.data_path, err)) return failed("numerics.reference", err);
+  std::unique_ptr<Dataset> dataset = open_dataset(job, err);
+  if (!dataset) return failed("numerics.reference", err);
+  const Dataset& data = *dataset;
   std::vector<std::vector<ConsumedBatch>> consumed(world);
   for (int r = 0; r < world; ++r) {
     consumed[r] = read_consumed(dir, r, err);
@@ -99,7 +100,7 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
   torch::nn::functional::CrossEntropyFuncOptions ce;
   if (job.loss_reduction == "sum") ce.reduction(torch::kSum);
   std::vector<NumericsEvidence> evidence;
-  const int64_t F = data.features();
+  const std::vector<int64_t> shape = data.sample_shape();
   for (int64_t step = 0; step < kVerifySteps; ++step) {
     std::vector<c10::impl::GenericDict> dumps;
     for (int r = 0; r < world; ++r) {
@@ -109,7 +110,7 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
     }
     if (static_cast<int>(dumps.size()) != world) break;
     // The reference: one process, the same pre-step weights, the union of what the ranks consumed at this step.
-    Model ref(job, F);
+    Model ref(job, shape);
     {
       torch::NoGradGuard ng;
       auto p0 = dumps[0].at("params").toGenericDict();
@@ -123,10 +124,17 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
         for (const auto& b : consumed[r])
           if (b.step == step && b.micro == micro) idx.insert(idx.end(), b.indices.begin(), b.indices.end());
       if (idx.empty()) return failed("numerics.reference", "no logged samples for step " + std::to_string(step));
-      at::Tensor x = at::empty({static_cast<int64_t>(idx.size()), F}, at::kFloat);
-      at::Tensor y = at::empty({static_cast<int64_t>(idx.size())}, at::kLong);
-      data.read(idx.data(), idx.size(), x.data_ptr<float>(), y.data_ptr<int64_t>());
-      normalise_samples(x.data_ptr<float>(), idx.size(), data);
+      // Through the loader's own two stages, so decoding and augmentation are what the ranks saw.
+      int epoch = 0;
+      for (const auto& b : consumed[0])
+        if (b.step == step) epoch = b.epoch;
+      std::vector<int64_t> xshape = {static_cast<int64_t>(idx.size())};
+      xshape.insert(xshape.end(), shape.begin(), shape.end());
+      at::Tensor x = at::empty(xshape, at::kFloat);
+      RawBatch raw;
+      data.read(idx.data(), idx.size(), raw);
+      data.transform(raw, idx.data(), idx.size(), epoch, x.data_ptr<float>());
+      at::Tensor y = at::tensor(raw.labels, at::kLong);
       std::vector<std::pair<std::string, at::Tensor>> acts;
       at::Tensor loss = torch::nn::functional::cross_entropy(ref.forward(x, &acts), y, ce);
       if (job.accum_steps > 1) loss = loss / job.accum_steps;
@@ -327,8 +335,9 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
       } else if (id == "data.shard_rule") {
         std::vector<std::vector<ConsumedBatch>> per_rank(world);
         for (int r = 0; r < world; ++r) per_rank[r] = read_consumed(main_dir, r, err);
-        DatasetFile data;
-        if (!data.open(job.data_path, err)) throw std::runtime_error(err);
+        std::unique_ptr<Dataset> dataset = open_dataset(job, err);
+        if (!dataset) throw std::runtime_error(err);
+        const Dataset& data = *dataset;
         auto expected = [&](int epoch, int rank) {
           auto b = make_batches(shard_indices(epoch_order(data.samples(), job.seed, epoch, job.shuffle), rank, world,
                                               job.drop_last),
@@ -362,9 +371,9 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
           results.push_back(check_no_sync(run, job.accum_steps, m["gradient_buckets"].size(), param_bytes));
         }
       } else if (id == "checkpoint.complete") {
-        DatasetFile data;
-        if (!data.open(job.data_path, err)) throw std::runtime_error(err);
-        Model model(job, data.features());
+        std::unique_ptr<Dataset> dataset = open_dataset(job, err);
+        if (!dataset) throw std::runtime_error(err);
+        Model model(job, dataset->sample_shape());
         CheckResult worst;
         for (int r = 0; r < world; ++r) {
           std::string f = checkpoint_file(checkpoint_dir(main_dir, kCheckpointStep), r);

@@ -119,7 +119,14 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   bool no_record = false, pageable = false, no_shuffle = false, keep_last = false;
   auto* g_job = app.add_option_group("Job options");
   auto job_opt = [&](CLI::Option* o) { return o; };
-  job_opt(g_job->add_option("--dataset", j.dataset, "synthetic (default)")->check(CLI::IsMember({"synthetic"})));
+  job_opt(g_job->add_option("--dataset", j.dataset,
+                            "synthetic (default: 128-feature .ddpd file) or images[:DIR] (an image folder, generated "
+                            "when DIR has no index.txt; decoded, randomly cropped and normalised on the workers; CNN)")
+              ->check([](const std::string& d) {
+                if (d == "synthetic" || d == "images" || (d.rfind("images:", 0) == 0 && d.size() > 7))
+                  return std::string();
+                return std::string("--dataset must be synthetic, images or images:DIR");
+              }));
   job_opt(g_job->add_option("--data", j.data_path, "dataset file (.ddpd); generated when missing (synthetic)"));
   job_opt(g_job->add_option("--dataset-size", j.dataset_size, "samples in the synthetic dataset")
               ->check(CLI::Range(int64_t{1}, int64_t{100000000})));
@@ -129,11 +136,11 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_job->add_flag("--pageable", pageable, "stage batches in pageable instead of pinned memory");
   g_job->add_flag("--no-shuffle", no_shuffle, "sampler without shuffling");
   g_job->add_flag("--keep-last", keep_last, "sampler without drop_last (pads like DistributedSampler)");
-  job_opt(g_job->add_option("--model", j.model, "mlp (default), mlp-bn, or PATH.pt (a TorchScript module)")
+  job_opt(g_job->add_option("--model", j.model, "mlp (default), mlp-bn, cnn (images), or PATH.pt (a TorchScript module)")
               ->check([](const std::string& m) {
-                if (m == "mlp" || m == "mlp-bn") return std::string();
+                if (m == "mlp" || m == "mlp-bn" || m == "cnn") return std::string();
                 if (m.size() > 3 && m.compare(m.size() - 3, 3, ".pt") == 0) return std::string();
-                return std::string("--model must be mlp, mlp-bn or a TorchScript file PATH.pt");
+                return std::string("--model must be mlp, mlp-bn, cnn or a TorchScript file PATH.pt");
               }));
   job_opt(g_job->add_option("--hidden", j.hidden, "hidden width of the MLP")->check(CLI::Range(int64_t{1}, int64_t{65536})));
   job_opt(g_job->add_option("--loss-reduction", j.loss_reduction, "mean (default) or sum")

@@ -153,9 +153,11 @@ H2DCopier::H2DCopier(at::Device device, bool pinned) : device_(device), pinned_(
 
 H2DCopier::~H2DCopier() = default;
 
-H2DCopier::Batch H2DCopier::copy(StagedBatch* b, int64_t features) {
+H2DCopier::Batch H2DCopier::copy(StagedBatch* b, const std::vector<int64_t>& sample_shape) {
   const int64_t n = static_cast<int64_t>(b->samples);
-  at::Tensor hx = at::from_blob(b->x, {n, features}, at::kFloat);
+  std::vector<int64_t> shape = {n};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  at::Tensor hx = at::from_blob(b->x, shape, at::kFloat);
   at::Tensor hy = at::from_blob(b->y, {n}, at::kLong);
   Batch out;
 #if DDP_PROFILE_CUDA

@@ -54,10 +54,10 @@ class H2DCopier {
   H2DCopier& operator=(const H2DCopier&) = delete;
 
   struct Batch {
-    at::Tensor x;  // samples x features, float32, on the device
+    at::Tensor x;  // {samples, sample_shape...}, float32, on the device
     at::Tensor y;  // labels, int64, on the device
   };
-  Batch copy(StagedBatch* b, int64_t features);
+  Batch copy(StagedBatch* b, const std::vector<int64_t>& sample_shape);
   // Staged batches whose copies are done (pass them to Loader::release). wait: block until all are.
   std::vector<StagedBatch*> finished(bool wait = false);
   bool pinned() const { return pinned_; }

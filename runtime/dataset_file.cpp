@@ -173,4 +173,28 @@ void normalise_samples(float* x, size_t n, const DatasetFile& data) {
     for (int64_t f = 0; f < F; ++f) x[f] = (x[f] - mean[f]) / sd[f];
 }
 
+uint64_t DatasetFile::read(const int64_t* idx, size_t n, RawBatch& out) const {
+  const size_t rec = record_bytes();
+  out.bytes.resize(n * rec);
+  out.offsets.resize(n + 1);
+  out.labels.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (idx[i] < 0 || idx[i] >= samples()) throw std::out_of_range("sample index out of range");
+    if (!pread_all(fd_, out.bytes.data() + i * rec, rec, header_.record_offset + static_cast<uint64_t>(idx[i]) * rec))
+      throw std::runtime_error("read of " + path_ + " failed: " + std::strerror(errno));
+    out.offsets[i] = i * rec;
+    int32_t label;
+    std::memcpy(&label, out.bytes.data() + i * rec + features() * sizeof(float), sizeof(label));
+    out.labels[i] = label;
+  }
+  out.offsets[n] = n * rec;
+  return n * rec;
+}
+
+void DatasetFile::transform(const RawBatch& raw, const int64_t* /*idx*/, size_t n, int /*epoch*/, float* x) const {
+  const size_t F = static_cast<size_t>(features());
+  for (size_t i = 0; i < n; ++i) std::memcpy(x + i * F, raw.bytes.data() + raw.offsets[i], F * sizeof(float));
+  normalise_samples(x, n, *this);
+}
+
 }  // namespace ddp

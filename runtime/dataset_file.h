@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/dataset.h"
+
 namespace ddp {
 
 struct DatasetHeader {
@@ -28,11 +30,16 @@ bool write_synthetic_dataset(const std::string& path, int64_t samples, int64_t f
                              std::string& error);
 
 // Read-only, thread-safe random access to a dataset file.
-class DatasetFile {
+class DatasetFile : public Dataset {
  public:
-  ~DatasetFile();
+  ~DatasetFile() override;
   bool open(const std::string& path, std::string& error);
-  int64_t samples() const { return static_cast<int64_t>(header_.samples); }
+  int64_t samples() const override { return static_cast<int64_t>(header_.samples); }
+  std::vector<int64_t> sample_shape() const override { return {features()}; }
+  // Dataset: the records as stored, then float features normalised with the file's statistics.
+  uint64_t read(const int64_t* idx, size_t n, RawBatch& out) const override;
+  void transform(const RawBatch& raw, const int64_t* idx, size_t n, int epoch, float* x) const override;
+  std::string description() const override { return "tabular " + path_; }
   int64_t features() const { return header_.features; }
   const std::vector<float>& mean() const { return mean_; }
   const std::vector<float>& stddev() const { return std_; }

@@ -12,10 +12,10 @@ void sleep_ms(double ms) {
 }
 }  // namespace
 
-Loader::Loader(const DatasetFile& data, const LoaderOptions& opt, StagingAllocator alloc)
+Loader::Loader(const Dataset& data, const LoaderOptions& opt, StagingAllocator alloc)
     : data_(data), opt_(opt), alloc_(std::move(alloc)) {
   const int nworkers = std::max(opt_.workers, 0);
-  const size_t fx = static_cast<size_t>(opt_.batch_size * data_.features());
+  const size_t fx = static_cast<size_t>(opt_.batch_size * data_.sample_floats());
   auto make_slots = [&](Worker& w, int worker_id, int count) {
     w.slots.resize(count);
     w.slot_free.assign(count, true);
@@ -25,8 +25,7 @@ Loader::Loader(const DatasetFile& data, const LoaderOptions& opt, StagingAllocat
       w.slots[s].worker = worker_id;
       w.slots[s].slot = s;
     }
-    w.raw_x.resize(fx);
-    w.raw_y.resize(opt_.batch_size);
+    w.x.resize(fx);
   };
   workers_.resize(nworkers);
   for (int w = 0; w < nworkers; ++w) make_slots(workers_[w], w, opt_.prefetch);
@@ -71,26 +70,26 @@ void Loader::produce(int w, int64_t b, StagedBatch& slot) {
   Worker& wk = w >= 0 ? workers_[w] : inline_;
   const std::vector<int64_t>& idx = batches_[b];
   const size_t n = idx.size();
-  const int64_t F = data_.features();
+  const size_t F = static_cast<size_t>(data_.sample_floats());
   prof::StepContext ctx{first_step_ + static_cast<uint32_t>(b / opt_.accum_steps), epoch_,
                         static_cast<uint8_t>(b % opt_.accum_steps)};
   uint64_t bytes;
   {
     uint64_t t0 = prof::recording() ? prof::ticks() : 0;
-    bytes = data_.read(idx.data(), n, wk.raw_x.data(), wk.raw_y.data());
+    bytes = data_.read(idx.data(), n, wk.raw);
     sleep_ms(opt_.slow_disk_read_ms);
     if (t0) prof::record_span(Stage::disk_read, t0, prof::ticks(), bytes, kNoBucket, static_cast<uint32_t>(b), &ctx);
   }
   {
     uint64_t t0 = prof::recording() ? prof::ticks() : 0;
-    normalise_samples(wk.raw_x.data(), n, data_);
+    data_.transform(wk.raw, idx.data(), n, epoch_, wk.x.data());
     sleep_ms(opt_.slow_transform_ms);
     if (t0) prof::record_span(Stage::transform, t0, prof::ticks(), 0, kNoBucket, static_cast<uint32_t>(b), &ctx);
   }
   {
     uint64_t t0 = prof::recording() ? prof::ticks() : 0;
-    std::memcpy(slot.x, wk.raw_x.data(), n * F * sizeof(float));
-    std::memcpy(slot.y, wk.raw_y.data(), n * sizeof(int64_t));
+    std::memcpy(slot.x, wk.x.data(), n * F * sizeof(float));
+    std::memcpy(slot.y, wk.raw.labels.data(), n * sizeof(int64_t));
     slot.bytes = n * (F * sizeof(float) + sizeof(int64_t));
     sleep_ms(opt_.slow_pin_ms);
     if (t0) prof::record_span(Stage::pin, t0, prof::ticks(), slot.bytes, kNoBucket, static_cast<uint32_t>(b), &ctx);

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/dataset_file.h"
+#include "runtime/dataset.h"
 
 namespace ddp {
 
@@ -34,7 +34,7 @@ struct StagingAllocator {
 struct StagedBatch {
   int64_t index = -1;  // batch index inside the epoch
   size_t samples = 0;
-  float* x = nullptr;      // samples x features, normalised
+  float* x = nullptr;      // samples x sample_floats, normalised
   int64_t* y = nullptr;    // labels
   std::vector<int64_t> indices;  // the dataset indices in this batch (for the sharding check)
   uint64_t bytes = 0;      // bytes staged
@@ -43,7 +43,7 @@ struct StagedBatch {
 
 class Loader {
  public:
-  Loader(const DatasetFile& data, const LoaderOptions& opt, StagingAllocator alloc);
+  Loader(const Dataset& data, const LoaderOptions& opt, StagingAllocator alloc);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -61,14 +61,14 @@ class Loader {
     std::thread thread;
     std::vector<StagedBatch> slots;
     std::vector<bool> slot_free;
-    std::vector<float> raw_x;
-    std::vector<int64_t> raw_y;
+    RawBatch raw;           // disk_read's output
+    std::vector<float> x;   // transform's output
   };
   void worker_loop(int w);
   void produce(int w, int64_t b, StagedBatch& slot);
   StagedBatch* take_slot(int w, std::unique_lock<std::mutex>& lock);
 
-  const DatasetFile& data_;
+  const Dataset& data_;
   LoaderOptions opt_;
   StagingAllocator alloc_;
   std::vector<Worker> workers_;

@@ -2,6 +2,9 @@
 
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
 #include <torch/nn/modules/linear.h>
 
 #include <filesystem>
@@ -9,7 +12,26 @@
 
 namespace ddp {
 
-Model::Model(const JobConfig& job, int64_t features) {
+Model::Model(const JobConfig& job, const std::vector<int64_t>& sample_shape) {
+  const bool images = sample_shape.size() == 3;
+  if (job.model == "cnn" || (images && (job.model == "mlp" || job.model == "mlp-bn"))) {
+    if (!images) throw std::invalid_argument("--model cnn needs image samples {C, H, W} (--dataset images)");
+    namespace nn = torch::nn;
+    seq_ = nn::Sequential();
+    seq_->push_back("conv1", nn::Conv2d(nn::Conv2dOptions(sample_shape[0], 16, 3).padding(1)));
+    seq_->push_back("relu1", nn::ReLU());
+    seq_->push_back("pool1", nn::MaxPool2d(nn::MaxPool2dOptions(2)));
+    seq_->push_back("conv2", nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)));
+    seq_->push_back("relu2", nn::ReLU());
+    seq_->push_back("pool2", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
+    seq_->push_back("flatten", nn::Flatten());
+    seq_->push_back("fc", nn::Linear(32, job.classes));
+    description_ = "cnn 3x" + std::to_string(sample_shape[1]) + "x" + std::to_string(sample_shape[2]) + " -> " +
+                   std::to_string(job.classes);
+    return;
+  }
+  if (images) throw std::invalid_argument("--model " + job.model + " cannot take image samples; use cnn");
+  const int64_t features = sample_shape.at(0);
   if (job.model == "mlp" || job.model == "mlp-bn") {
     seq_ = torch::nn::Sequential();
     seq_->push_back("fc1", torch::nn::Linear(features, job.hidden));

@@ -2,6 +2,8 @@
 // The job's model behind one small interface, whatever it is built from:
 //   "mlp"     Linear(F, hidden) -> ReLU -> Linear(hidden, classes) (the seed's model)
 //   "mlp-bn"  the same with BatchNorm1d after the first layer (per-rank batch statistics: a classic DDP trap)
+//   "cnn"     Conv(3,16)-ReLU-MaxPool-Conv(16,32)-ReLU-GlobalAvgPool-Linear(32, classes) for {3, H, W} images
+//             (what an image dataset gets when the model is left at mlp)
 //   PATH.pt   a TorchScript module exported from Python (torch.jit.script(model).save(PATH)), fed [batch, F] floats
 //             and expected to return [batch, classes] logits.
 #include <optional>
@@ -21,7 +23,8 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 class Model {
  public:
-  Model(const JobConfig& job, int64_t features);
+  // sample_shape: {F} for tabular data, {C, H, W} for images.
+  Model(const JobConfig& job, const std::vector<int64_t>& sample_shape);
 
   NamedTensors named_parameters() const;
   NamedTensors named_buffers() const;

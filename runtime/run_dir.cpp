@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "runtime/dataset_file.h"
+#include "runtime/image_dataset.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -19,7 +20,12 @@ std::string default_run_dir() {
 }
 
 std::string default_data_path(const std::string& run_dir, const JobConfig& job) {
+  if (job.dataset.rfind("images:", 0) == 0) return job.dataset.substr(7);
   fs::path parent = fs::absolute(run_dir).lexically_normal().parent_path();
+  if (job.dataset == "images")
+    return (parent / "data-cache" /
+            ("images-n" + std::to_string(job.dataset_size) + "-seed" + std::to_string(job.seed)))
+        .string();
   return (parent / "data-cache" /
           ("synthetic-n" + std::to_string(job.dataset_size) + "-f" + std::to_string(job.features) + "-seed" +
            std::to_string(job.seed) + ".ddpd"))
@@ -42,6 +48,14 @@ bool prepare_run_dir(const std::string& dir, std::string& error) {
 
 bool ensure_dataset(const JobConfig& job, std::string& error, bool verbose) {
   std::error_code ec;
+  if (is_image_dataset(job)) {
+    if (!fs::exists(fs::path(job.data_path) / "index.txt", ec)) {
+      if (verbose)
+        std::cout << "generating " << job.dataset_size << " synthetic images -> " << job.data_path << std::endl;
+      if (!write_synthetic_images(job.data_path, job.dataset_size, job.seed, error)) return false;
+    }
+    return open_dataset(job, error) != nullptr;
+  }
   if (!fs::exists(job.data_path, ec)) {
     if (job.dataset != "synthetic") {
       error = "dataset file " + job.data_path + " does not exist";

@@ -25,7 +25,7 @@
 #include "runtime/cuda_path.h"
 #include "runtime/device_plan.h"
 #include "runtime/loss_scaler.h"
-#include "runtime/dataset_file.h"
+#include "runtime/dataset.h"
 #include "runtime/dist.h"
 #include "runtime/grad_sync.h"
 #include "runtime/launch_env.h"
@@ -145,14 +145,15 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
   const int rank = dist.rank(), world = dist.world();
 
   // --- data --------------------------------------------------------------------------------------------------
-  DatasetFile data;
   std::string err;
-  if (!data.open(job.data_path, err)) throw std::runtime_error(err);
-  const int64_t F = data.features();
+  std::unique_ptr<Dataset> dataset = open_dataset(job, err);
+  if (!dataset) throw std::runtime_error(err);
+  const Dataset& data = *dataset;
+  const std::vector<int64_t> sample_shape = data.sample_shape();
 
   // --- model, replicated: same seed everywhere, then rank 0's weights broadcast (as DDP does at construction) ----
   torch::manual_seed(job.seed);
-  Model model(job, F);
+  Model model(job, sample_shape);
   model.to(s.device);
   std::vector<at::Tensor> params = model.parameters();
   {
@@ -283,7 +284,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
           prof::Span sp(Stage::h2d);
           // Staged batch -> tensors on the compute device: on a copy stream from pinned memory with CUDA, a host copy
           // on CPU builds. The staging slot goes back to the loader once the copy has read it.
-          cuda::H2DCopier::Batch db = h2d.copy(b, F);
+          cuda::H2DCopier::Batch db = h2d.copy(b, sample_shape);
           x = db.x;
           y = db.y;
           sleep_ms(slow_h2d);
@@ -291,7 +292,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
           sp.item(static_cast<uint32_t>(b->index));
         }
         if (batch_shapes.is_null())
-          batch_shapes = {{"x", {{"shape", {x.size(0), x.size(1)}}, {"dtype", "float32"}}},
+          batch_shapes = {{"x", {{"shape", x.sizes().vec()}, {"dtype", "float32"}}},
                           {"y", {{"shape", {y.size(0)}}, {"dtype", "int64"}}}};
         release_copied(false);
 

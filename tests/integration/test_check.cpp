@@ -83,6 +83,15 @@ INSTANTIATE_TEST_SUITE_P(
         Planted{"ckpt_no_step", "checkpoint.resume", {"--plant", "ckpt-no-step"}, "has no 'step'"}),
     [](const ::testing::TestParamInfo<Planted>& i) { return std::string(i.param.name); });
 
+TEST(Check, ImageDatasetPassesTheSamplerAndNumericsChecks) {
+  // The reference re-reads the same files and replays the same crops (seeded by seed, epoch and index).
+  std::string d = fresh_dir("images");
+  auto r = ddptest::run({kExe, "--check", "--checks", "data.shard_rule,numerics.reference,numerics.rank_sync", "--out", d,
+                         "--dataset", "images", "--dataset-size", "256", "--batch-size", "16", "--max-steps", "4"},
+                        d + ".log", 600);
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
 TEST(Check, AccumulationPassesNoSync) {
   std::string d = fresh_dir("accum");
   auto r = ddptest::run({kExe, "--check", "--checks", "comm.no_sync,numerics.reference,data.shard_rule", "--out", d,

@@ -218,6 +218,25 @@ TEST(Record, WorkersRunUnderAnExternalLauncherEnvironment) {
   EXPECT_TRUE(fs::exists(d + "/trace.json")) << "rank 0 exports when no supervisor does";
 }
 
+TEST(Record, ImageFolderTrainsTheCnnWithDecodeOnTheWorkers) {
+  std::string d = fresh_dir("images");
+  auto r = run({kExe, "--record", "--out", d, "--dataset", "images", "--dataset-size", "512", "--batch-size", "32",
+                "--epochs", "1"},
+               d + ".log", 300);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto m = read_json(d + "/manifest.json");
+  EXPECT_EQ(m["ranks"][0]["batch"]["x"]["shape"], nlohmann::json({32, 3, 32, 32}));
+  EXPECT_EQ(m["ranks"][0]["param_hash"], m["ranks"][1]["param_hash"]);
+  RunTrace rt;
+  std::string err;
+  ASSERT_TRUE(load_run(d, rt, err)) << err;
+  for (const auto& rk : rt.ranks) {
+    auto counts = stage_counts(rk);
+    EXPECT_EQ(counts[Stage::step], 512u / 2 / 32);
+    EXPECT_EQ(counts[Stage::transform], counts[Stage::step]) << "decode + crop on the loader lanes";
+  }
+}
+
 TEST(Record, BadInputGetsOneClearErrorAndNonZeroExit) {
   std::string d = fresh_dir("bad");
   auto r = run({kExe, "--summary", d + "/nope"}, d + ".1.log");

@@ -43,7 +43,7 @@ TEST(CudaPath, CpuCopierHandsBatchesBackAtOnce) {
   b.x = x;
   b.y = y;
   cuda::H2DCopier c(at::kCPU, /*pinned=*/false);
-  auto out = c.copy(&b, 3);
+  auto out = c.copy(&b, {3});
   x[0] = 100;  // the copy owns its memory
   EXPECT_EQ(out.x.sizes(), (at::IntArrayRef{2, 3}));
   EXPECT_EQ(out.x[0][0].item<float>(), 1.0f);

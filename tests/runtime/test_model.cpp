@@ -30,7 +30,7 @@ def forward(self, x):
 
 TEST(Model, BuiltInMlpHasTheSeedShape) {
   ddp::JobConfig job;
-  ddp::Model m(job, 128);
+  ddp::Model m(job, {128});
   auto p = m.named_parameters();
   ASSERT_EQ(p.size(), 4u);
   EXPECT_EQ(p[0].first, "fc1.weight");
@@ -41,7 +41,7 @@ TEST(Model, BuiltInMlpHasTheSeedShape) {
   ASSERT_EQ(acts.size(), 3u);
   EXPECT_EQ(acts[1].first, "relu");
   job.model = "mlp-bn";
-  ddp::Model bn(job, 128);
+  ddp::Model bn(job, {128});
   EXPECT_NE(bn.layer_kinds()[1].find("BatchNorm"), std::string::npos);
   EXPECT_EQ(bn.named_buffers().size(), 3u);
 }
@@ -49,7 +49,7 @@ TEST(Model, BuiltInMlpHasTheSeedShape) {
 TEST(Model, TorchScriptFileTrainsThroughTheSameInterface) {
   ddp::JobConfig job;
   job.model = save_script_mlp("ok");
-  ddp::Model m(job, 128);
+  ddp::Model m(job, {128});
   auto params = m.named_parameters();
   ASSERT_EQ(params.size(), 4u);
   EXPECT_EQ(params[0].first, "w1");
@@ -66,12 +66,12 @@ TEST(Model, TorchScriptFileTrainsThroughTheSameInterface) {
 TEST(Model, BadModelArgumentsAreClearErrors) {
   ddp::JobConfig job;
   job.model = "/nonexistent/model.pt";
-  EXPECT_THROW(ddp::Model(job, 128), std::invalid_argument);
+  EXPECT_THROW(ddp::Model(job, {128}), std::invalid_argument);
   fs::path junk = fs::temp_directory_path() / ("ddp_model_junk_" + std::to_string(::getpid()) + ".pt");
   std::ofstream(junk) << "not a zip archive";
   job.model = junk.string();
   try {
-    ddp::Model m(job, 128);
+    ddp::Model m(job, {128});
     FAIL() << "a junk file must not load";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("cannot load TorchScript"), std::string::npos) << e.what();
