@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 
@@ -102,7 +103,8 @@ int main(int argc, char** argv) {
   }
   auto t1 = std::chrono::steady_clock::now();
   ExportStats stats;
-  if (!export_chrome(run, (dir / "trace.json").string(), stats, err)) {
+  const char* sink = std::getenv("TRACE_BENCH_SINK");
+  if (!export_chrome(run, sink ? std::string(sink) : (dir / "trace.json").string(), stats, err)) {
     std::fprintf(stderr, "%s\n", err.c_str());
     return 1;
   }

@@ -2,9 +2,12 @@
 
 #if DDP_PROFILE_NVTX
 #include <array>
+#include <cstdlib>
 #include <string>
 
 namespace ddp::prof {
+
+const bool g_nvtx_tool_attached = std::getenv("NVTX_INJECTION64_PATH") != nullptr;
 
 // The domain and one registered string per stage are created once, on first use (function-local statics are
 // thread-safe); after that a push costs one nvtxDomainRangePushEx, which is a no-op until a tool (Nsight Systems)

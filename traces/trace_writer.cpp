@@ -84,7 +84,8 @@ bool TraceWriter::write_events(uint8_t lane, const Event* events, size_t count) 
   size_t bound = ZSTD_compressBound(raw_.size());
   packed_.resize(sizeof(eh) + bound);
   std::memcpy(packed_.data(), &eh, sizeof(eh));
-  size_t z = ZSTD_compress(packed_.data() + sizeof(eh), bound, raw_.data(), raw_.size(), 3);
+  // Level 1: the drain thread shares cores with training; level 3 saves ~4% of bytes for twice the CPU.
+  size_t z = ZSTD_compress(packed_.data() + sizeof(eh), bound, raw_.data(), raw_.size(), 1);
   if (ZSTD_isError(z)) return false;
   if (!write_chunk(format::ChunkType::events, packed_.data(), sizeof(eh) + z)) return false;
   events_ += count;
