@@ -1,0 +1,54 @@
+// --diff on real runs: one changed variable is reported without a warning and its effect located; two distributed
+// variables changed at once draw the warning.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "run_process.h"
+
+namespace {
+namespace fs = std::filesystem;
+const std::string kExe = DDP_PROFILE_EXE;
+
+std::string fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("ddp_diff_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d.parent_path());
+  return d.string();
+}
+
+std::string record(const std::string& name, std::vector<std::string> extra) {
+  std::string d = fresh_dir(name);
+  std::vector<std::string> args = {kExe, "--record", "--out", d, "--verify-steps", "2", "--max-steps", "6"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = ddptest::run(args, d + ".log", 300);
+  EXPECT_EQ(r.code, 0) << r.output;
+  return d;
+}
+
+TEST(Diff, OneVariableIsLocatedTwoDistributedVariablesWarn) {
+  std::string a = record("a", {});
+  std::string lr = record("lr", {"--lr", "0.01"});
+  auto r = ddptest::run({kExe, "--diff", a, lr, "--json"}, lr + ".diff.log", 120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_TRUE(j["config"]["warning"].is_null()) << j["config"].dump();
+  bool lr_listed = false;
+  for (const auto& d : j["config"]["differences"]) lr_listed |= d["key"] == "config.lr";
+  EXPECT_TRUE(lr_listed) << j["config"].dump();
+  ASSERT_FALSE(j["tensors"]["first_divergence"].is_null()) << "a different learning rate changes the weights";
+  EXPECT_EQ(j["tensors"]["first_divergence"]["step"], 1) << "step 0 runs on identical weights; its update differs";
+  EXPECT_EQ(j["replicas"]["first_step"], 0);
+
+  std::string two = record("two", {"--batch-size", "32", "--accum-steps", "2"});
+  r = ddptest::run({kExe, "--diff", a, two}, two + ".diff.log", 120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("WARNING"), std::string::npos) << r.output;
+
+  r = ddptest::run({kExe, "--diff", a, a + "-missing"}, a + ".bad.log", 60);
+  EXPECT_EQ(r.code, 1) << r.output;
+}
+}  // namespace
