@@ -150,29 +150,6 @@ bool DatasetFile::open(const std::string& path, std::string& error) {
   return true;
 }
 
-uint64_t DatasetFile::read(const int64_t* indices, size_t n, float* x, int64_t* labels) const {
-  const size_t rec = record_bytes();
-  std::vector<char> buf(rec);
-  for (size_t i = 0; i < n; ++i) {
-    if (indices[i] < 0 || indices[i] >= samples()) throw std::out_of_range("sample index out of range");
-    if (!pread_all(fd_, buf.data(), rec, header_.record_offset + static_cast<uint64_t>(indices[i]) * rec))
-      throw std::runtime_error("read of " + path_ + " failed: " + std::strerror(errno));
-    std::memcpy(x + i * features(), buf.data(), features() * sizeof(float));
-    int32_t label;
-    std::memcpy(&label, buf.data() + features() * sizeof(float), sizeof(label));
-    labels[i] = label;
-  }
-  return n * rec;
-}
-
-void normalise_samples(float* x, size_t n, const DatasetFile& data) {
-  const int64_t F = data.features();
-  const float* mean = data.mean().data();
-  const float* sd = data.stddev().data();
-  for (size_t i = 0; i < n; ++i, x += F)
-    for (int64_t f = 0; f < F; ++f) x[f] = (x[f] - mean[f]) / sd[f];
-}
-
 uint64_t DatasetFile::read(const int64_t* idx, size_t n, RawBatch& out) const {
   const size_t rec = record_bytes();
   out.bytes.resize(n * rec);
@@ -192,9 +169,13 @@ uint64_t DatasetFile::read(const int64_t* idx, size_t n, RawBatch& out) const {
 }
 
 void DatasetFile::transform(const RawBatch& raw, const int64_t* /*idx*/, size_t n, int /*epoch*/, float* x) const {
+  // The host transform: x = (x - mean) / std per feature, with the file's statistics.
   const size_t F = static_cast<size_t>(features());
-  for (size_t i = 0; i < n; ++i) std::memcpy(x + i * F, raw.bytes.data() + raw.offsets[i], F * sizeof(float));
-  normalise_samples(x, n, *this);
+  for (size_t i = 0; i < n; ++i) {
+    float* xi = x + i * F;
+    std::memcpy(xi, raw.bytes.data() + raw.offsets[i], F * sizeof(float));
+    for (size_t f = 0; f < F; ++f) xi[f] = (xi[f] - mean_[f]) / std_[f];
+  }
 }
 
 }  // namespace ddp

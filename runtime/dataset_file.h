@@ -44,8 +44,6 @@ class DatasetFile : public Dataset {
   const std::vector<float>& mean() const { return mean_; }
   const std::vector<float>& stddev() const { return std_; }
   size_t record_bytes() const { return features() * sizeof(float) + sizeof(int32_t); }
-  // Reads the records of `indices` into x (n*F floats) and labels (n). Returns bytes read; throws on I/O error.
-  uint64_t read(const int64_t* indices, size_t n, float* x, int64_t* labels) const;
 
  private:
   int fd_ = -1;
@@ -53,8 +51,5 @@ class DatasetFile : public Dataset {
   std::vector<float> mean_, std_;
   std::string path_;
 };
-
-// The loader's host transform, in place: x = (x - mean) / std per feature, with the file's statistics.
-void normalise_samples(float* x, size_t n, const DatasetFile& data);
 
 }  // namespace ddp

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -32,12 +33,17 @@ TEST(DatasetFile, WriteReadRoundTripIsDeterministic) {
   EXPECT_EQ(f.samples(), 300);
   EXPECT_EQ(f.features(), 16);
   int64_t idx[3] = {0, 299, 5};
+  ddp::RawBatch raw;
+  EXPECT_EQ(f.read(idx, 3, raw), 3 * f.record_bytes());
+  ASSERT_EQ(raw.labels.size(), 3u);
+  for (auto l : raw.labels) EXPECT_TRUE(l == 0 || l == 1);
   std::vector<float> x(3 * 16);
-  int64_t y[3];
-  EXPECT_EQ(f.read(idx, 3, x.data(), y), 3 * f.record_bytes());
-  for (auto l : y) EXPECT_TRUE(l == 0 || l == 1);
+  f.transform(raw, idx, 3, 0, x.data());
+  float stored;
+  std::memcpy(&stored, raw.bytes.data() + raw.offsets[1], sizeof(float));
+  EXPECT_FLOAT_EQ(x[16], (stored - f.mean()[0]) / f.stddev()[0]) << "transform normalises with the file's statistics";
   int64_t bad = 300;
-  EXPECT_THROW(f.read(&bad, 1, x.data(), y), std::out_of_range);
+  EXPECT_THROW(f.read(&bad, 1, raw), std::out_of_range);
 }
 
 TEST(DatasetFile, DamagedFilesAreRejectedWithAReason) {
