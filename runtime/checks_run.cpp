@@ -8,6 +8,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -65,7 +66,12 @@ RunOutcome sub_run(const Command& base, const std::string& dir, const std::vecto
     o.message = err;
     return o;
   }
-  return supervise_run(c, args, /*quiet=*/true);
+  RunOutcome o = supervise_run(c, args, /*quiet=*/true);
+  if (o.exit_code == 130) {  // Ctrl-C: the user wants the ladder stopped, not the next check started
+    std::cerr << "ddp_profile: --check interrupted\n";
+    std::exit(130);
+  }
+  return o;
 }
 
 c10::impl::GenericDict load_dict(const std::string& path) {

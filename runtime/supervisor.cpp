@@ -88,6 +88,11 @@ bool looks_like_comm_error(const std::string& reason) {
   return false;
 }
 
+// Ctrl-C / SIGTERM to the supervisor: the ranks are ended like after a failure (SIGTERM, so they flush their
+// traces), the traces are exported, and the run exits 130.
+volatile sig_atomic_t g_interrupted = 0;
+void on_interrupt(int sig) { g_interrupted = sig; }
+
 std::string describe_exit(const RankOutcome& o) {
   if (o.signal) {
     const char* abbrev = sigabbrev_np(o.signal);
@@ -144,7 +149,21 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
     return -1;
   };
 
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  g_interrupted = 0;
+  bool interrupted = false;
   while (alive > 0) {
+    if (g_interrupted && !terminating) {
+      interrupted = true;
+      terminating = true;
+      terminate_sent = clock::now();
+      for (int r = 0; r < world; ++r)
+        if (!ranks[r].exited) ::kill(-pids[r], SIGTERM);
+    }
     // Reap exits.
     int status = 0;
     pid_t p;
@@ -159,7 +178,7 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
       last_progress[r] = progress_of(r);
       --alive;
       bool ok = !o.signal && o.exit_code == 0 && last_progress[r].state == RankState::done;
-      if (!ok && !terminating && !failure_seen) {
+      if (!ok && !terminating && !failure_seen && !interrupted) {
         failure_seen = true;
         first_failure = clock::now();
       }
@@ -237,6 +256,8 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
     }
     if (alive > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
   // Whatever the ranks started in their process groups goes too.
   for (int r = 0; r < world; ++r) ::kill(-pids[r], SIGKILL);
 
@@ -248,7 +269,10 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
       o.ended_after_fault_s = std::max(0.0, std::chrono::duration<double>(exit_time[r] - fault_time).count());
   }
   out.ranks = ranks;
-  if (failure_seen) {
+  if (interrupted && !failure_seen) {
+    out.exit_code = 130;
+    out.message = "interrupted: every rank was ended and its trace flushed";
+  } else if (failure_seen) {
     out.exit_code = 1;
     // A rank that rejected the job options (its usage error is on stderr) makes the whole run a usage error.
     if (culprit >= 0 && !ranks[culprit].signal && ranks[culprit].exit_code == 2 &&

@@ -197,6 +197,26 @@ TEST(Record, KillingRankOneEndsTheRunNamingIt) {
   EXPECT_FALSE(read_json(d + "/again.json").is_discarded());
 }
 
+TEST(Record, InterruptingTheSupervisorEndsEveryRankAndKeepsTheTraces) {
+  std::string d = fresh_dir("interrupt");
+  ddptest::Proc sup = ddptest::start({kExe, "--record", "--out", d, "--epochs", "200"}, d + ".log");
+  ProgressSnapshot p1;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    p1 = read_progress(progress_file(d, 1));
+    if (p1.present && p1.step >= 20) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(p1.step, 20);
+  ASSERT_EQ(::kill(sup.pid, SIGINT), 0);  // what Ctrl-C sends
+  int code = ddptest::wait(sup, 30);
+  std::string out = ddptest::read_file(d + ".log");
+  EXPECT_EQ(code, 130) << out;
+  EXPECT_NE(out.find("interrupted"), std::string::npos) << out;
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(::kill(read_progress(progress_file(d, r)).pid, 0), -1) << "rank " << r;
+  EXPECT_TRUE(fs::exists(d + "/trace.json")) << "the traces are exported after an interrupt";
+}
+
 TEST(Record, WorkersRunUnderAnExternalLauncherEnvironment) {
   std::string d = fresh_dir("external");
   // What torchrun --no-python / srun / mpirun do: start every rank with the rendezvous in the environment.
