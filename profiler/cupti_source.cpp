@@ -193,45 +193,41 @@ class CuptiSource final : public ActivitySource {
     if (cuptiActivityGetNumDroppedRecords(ctx, stream, &lost) == CUPTI_SUCCESS) dropped_ += lost;
   }
 
+  // The fields every device-side record (kernel, memcpy, memset) carries under the same names.
+  template <typename Record>
+  static void device_fields(const Record* r, ActivityRecord& a) {
+    a.device = r->deviceId;
+    a.stream = r->streamId;
+    a.correlation = r->correlationId;
+    a.start = r->start;
+    a.end = r->end;
+  }
+  template <typename Record>
+  static void memcpy_fields(const Record* m, ActivityRecord& a) {
+    a.kind = ActivityKind::memcpy;
+    a.src = mem_kind(m->srcKind);
+    a.dst = mem_kind(m->dstKind);
+    a.bytes = m->bytes;
+    device_fields(m, a);
+  }
+
   bool translate(const CUpti_Activity* rec, ActivityRecord& a) {
     switch (rec->kind) {
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
         a.kind = ActivityKind::kernel;
-        a.device = k->deviceId;
-        a.stream = k->streamId;
-        a.correlation = k->correlationId;
-        a.start = k->start;
-        a.end = k->end;
+        device_fields(k, a);
         a.name = k->name ? k->name : "";
         return true;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-        a.kind = ActivityKind::memcpy;
-        a.src = mem_kind(m->srcKind);
-        a.dst = mem_kind(m->dstKind);
-        a.bytes = m->bytes;
-        a.device = m->deviceId;
-        a.stream = m->streamId;
-        a.correlation = m->correlationId;
-        a.start = m->start;
-        a.end = m->end;
+        memcpy_fields(reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec), a);
         return true;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-        auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(rec);
-        a.kind = ActivityKind::memcpy;
+        memcpy_fields(reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(rec), a);
         a.peer = true;
-        a.src = mem_kind(m->srcKind);
-        a.dst = mem_kind(m->dstKind);
-        a.bytes = m->bytes;
-        a.device = m->deviceId;
-        a.stream = m->streamId;
-        a.correlation = m->correlationId;
-        a.start = m->start;
-        a.end = m->end;
         return true;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -239,11 +235,7 @@ class CuptiSource final : public ActivitySource {
         a.kind = ActivityKind::memset;
         a.dst = mem_kind(static_cast<uint8_t>(m->memoryKind));
         a.bytes = m->bytes;
-        a.device = m->deviceId;
-        a.stream = m->streamId;
-        a.correlation = m->correlationId;
-        a.start = m->start;
-        a.end = m->end;
+        device_fields(m, a);
         return true;
       }
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
