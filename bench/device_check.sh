@@ -12,48 +12,83 @@
 # then: H2D pinned/pageable vs the peaks gpu_peaks measured, recording overhead (step time recorded / --no-record),
 # a few closed-loop checks, and PASS/FAIL lines. Exit code 0 only when every check passed.
 #
-#   bash bench/device_check.sh                      # build into build-device/ and run
-#   DDP_BUILD=build-cuda bash bench/device_check.sh # use an existing CUDA build
+# The reference GPU machine has no libgloo-dev, libzstd-dev, nlohmann-json or CLI11 headers, so it cannot build this
+# project: build the CUDA tier here, pack it with bench/device_bundle.sh into .device/ and carry that folder. The
+# bundle's binaries load the machine's own PyTorch libraries (found through python3, or DDP_TORCH_LIB).
+#
+#   bash bench/device_check.sh                      # use .device/ if present, else build into build-device/
+#   DDP_BUILD=build-cuda bash bench/device_check.sh # use an existing CUDA build tree
 #   STEPS=100 bash bench/device_check.sh            # longer runs (default 60 optimizer steps each)
+#
+# Where $OUT is set (the device tool), the table and a small archive of logs, manifests and checks land there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t_start=$(date +%s)
 steps=${STEPS:-60}
-build=${DDP_BUILD:-build-device}
+if [ -n "${DDP_BUILD:-}" ]; then build=$DDP_BUILD; elif [ -x .device/ddp_profile ]; then build=.device; else build=build-device; fi
 out=${DDP_CHECK_OUT:-$(mktemp -d /tmp/ddp_device_check.XXXXXX)}
+mkdir -p "$out"
 jobs=${JOBS:-$(nproc)}
 fails=0
 say() { echo "device_check: $*"; }
 fail() { say "FAIL: $*"; fails=$((fails + 1)); }
+# A bundle keeps its files flat; a build tree keeps them under runtime/ and tests/.
+find_bin() { if [ -x "$build/$1" ]; then echo "$build/$1"; else echo "$build/$2/$1"; fi; }
 
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 - <<'PY' || true
 import torch
 print(f"torch {torch.__version__} cuda {torch.version.cuda} devices {torch.cuda.device_count()}")
 PY
+[ -f "$build/BUILD_INFO" ] && sed 's/^/bundle: /' "$build/BUILD_INFO"
 
-# ---- build ---------------------------------------------------------------------------------------------------------
-if [ ! -x "$build/runtime/ddp_profile" ]; then
+# The PyTorch package's libraries (its own RPATHs find the nvidia-* packages beside it) and the CUDA libraries our
+# binaries load directly (cudart, CUPTI): the package's copies first, so one CUPTI serves us and Kineto alike.
+torch_lib=${DDP_TORCH_LIB:-$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)}
+if [ -n "$torch_lib" ]; then
+  libs=$torch_lib
+  for d in "$torch_lib"/../../nvidia/*/lib /usr/local/cuda/lib64 /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib; do
+    [ -d "$d" ] && libs=$libs:$(cd "$d" && pwd)
+  done
+  export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
+# ---- build (only without a bundle or build tree) ------------------------------------------------------------------
+exe=$(find_bin ddp_profile runtime)
+if [ ! -x "$exe" ]; then
   torch_dir=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')/Torch
   cuda_root=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
-  say "building the CUDA tier in $build (Torch_DIR=$torch_dir, CUDA $cuda_root)"
+  say "no bundle (.device/, see bench/device_bundle.sh): building the CUDA tier in $build (Torch_DIR=$torch_dir)"
   cmake -S . -B "$build" -G Ninja -DTorch_DIR="$torch_dir" -DDDP_PROFILE_CUDA=ON -DDDP_PROFILE_VIEWER=OFF \
     -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$cuda_root" > "$out/cmake.log" 2>&1 \
     || { tail -30 "$out/cmake.log"; fail "cmake"; exit 1; }
-  ninja -C "$build" -j"$jobs" ddp_profile profiler_tests > "$out/build.log" 2>&1 \
+  ninja -C "$build" -j"$jobs" ddp_profile profiler_tests runtime_tests > "$out/build.log" 2>&1 \
     || { grep -m20 -E "error|Error" "$out/build.log"; fail "build"; exit 1; }
+  exe=$(find_bin ddp_profile runtime)
 fi
-exe=$build/runtime/ddp_profile
-nvcc -O2 -o "$out/gpu_peaks" bench/gpu_peaks.cu > "$out/nvcc.log" 2>&1 || { cat "$out/nvcc.log"; fail "nvcc gpu_peaks"; }
-say "build ready after $(( $(date +%s) - t_start )) s"
+peaks_exe=$build/gpu_peaks
+if [ ! -x "$peaks_exe" ]; then
+  peaks_exe=$out/gpu_peaks
+  nvcc -O2 -o "$peaks_exe" bench/gpu_peaks.cu > "$out/nvcc.log" 2>&1 || { cat "$out/nvcc.log"; fail "nvcc gpu_peaks"; }
+fi
+# A library the binary cannot find is the one failure that would otherwise look like every run failing.
+if ldd "$exe" | grep -q "not found"; then
+  ldd "$exe" | grep "not found"
+  fail "$exe cannot load its libraries (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
+  exit 1
+fi
+say "binaries ready after $(( $(date +%s) - t_start )) s"
 
-# ---- unit tests (the CUPTI source must start for real here) ----------------------------------------------------------
-"$build/tests/profiler_tests" --gtest_brief=1 > "$out/profiler_tests.log" 2>&1 \
-  && say "profiler_tests passed" || { tail -20 "$out/profiler_tests.log"; fail "profiler_tests"; }
+# ---- unit tests (the CUPTI source must start for real here; the CUDA path's tests take the GPU branch) -------------
+for t in profiler_tests runtime_tests; do
+  bin=$(find_bin $t tests)
+  [ -x "$bin" ] || { say "$t: not in $build, skipped"; continue; }
+  timeout 120 "$bin" --gtest_brief=1 > "$out/$t.log" 2>&1 && say "$t passed" || { tail -20 "$out/$t.log"; fail "$t"; }
+done
 
 # ---- peaks -----------------------------------------------------------------------------------------------------------
-if [ -x "$out/gpu_peaks" ]; then
-  timeout 60 "$out/gpu_peaks" 256 10 > "$out/peaks.txt" 2>&1 || fail "gpu_peaks"
+if [ -x "$peaks_exe" ]; then
+  timeout 60 "$peaks_exe" 256 10 > "$out/peaks.txt" 2>&1 || fail "gpu_peaks"
   cat "$out/peaks.txt"
 fi
 
@@ -63,11 +98,13 @@ job=(--dataset-size 65536 --features 1024 --hidden 2048 --batch-size 512 --worke
 run() {  # name, then options
   local name=$1; shift
   local t0=$(date +%s)
-  if timeout 120 "$exe" --record --out "$out/$name" "${job[@]}" "$@" > "$out/$name.log" 2>&1; then
+  timeout 120 "$exe" --record --out "$out/$name" "${job[@]}" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then
     say "$name: ok ($(( $(date +%s) - t0 )) s)"
   else
     tail -15 "$out/$name.log"
-    fail "$name (exit $?)"
+    fail "$name (exit $rc)"
   fi
 }
 run nccl1-fp16 --nproc 1 --backend nccl --amp fp16
@@ -88,7 +125,7 @@ else
 fi
 
 # ---- table ---------------------------------------------------------------------------------------------------------
-python3 - "$out" <<'PY'
+python3 - "$out" <<'PY' | tee "$out/table.txt"
 import json, os, statistics, sys
 out = sys.argv[1]
 peaks = {}
@@ -176,7 +213,13 @@ if os.path.exists(f"{out}/check/checks.json"):
             check(it.get("status") in ("pass", "warn"), f"check {it.get('id', '?')}: {it.get('summary', '')}")
 sys.exit(0 if ok else 1)
 PY
-[ $? -eq 0 ] || fails=$((fails + 1))
+[ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
 say "done in $(( $(date +%s) - t_start )) s; outputs in $out"
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+  # What comes back from the device tool: the table and everything small enough to read later (no traces).
+  cp "$out/table.txt" "$OUT/device_table.txt" 2>/dev/null
+  (cd "$out" && find . -maxdepth 3 \( -name '*.log' -o -name '*.txt' -o -name 'manifest.json' -o -name 'checks.json' \
+     -o -name 'run_status.json' -o -name 'analysis.json' \) -print0 | tar czf "$OUT/device_check_logs.tgz" --null -T -)
+fi
 [ "$fails" -eq 0 ] && say "ALL PASSED" || say "$fails problem(s)"
 exit $((fails > 0))

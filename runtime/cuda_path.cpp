@@ -265,7 +265,9 @@ at::Tensor unscale_and_check(const std::vector<at::Tensor>& params, double inv_s
 MemoryStats memory_stats(int device) {
   MemoryStats m;
 #if DDP_PROFILE_CUDA
-  if (device < 0) return m;
+  // The caching allocator throws for a device index it does not have (torch 2.x without a driver, say): no device, no
+  // bytes.
+  if (device < 0 || device >= static_cast<int>(c10::cuda::device_count())) return m;
   auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
   constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
   m.allocated = static_cast<uint64_t>(s.allocated_bytes[kAll].current);

@@ -12,8 +12,9 @@
 # JOBS (1: LibTorch translation units take ~1-2 GB each), DDP_CUDA_TARGETS (what to build).
 #
 # Linking note: libtorch_cuda.so needs libcusparseLt, libnvshmem_host and libcufile, which PyPI ships as separate
-# packages and the toolkit here lacks. They are needed only at run time (a GPU machine's torch install has them), so the
-# executables are linked with --allow-shlib-undefined: every symbol *our* code uses must still resolve.
+# packages and the toolkit here lacks. The executables are linked with --allow-shlib-undefined (every symbol *our* code
+# uses must still resolve); to run them here the script then fetches those packages too (below) and runs every test
+# binary of the tier on the CPU path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${DDP_TORCH_VERSION:-2.11.0}
@@ -66,6 +67,7 @@ cmake -S . -B "$build" -G Ninja \
   -DCaffe2_DIR="$torch_dir/../Caffe2" \
   -DTORCH_LIBRARY="$torch_lib/libtorch.so" \
   -DC10_CUDA_LIBRARY="$torch_lib/libc10_cuda.so" \
+  -Dc10_LIBRARY="$torch_lib/libc10.so" \
   -DCAFFE2_NVRTC_LIBRARY="$torch_lib/libcaffe2_nvrtc.so" \
   -DDDP_PROFILE_CUDA=ON \
   -DDDP_PROFILE_VIEWER=OFF \
@@ -77,11 +79,51 @@ nice ninja -C "$build" -j"$jobs" $targets
 # The device check's peak-bandwidth probe is plain CUDA C++: compile it too, so it cannot rot either.
 nvcc -O2 -o "$build/gpu_peaks" bench/gpu_peaks.cu
 echo "build_cuda_tier: built $targets and gpu_peaks in $build"
-if [ "${DDP_CUDA_RUN_TESTS:-1}" = 1 ]; then
-  # The LibTorch-free test binaries run here too, with CUPTI and NVTX compiled in: CUPTI must fail gracefully
-  # without a GPU. Binaries linking the wheel's libtorch_cuda cannot start on a machine without the nvidia-* runtime
-  # libraries (libcufile, libcusparseLt, libnvshmem): for them compiling and linking is the check.
-  for t in profiler_tests traces_tests; do
-    "$build/tests/$t" --gtest_brief=1
+
+# libtorch_cuda needs libcufile, libcusparseLt and libnvshmem_host at run time, which PyPI ships as separate nvidia-*
+# packages and the toolkit here lacks. Unpacked beside the wheel's torch/ they are found through libtorch's own RPATH
+# ($ORIGIN/../../nvidia/...), exactly as in a pip install: then the CUDA-tier binaries start here and take their CPU
+# path, so the whole runtime is tested against LibTorch 2.x, not only compiled.
+runtime_libs() {
+  [ -n "${dest:-}" ] || return 1  # a LibTorch given by DDP_TORCH_DIR brings its own
+  [ -f "$dest/nvidia/.complete" ] && return 0
+  local meta pins
+  meta=$(python3 - "$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl | head -1)" <<'PY'
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+for line in meta.splitlines():
+    if line.startswith("Requires-Dist: nvidia-cusparselt") or line.startswith("Requires-Dist: nvidia-nvshmem"):
+        print(line.split()[1].split(";")[0])
+PY
+) || return 1
+  # cuda-toolkit[cufile]==13.0.2 (the wheel's pin) resolves to nvidia-cufile 1.15.
+  pins="$meta nvidia-cufile==1.15.*"
+  echo "build_cuda_tier: fetching the run-time libraries libtorch_cuda needs: $(echo $pins)"
+  mkdir -p "$cache/runtime-wheels"
+  # shellcheck disable=SC2086
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --python-version 3.11 --implementation cp \
+    $pins -d "$cache/runtime-wheels" || return 1
+  for w in "$cache"/runtime-wheels/*.whl; do
+    python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("nvidia/")])' "$w" "$dest"
   done
+  touch "$dest/nvidia/.complete"
+}
+
+if [ "${DDP_CUDA_RUN_TESTS:-1}" = 1 ]; then
+  if ldd "$build/runtime/ddp_profile" | grep -q "not found"; then runtime_libs || true; fi
+  if ! ldd "$build/runtime/ddp_profile" | grep -q "not found"; then
+    # Everything runs: the CUDA build without a GPU says why and takes the CPU path (Gloo, real ranks on loopback).
+    for t in profiler_tests traces_tests runtime_tests integration_tests; do
+      if [ -x "$build/tests/$t" ]; then "$build/tests/$t" --gtest_brief=1; fi
+    done
+  else
+    # Without the nvidia-* run-time libraries (no registry) only the LibTorch-free binaries can start; they still
+    # check that CUPTI and NVTX compiled in fail gracefully without a GPU.
+    echo "build_cuda_tier: the nvidia-* run-time libraries are missing; running the LibTorch-free tests only"
+    for t in profiler_tests traces_tests; do
+      "$build/tests/$t" --gtest_brief=1
+    done
+  fi
 fi
