@@ -300,12 +300,9 @@ void ActivityCollector::on_records(const ActivityRecord* records, size_t count) 
       const bool api = r.kind == ActivityKind::runtime_api || r.kind == ActivityKind::driver_api;
       if (api != (pass == 0)) continue;
       ++stats_.records;
-      Event e;
-      e.t0 = to_ns(r.start);
-      e.t1 = std::max(e.t0, to_ns(r.end));
+      const int64_t t0 = to_ns(r.start);
+      Event e = make_span(stage_for(r), /*lane, set by emit()*/ 0, t0, std::max(t0, to_ns(r.end)));
       e.item = r.correlation;
-      e.stage = static_cast<uint8_t>(stage_for(r));
-      e.kind = static_cast<uint8_t>(EventKind::span);
       e.bucket = intern(display_name(r));
       if (api) {
         ++stats_.api_calls;

@@ -30,4 +30,15 @@ struct Event {
 };
 static_assert(sizeof(Event) == 40, "Event must stay a fixed 40 bytes");
 
+// A span of stage `s` on `lane`; step, item, bucket and value keep their defaults for the caller to set.
+inline Event make_span(Stage s, uint8_t lane, int64_t t0, int64_t t1) {
+  Event e;
+  e.t0 = t0;
+  e.t1 = t1;
+  e.stage = static_cast<uint8_t>(s);
+  e.kind = static_cast<uint8_t>(EventKind::span);
+  e.lane = lane;
+  return e;
+}
+
 }  // namespace ddp

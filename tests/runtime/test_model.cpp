@@ -3,26 +3,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <torch/script.h>
-
 #include <filesystem>
 
 #include "runtime/model.h"
+#include "tests/support/script_mlp.h"
 
 namespace {
 namespace fs = std::filesystem;
 
 std::string save_script_mlp(const std::string& name) {
-  torch::jit::Module m("UserMlp");
-  m.register_parameter("w1", torch::randn({128, 16}) * 0.1, false);
-  m.register_parameter("b1", torch::zeros({16}), false);
-  m.register_parameter("w2", torch::randn({16, 2}) * 0.1, false);
-  m.register_parameter("b2", torch::zeros({2}), false);
-  m.define(R"(
-def forward(self, x):
-    h = torch.relu(torch.mm(x, self.w1) + self.b1)
-    return torch.mm(h, self.w2) + self.b2
-)");
+  torch::jit::Module m = ddp::testing::script_mlp(16, 0.1);
   fs::path p = fs::temp_directory_path() / ("ddp_model_" + std::to_string(::getpid()) + "_" + name + ".pt");
   m.save(p.string());
   return p.string();

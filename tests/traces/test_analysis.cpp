@@ -83,11 +83,8 @@ struct Writer {
   std::map<uint8_t, std::vector<ddp::Event>> lanes;
   void span(uint8_t lane, ddp::Stage st, int64_t t0, int64_t t1, uint32_t step, uint8_t micro, uint32_t item = 0,
             uint64_t value = 0, uint16_t bucket = ddp::kNoBucket) {
-    ddp::Event e;
-    e.t0 = t0, e.t1 = t1, e.step = step, e.micro = micro, e.item = item, e.value = value, e.bucket = bucket;
-    e.stage = static_cast<uint8_t>(st);
-    e.kind = static_cast<uint8_t>(ddp::EventKind::span);
-    e.lane = lane;
+    ddp::Event e = ddp::make_span(st, lane, t0, t1);
+    e.step = step, e.micro = micro, e.item = item, e.value = value, e.bucket = bucket;
     lanes[lane].push_back(e);
   }
   void counter(uint8_t lane, ddp::Counter c, int64_t t, uint64_t v) {

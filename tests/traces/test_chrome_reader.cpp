@@ -27,12 +27,7 @@ std::string temp_dir(const std::string& name) {
 
 Event span(Stage s, uint8_t lane, int64_t t0, int64_t t1, uint32_t step, uint16_t bucket = kNoBucket,
            uint64_t bytes = 0) {
-  Event e;
-  e.t0 = t0;
-  e.t1 = t1;
-  e.stage = static_cast<uint8_t>(s);
-  e.kind = static_cast<uint8_t>(EventKind::span);
-  e.lane = lane;
+  Event e = make_span(s, lane, t0, t1);
   e.step = step;
   e.bucket = bucket;
   e.value = bytes;

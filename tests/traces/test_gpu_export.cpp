@@ -27,12 +27,7 @@ std::string temp_dir(const char* tag) {
 
 Event span(Stage s, int64_t t0, int64_t t1, uint8_t lane, uint32_t item = 0, uint16_t bucket = kNoBucket,
            uint64_t value = 0) {
-  Event e;
-  e.t0 = t0;
-  e.t1 = t1;
-  e.stage = static_cast<uint8_t>(s);
-  e.kind = static_cast<uint8_t>(EventKind::span);
-  e.lane = lane;
+  Event e = make_span(s, lane, t0, t1);
   e.item = item;
   e.bucket = bucket;
   e.value = value;

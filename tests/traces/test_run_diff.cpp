@@ -92,11 +92,7 @@ void write_trace(const std::string& dir, uint32_t rank, uint32_t world, int step
   std::vector<ddp::Event> evs;
   int64_t t = 1'000'000;
   auto span = [&](ddp::Stage s, int64_t t0, int64_t dur, uint32_t step) {
-    ddp::Event e;
-    e.t0 = t0;
-    e.t1 = t0 + dur;
-    e.stage = static_cast<uint8_t>(s);
-    e.kind = static_cast<uint8_t>(ddp::EventKind::span);
+    ddp::Event e = ddp::make_span(s, 0, t0, t0 + dur);
     e.step = step;
     evs.push_back(e);
   };
