@@ -87,6 +87,9 @@ uint64_t CUPTIAPI monotonic_timestamp() { return static_cast<uint64_t>(monotonic
 
 class CuptiSource;
 std::atomic<CuptiSource*> g_source{nullptr};
+// Held while a completed buffer is parsed and while stop() detaches the source: CUPTI delivers buffers on its own
+// thread, and one that arrives as recording stops must not reach a source (or its sink) being destroyed.
+std::mutex g_delivery_mu;
 
 class CuptiSource final : public ActivitySource {
  public:
@@ -143,8 +146,10 @@ class CuptiSource final : public ActivitySource {
   void stop() override {
     if (!running_) return;
     disable_all();
+    // The flush delivers on this thread (through on_buffer_completed): detach only after it, under the lock.
     check("cuptiActivityFlushAll", cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
     running_ = false;
+    std::lock_guard<std::mutex> lock(g_delivery_mu);
     g_source.store(nullptr);
   }
 
@@ -169,13 +174,15 @@ class CuptiSource final : public ActivitySource {
   }
 
   static void CUPTIAPI on_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
-    CuptiSource* self = g_source.load();
-    if (self && valid > 0) self->parse(ctx, stream, buffer, valid);
+    {
+      std::lock_guard<std::mutex> lock(g_delivery_mu);
+      CuptiSource* self = g_source.load();
+      if (self && valid > 0) self->parse(ctx, stream, buffer, valid);
+    }
     std::free(buffer);
   }
 
   void parse(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t valid) {
-    std::lock_guard<std::mutex> lock(parse_mu_);
     batch_.clear();
     CUpti_Activity* rec = nullptr;
     for (;;) {
@@ -294,7 +301,6 @@ class CuptiSource final : public ActivitySource {
   bool running_ = false;
   bool monotonic_ = false;
   std::vector<CUpti_ActivityKind> enabled_;
-  std::mutex parse_mu_;
   std::vector<ActivityRecord> batch_;
   std::map<uint64_t, std::string> api_names_;
   std::atomic<uint64_t> dropped_{0};

@@ -91,7 +91,8 @@ bool sample_source_clock(ActivitySource& src, uint64_t& source_ts, int64_t& mono
 
 Stage stage_for(const ActivityRecord& r) {
   switch (r.kind) {
-    case ActivityKind::kernel: return r.name.rfind("nccl", 0) == 0 ? Stage::nccl : Stage::kernel;
+    // CUPTI gives the mangled name, and NCCL's kernels are C++ ("_Z29ncclDevKernel_AllReduce..."): no prefix test.
+    case ActivityKind::kernel: return r.name.find("nccl") != std::string::npos ? Stage::nccl : Stage::kernel;
     case ActivityKind::memset: return Stage::memset;
     case ActivityKind::sync: return Stage::sync;
     case ActivityKind::runtime_api:
@@ -300,6 +301,12 @@ void ActivityCollector::on_records(const ActivityRecord* records, size_t count) 
       const bool api = r.kind == ActivityKind::runtime_api || r.kind == ActivityKind::driver_api;
       if (api != (pass == 0)) continue;
       ++stats_.records;
+      // A forced flush (a failing rank) hands over records of work still on the GPU with no timestamps: drawn, they
+      // would sit at the clock's origin and stretch the timeline over decades.
+      if ((r.start == 0 && r.end == 0) || r.end < r.start) {
+        ++stats_.incomplete;
+        continue;
+      }
       const int64_t t0 = to_ns(r.start);
       Event e = make_span(stage_for(r), /*lane, set by emit()*/ 0, t0, std::max(t0, to_ns(r.end)));
       e.item = r.correlation;

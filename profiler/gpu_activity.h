@@ -134,6 +134,7 @@ struct CollectorStats {
   uint64_t gpu_linked = 0;       // GPU records whose correlation id matched an API call (coverage)
   uint64_t events_written = 0;
   uint64_t lost = 0;             // no lane could be had, or unknown kinds
+  uint64_t incomplete = 0;       // flushed before the GPU finished them (start = end = 0) or end before start
   uint64_t source_dropped = 0;   // the source's own losses
   uint64_t memcpy_bytes_pinned = 0, memcpy_bytes_pageable = 0;  // host-to-device bytes by source memory kind
   int64_t memcpy_ns_pinned = 0, memcpy_ns_pageable = 0;

@@ -243,7 +243,8 @@ at::Tensor unscale_and_check(const std::vector<at::Tensor>& params, double inv_s
   std::vector<at::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return at::zeros({1}, at::kFloat);
+  // The flag lives where the parameters do, so it can be reduced over NCCL too.
+  if (grads.empty()) return at::zeros({1}, params.empty() ? at::TensorOptions(at::kFloat) : params.front().options().dtype(at::kFloat));
   const at::Device dev = grads.front().device();
   at::Tensor found = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(dev));
   if (dev.is_cuda()) {
@@ -258,6 +259,16 @@ at::Tensor unscale_and_check(const std::vector<at::Tensor>& params, double inv_s
   }
   if (bad) found.fill_(1.0);
   return found;
+}
+
+void synchronize(int device) {
+#if DDP_PROFILE_CUDA
+  if (device < 0) return;
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  c10::cuda::device_synchronize();
+#else
+  (void)device;
+#endif
 }
 
 // ---- memory ------------------------------------------------------------------------------------------------------

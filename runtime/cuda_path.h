@@ -87,6 +87,9 @@ class Autocast {
 // rank takes the same decision. Gradients that are undefined are skipped.
 at::Tensor unscale_and_check(const std::vector<at::Tensor>& params, double inv_scale);
 
+// Waits until the device has finished all work queued on it (no-op in CPU builds).
+void synchronize(int device);
+
 // The caching allocator's counters for `device` (zeros on CPU builds).
 struct MemoryStats {
   uint64_t allocated = 0, reserved = 0, peak_allocated = 0;

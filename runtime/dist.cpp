@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "profiler/clock.h"
+#include "runtime/torch_compat.h"
 
 namespace ddp {
 
@@ -21,17 +22,28 @@ Dist::Dist(const DistOptions& opt) : opt_(opt) {
   so.waitWorkers = true;
   so.timeout = opt.timeout;
   store_ = c10::make_intrusive<c10d::TCPStore>(opt.master_addr, so);
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("pg", store_);
-  if (opt.backend == "gloo") {
+  auto gloo = [&](const std::string& prefix) {
     auto go = c10d::ProcessGroupGloo::Options::create(opt.timeout);
     go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(opt.master_addr));
     go->threads = 2;
-    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, opt.rank, opt.world, go);
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store_),
+                                                       opt.rank, opt.world, go);
+  };
+  if (opt.backend == "gloo") {
+    pg_ = gloo("pg");
+    ctrl_ = pg_;
   }
 #if DDP_PROFILE_CUDA
   else if (opt.backend == "nccl") {
     auto no = c10d::ProcessGroupNCCL::Options::create();
-    pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, opt.rank, opt.world, no);
+    no->timeout = opt.timeout;  // NCCL's own default is 10 minutes; a dead peer should end the run as Gloo's does
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        c10::make_intrusive<c10d::PrefixStore>("pg", store_), opt.rank, opt.world, no);
+    // Without a bound device NCCL guesses rank % local GPUs for its first communicator, which is not the rank's GPU
+    // when ranks span hosts with several GPUs each.
+    if (opt.cuda_device >= 0) compat::bind_device(*nccl, opt.cuda_device);
+    pg_ = nccl;
+    ctrl_ = gloo("ctrl");
   }
 #endif
   else {
@@ -43,13 +55,13 @@ Dist::~Dist() = default;
 
 c10::intrusive_ptr<c10d::Work> Dist::allreduce(std::vector<at::Tensor>& tensors) { return pg_->allreduce(tensors); }
 
-void Dist::barrier() { pg_->barrier()->wait(); }
+void Dist::barrier() { ctrl_->barrier()->wait(); }
 
 void Dist::broadcast(at::Tensor& t, int root) {
   std::vector<at::Tensor> v{t};
   c10d::BroadcastOptions o;
   o.rootRank = root;
-  pg_->broadcast(v, o)->wait();
+  (t.is_cuda() ? pg_ : ctrl_)->broadcast(v, o)->wait();
 }
 
 void Dist::store_set(const std::string& key, const std::string& value) {
@@ -81,8 +93,8 @@ prof::ClockOffset Dist::measure_clock_offset(int rounds) {
         prof::PingRound s;
         s.local_send_ns = prof::monotonic_ns();
         buf[0] = s.local_send_ns;
-        pg_->send(v, peer, 1)->wait();
-        pg_->recv(v, peer, 2)->wait();
+        ctrl_->send(v, peer, 1)->wait();
+        ctrl_->recv(v, peer, 2)->wait();
         s.local_recv_ns = prof::monotonic_ns();
         s.peer_ns = buf[1].item<int64_t>();
         samples.push_back(s);
@@ -91,16 +103,16 @@ prof::ClockOffset Dist::measure_clock_offset(int rounds) {
       // The peer's offset to rank 0 is the negation of rank 0's offset to the peer.
       buf[0] = -est.peer_minus_local_ns;
       buf[1] = est.uncertainty_ns;
-      pg_->send(v, peer, 3)->wait();
+      ctrl_->send(v, peer, 3)->wait();
     }
     mine.rounds = static_cast<uint32_t>(rounds);
   } else {
     for (int i = 0; i < rounds; ++i) {
-      pg_->recv(v, 0, 1)->wait();
+      ctrl_->recv(v, 0, 1)->wait();
       buf[1] = prof::monotonic_ns();
-      pg_->send(v, 0, 2)->wait();
+      ctrl_->send(v, 0, 2)->wait();
     }
-    pg_->recv(v, 0, 3)->wait();
+    ctrl_->recv(v, 0, 3)->wait();
     mine.peer_minus_local_ns = buf[0].item<int64_t>();
     mine.uncertainty_ns = buf[1].item<int64_t>();
     mine.rounds = static_cast<uint32_t>(rounds);

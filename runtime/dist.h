@@ -1,6 +1,8 @@
 #pragma once
 // The process group of one rank: TCPStore rendezvous (MASTER_ADDR/MASTER_PORT), Gloo on CPU, NCCL on GPU, plus
 // the small collectives the runtime needs around training (barrier, broadcast, clock ping-pong, string exchange).
+// Control traffic always goes over Gloo on CPU tensors: NCCL takes CUDA tensors only, and its wait() does not block
+// the host, so neither a barrier nor a clock ping-pong could be timed through it.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -27,6 +29,7 @@ struct DistOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string backend = "gloo";  // gloo | nccl
+  int cuda_device = -1;          // the rank's GPU (NCCL binds its communicator to it)
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
 };
 
@@ -38,8 +41,11 @@ class Dist {
   int world() const { return opt_.world; }
   const std::string& backend() const { return opt_.backend; }
 
+  // Gradient traffic on the training backend (tensors on the training device).
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors);
+  // Blocks the host until every rank arrived (over the CPU control group).
   void barrier();
+  // CPU tensors go over the control group, device tensors over the training backend.
   void broadcast(at::Tensor& t, int root);
   // Every rank contributes a string; every rank gets all of them (through the store).
   std::vector<std::string> exchange(const std::string& key, const std::string& mine);
@@ -54,10 +60,12 @@ class Dist {
   c10::intrusive_ptr<c10d::Store> store_;
   // The concrete Gloo/NCCL group: a c10d::ProcessGroup in 1.13, a c10d::Backend from 2.0 on (same collectives).
 #if TORCH_VERSION_MAJOR >= 2
-  c10::intrusive_ptr<c10d::Backend> pg_;
+  using Group = c10d::Backend;
 #else
-  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  using Group = c10d::ProcessGroup;
 #endif
+  c10::intrusive_ptr<Group> pg_;    // training backend: Gloo or NCCL
+  c10::intrusive_ptr<Group> ctrl_;  // Gloo on CPU: pg_ itself when the backend is Gloo
 };
 
 }  // namespace ddp

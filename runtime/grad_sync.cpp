@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <chrono>
 #include <stdexcept>
 
 #include "profiler/span.h"
@@ -108,27 +109,50 @@ void GradSync::launch(size_t bi) {
 
 void GradSync::comm_loop() {
   prof::name_this_thread("comm");
+  // wait() on a Gloo work returns when the collective is done. On NCCL it only makes the training stream wait for the
+  // collective and returns at once: the span's end is then the moment a poll of isCompleted() sees it done, which
+  // leaves the launches free-running (polls only, every few tens of microseconds while a collective is in flight).
+  std::deque<Launched> in_flight;
+  auto record = [&](const Launched& l) {
+    if (l.t0)
+      prof::record_span(Stage::allreduce, l.t0, prof::ticks(), buckets_[l.bucket].bytes,
+                        static_cast<uint16_t>(l.bucket), 0, &l.ctx);
+  };
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stop_ with nothing in flight
-    Launched l = std::move(queue_.front());
-    queue_.pop_front();
+    auto work_to_do = [&] { return stop_ || !queue_.empty(); };
+    if (in_flight.empty())
+      cv_.wait(lock, work_to_do);
+    else
+      cv_.wait_for(lock, std::chrono::microseconds(20), work_to_do);
+    if (stop_ && queue_.empty()) return;
+    std::deque<Launched> fresh;
+    fresh.swap(queue_);
     lock.unlock();
     try {
-      l.work->wait();
+      for (Launched& l : fresh) {
+        l.work->wait();
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          ++completed_;
+        }
+        cv_.notify_all();
+        if (in_flight.empty() && l.work->isCompleted())
+          record(l);  // in launch order: an earlier bucket still in flight is recorded first
+        else
+          in_flight.push_back(std::move(l));
+      }
+      while (!in_flight.empty() && in_flight.front().work->isCompleted()) {
+        record(in_flight.front());
+        in_flight.pop_front();
+      }
     } catch (...) {
       lock.lock();
       error_ = std::current_exception();
       cv_.notify_all();
       return;
     }
-    if (l.t0)
-      prof::record_span(Stage::allreduce, l.t0, prof::ticks(), buckets_[l.bucket].bytes,
-                        static_cast<uint16_t>(l.bucket), 0, &l.ctx);
     lock.lock();
-    ++completed_;
-    cv_.notify_all();
   }
 }
 

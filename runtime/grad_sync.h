@@ -3,7 +3,8 @@
 // reverse registration order (gradients become ready roughly in that order during backward); a post-hook on each
 // parameter's gradient accumulator marks it ready, and a bucket whose gradients are all ready is averaged and
 // allreduced immediately, while backward continues. A comm thread waits on the launched works in order and records
-// one `allreduce` span per bucket, from launch to completion. On no_sync micro-steps the hooks do nothing.
+// one `allreduce` span per bucket, from launch to completion (seen by polling on NCCL, whose wait() does not block
+// the host). On no_sync micro-steps the hooks do nothing.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -75,7 +76,7 @@ class GradSync {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Launched> queue_;
-  size_t completed_ = 0;
+  size_t completed_ = 0;  // works whose wait() returned: their results are ordered before the training stream's next use
   bool stop_ = false;
   std::exception_ptr error_;
 };

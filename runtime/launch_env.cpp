@@ -32,6 +32,13 @@ bool read_launch_env(LaunchEnv& env, std::string& error) {
     return false;
   }
   if (local && !to_int(local, env.local_rank)) env.local_rank = 0;
+  // SLURM writes tasks per node as "2" or "2(x3)": the count comes first.
+  if (const char* lw = first_env({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                  "SLURM_NTASKS_PER_NODE"})) {
+    char* end = nullptr;
+    long v = std::strtol(lw, &end, 10);
+    if (end != lw && v > 0) env.local_world = static_cast<int>(v);
+  }
   const char* addr = std::getenv("MASTER_ADDR");
   const char* port = std::getenv("MASTER_PORT");
   if (!addr || !port || !to_int(port, env.master_port) || env.master_port <= 0 || env.master_port > 65535) {

@@ -7,6 +7,7 @@ struct LaunchEnv {
   int rank = -1;
   int world = -1;
   int local_rank = 0;
+  int local_world = -1;  // ranks on this host; -1 when the launcher does not say
   std::string master_addr;
   int master_port = 0;
   std::string method;  // supervisor | torchrun | srun | mpirun | env

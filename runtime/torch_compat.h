@@ -12,7 +12,7 @@ inline at::Generator cpu_generator(uint64_t seed) { return at::detail::createCPU
 
 // Enables/disables CUDA autocast with the given low-precision dtype.
 inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
   at::autocast::set_autocast_enabled(at::kCUDA, enabled);
   at::autocast::set_autocast_dtype(at::kCUDA, dtype);
 #else
@@ -22,6 +22,18 @@ inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
 }
 
 inline void clear_autocast_cache() { at::autocast::clear_cache(); }
+
+// Binds a process group's communicators to the rank's GPU (Backend::setBoundDeviceId, 2.3 on); older versions guess
+// the device from the rank.
+template <class Group>
+void bind_device(Group& g, int cuda_device) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  g.setBoundDeviceId(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)));
+#else
+  (void)g;
+  (void)cuda_device;
+#endif
+}
 
 }  // namespace ddp::compat
 

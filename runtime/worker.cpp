@@ -260,7 +260,9 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
       std::vector<std::vector<std::pair<std::string, at::Tensor>>> acts;
       if (dump)
         for (const auto& [k, t] : model.named_parameters()) pre_params.emplace_back(k, t.detach().clone());
-      double step_loss = 0;
+      // The loss stays on the device until the step's end: reading it per micro-step would make the host wait for the
+      // GPU after every forward and stop it from queueing work ahead.
+      at::Tensor step_loss_t;
       for (int micro = 0; micro < job.accum_steps; ++micro) {
         prof::StepContext ctx{static_cast<uint32_t>(global_step), static_cast<uint16_t>(epoch),
                               static_cast<uint8_t>(micro)};
@@ -324,28 +326,45 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
           prof::Span sp(Stage::wait_comm);
           sync.finish();
         }
-        step_loss += loss.item<double>();
+        at::Tensor l = loss.detach().to(at::kDouble);
+        step_loss_t = step_loss_t.defined() ? step_loss_t + l : l;
       }
       if (dump) {
+        // The verify log holds true gradients: with loss scaling they are still multiplied by the scale here.
         NamedTensors grads;
-        for (const auto& [k, t] : model.named_parameters()) grads.emplace_back(k, t.grad());
+        for (const auto& [k, t] : model.named_parameters())
+          grads.emplace_back(k, loss_scaler.enabled() && t.grad().defined() ? t.grad() * loss_scaler.inv_scale()
+                                                                             : t.grad());
         verify.dump_step(global_step, pre_params, acts, grads);
       }
+      // A value the host needs from the device (on CUDA: the host waits here for the GPU work queued before it).
+      auto read_back = [&](const at::Tensor& t) {
+        if (!s.device.is_cuda()) return t.item<double>();
+        g_progress.stage(Stage::wait_gpu);
+        prof::Span sp(Stage::wait_gpu);
+        return t.item<double>();
+      };
       g_progress.stage(Stage::optimizer);
-      {
-        prof::Span sp(Stage::optimizer);
-        if (loss_scaler.enabled()) {
-          // GradScaler's step: unscale, look for inf/NaN, take the same skip-or-step decision on every rank.
-          at::Tensor found_inf = cuda::unscale_and_check(params, loss_scaler.inv_scale());
+      bool take_step = true;
+      if (loss_scaler.enabled()) {
+        // GradScaler's step: unscale, look for inf/NaN, take the same skip-or-step decision on every rank.
+        at::Tensor found_inf;
+        {
+          prof::Span sp(Stage::optimizer);
+          found_inf = cuda::unscale_and_check(params, loss_scaler.inv_scale());
           std::vector<at::Tensor> flag{found_inf};
           dist.allreduce(flag)->wait();
-          if (loss_scaler.update(found_inf.item<float>() > 0) == ScalerDecision::step) opt.step();
-        } else {
-          opt.step();
         }
+        take_step = loss_scaler.update(read_back(found_inf) > 0) == ScalerDecision::step;
+        g_progress.stage(Stage::optimizer);
+      }
+      {
+        prof::Span sp(Stage::optimizer);
+        if (take_step) opt.step();
         opt.zero_grad();
         sleep_ms(slow_opt);
       }
+      const double step_loss = read_back(step_loss_t);
       if (s.device.is_cuda()) cuda::record_memory_counters(s.device.index());
       step_span.end();
       step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_t0).count());
@@ -364,6 +383,8 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
 
   // --- wrap up: clock check, manifest ---------------------------------------------------------------------------
   g_progress.stage(Stage::checkpoint);
+  // CUPTI hands over only finished work: let the last optimizer kernels finish before the final flush.
+  if (s.device.is_cuda()) cuda::synchronize(s.device.index());
   const prof::CollectorStats gpu_stats = prof::gpu_stop();
   dist.barrier();
   prof::ClockOffset clock_end = dist.measure_clock_offset(16);
@@ -391,6 +412,7 @@ void train(const RunSetup& s, Dist& dist, const prof::ClockOffset& clock_start) 
                                     {"memcpys", gpu_stats.memcpys},
                                     {"gpu_linked", gpu_stats.gpu_linked},
                                     {"source_dropped", gpu_stats.source_dropped},
+                                    {"incomplete", gpu_stats.incomplete},
                                     {"memcpy_bytes_pinned", gpu_stats.memcpy_bytes_pinned},
                                     {"memcpy_bytes_pageable", gpu_stats.memcpy_bytes_pageable},
                                     {"memcpy_ns_pinned", gpu_stats.memcpy_ns_pinned},
@@ -437,8 +459,9 @@ int run_worker(const Command& cmd) {
   dr.visible_gpus = s.gpu.count;
   dr.no_gpu_reason = s.gpu.why_none;
   dr.local_rank = s.env.local_rank;
-  const char* lws = std::getenv("LOCAL_WORLD_SIZE");
-  dr.local_world = lws ? std::max(1, std::atoi(lws)) : s.env.world;
+  // Without the launcher's word on ranks per host, assume they all share this one: the safe side for a GPU (NCCL
+  // refuses two ranks on one device, Gloo with CUDA tensors works either way).
+  dr.local_world = s.env.local_world > 0 ? s.env.local_world : s.env.world;
   if (!plan_device(dr, s.plan, err)) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 2;
@@ -461,6 +484,7 @@ int run_worker(const Command& cmd) {
     dopt.master_addr = s.env.master_addr;
     dopt.master_port = s.env.master_port;
     dopt.backend = s.backend;
+    dopt.cuda_device = s.plan.cuda ? s.plan.device_index : -1;
     Dist dist(dopt);
     if (s.env.rank == 0) dist.store_set("run_dir", absolute_path(cmd.out_dir.empty() ? default_run_dir() : cmd.out_dir));
     s.dir = dist.store_get("run_dir");

@@ -52,12 +52,14 @@ struct Sample {
 
 constexpr std::array<Stage, 3> kLoaderStages = {Stage::disk_read, Stage::transform, Stage::pin};
 // Stages of the main (compute) thread that can make a rank late for a collective.
-constexpr std::array<Stage, 6> kMainWork = {Stage::wait_data, Stage::h2d,       Stage::forward,
-                                            Stage::backward,  Stage::optimizer, Stage::checkpoint};
+// On a GPU, forward/backward/optimizer spans time the host's launches; the GPU's own time surfaces where the host reads
+// a value back (wait_gpu), so a rank whose GPU is slow is late there.
+constexpr std::array<Stage, 7> kMainWork = {Stage::wait_data, Stage::h2d,        Stage::forward, Stage::backward,
+                                            Stage::optimizer, Stage::checkpoint, Stage::wait_gpu};
 
 bool is_main_stage(Stage s) {
   return s == Stage::wait_data || s == Stage::h2d || s == Stage::forward || s == Stage::backward ||
-         s == Stage::wait_comm || s == Stage::optimizer || s == Stage::checkpoint;
+         s == Stage::wait_comm || s == Stage::optimizer || s == Stage::checkpoint || s == Stage::wait_gpu;
 }
 
 uint64_t sync_key(uint32_t step, uint8_t micro) { return (static_cast<uint64_t>(step) << 8) | micro; }

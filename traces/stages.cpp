@@ -7,7 +7,7 @@ namespace {
 constexpr std::array<std::string_view, kStageCount> kStageNames = {
     "disk_read", "transform", "pin",       "h2d",        "wait_data",  "forward", "backward", "allreduce", "wait_comm",
     "optimizer", "checkpoint", "step",     "kernel",     "memcpy_h2d", "memcpy_d2h", "memset", "nccl",
-    "cuda_api",  "sync",       "memcpy_d2d"};
+    "cuda_api",  "sync",       "memcpy_d2d", "wait_gpu"};
 
 constexpr std::array<std::string_view, kCounterCount> kCounterNames = {
     "host_rss_bytes", "cuda_allocated_bytes", "cuda_reserved_bytes", "loader_queue_depth"};
@@ -34,6 +34,7 @@ constexpr std::array<uint32_t, kStageCount> kStageColors = {
     0xFFB4B4B4,  // cuda_api   (light grey)
     0xFF4040B0,  // sync       (dark red: the host waits for the GPU)
     0xFFD8B878,  // memcpy_d2d
+    0xFF2848A8,  // wait_gpu   (brown-red: the rank waits for its own GPU)
 };
 }  // namespace
 

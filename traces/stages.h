@@ -31,6 +31,7 @@ enum class Stage : uint8_t {
   cuda_api,    // a CUDA runtime/driver API call on a host thread (CUPTI RUNTIME/DRIVER records)
   sync,        // a host thread blocked in a CUDA synchronisation (stream/event/device/context synchronize)
   memcpy_d2d,  // device-to-device or peer copy
+  wait_gpu,    // the main thread waits for the GPU to finish work it queued (a value read back: loss, inf flag)
   count_  // not a stage
 };
 
@@ -52,7 +53,7 @@ std::string_view counter_name(Counter c);
 std::optional<Counter> counter_from_name(std::string_view name);
 
 // True for the stages that are waits: time a consumer spends waiting for a producer.
-constexpr bool is_wait(Stage s) { return s == Stage::wait_data || s == Stage::wait_comm; }
+constexpr bool is_wait(Stage s) { return s == Stage::wait_data || s == Stage::wait_comm || s == Stage::wait_gpu; }
 // True for the stages of the input pipeline (run on loader threads).
 constexpr bool is_data_stage(Stage s) {
   return s == Stage::disk_read || s == Stage::transform || s == Stage::pin || s == Stage::h2d;

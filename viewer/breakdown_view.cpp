@@ -11,8 +11,8 @@ namespace ddp::viewer {
 namespace {
 
 // Stages that run on the training (main) thread, in step order; their sum plus "other" is the step.
-constexpr Stage kMainStages[] = {Stage::wait_data, Stage::h2d,      Stage::forward,   Stage::backward,
-                                 Stage::wait_comm, Stage::optimizer, Stage::checkpoint};
+constexpr Stage kMainStages[] = {Stage::wait_data, Stage::h2d,       Stage::forward,    Stage::backward,
+                                 Stage::wait_comm, Stage::optimizer, Stage::checkpoint, Stage::wait_gpu};
 
 double step_mean_ns(const Process& p) {
   if (p.steps.empty()) return 0;

@@ -140,6 +140,11 @@ TEST(ClockMap, IgnoresPairsThatDoNotAdvance) {
 
 TEST(GpuRecords, StagesLanesAndNames) {
   EXPECT_EQ(prof::stage_for(kernel(1, 0, 1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL")), Stage::nccl);
+  // what CUPTI really reports: the mangled C++ name
+  EXPECT_EQ(prof::stage_for(kernel(1, 0, 1, "_Z29ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE")),
+            Stage::nccl);
+  EXPECT_EQ(prof::stage_for(kernel(1, 0, 1, "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEEEEviT0_T1_")),
+            Stage::kernel);
   EXPECT_EQ(prof::stage_for(kernel(1, 0, 1, "void at::native::vectorized_elementwise_kernel")), Stage::kernel);
   EXPECT_EQ(prof::stage_for(copy(1, MemKind::pinned, MemKind::device, 8, 0, 1)), Stage::memcpy_h2d);
   EXPECT_EQ(prof::stage_for(copy(1, MemKind::pageable, MemKind::device, 8, 0, 1)), Stage::memcpy_h2d);

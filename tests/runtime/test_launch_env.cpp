@@ -1,0 +1,92 @@
+// The launcher's environment: torchrun, srun and mpirun spell rank, world and ranks-per-host differently.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "runtime/launch_env.h"
+
+namespace {
+
+// Sets exactly these launcher variables for one test and restores the previous environment afterwards.
+class Env {
+ public:
+  explicit Env(const std::map<std::string, std::string>& vars) {
+    for (const char* n : kAll) {
+      if (const char* v = std::getenv(n)) saved_[n] = v;
+      ::unsetenv(n);
+    }
+    for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+  ~Env() {
+    for (const char* n : kAll) ::unsetenv(n);
+    for (const auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+
+ private:
+  static constexpr const char* kAll[] = {
+      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+      "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_RANK",
+      "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE",
+      "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "DDP_PROFILE_LAUNCH"};
+  std::map<std::string, std::string> saved_;
+};
+
+TEST(LaunchEnv, TorchrunGivesRanksPerHost) {
+  Env e({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h0"},
+         {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "x"}});
+  ddp::LaunchEnv env;
+  std::string err;
+  ASSERT_TRUE(ddp::read_launch_env(env, err)) << err;
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world, 4);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world, 2);
+  EXPECT_EQ(env.method, "torchrun");
+}
+
+TEST(LaunchEnv, SlurmTasksPerNodeKeepsTheLeadingCount) {
+  Env e({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1(x2)"},
+         {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "29500"}});
+  ddp::LaunchEnv env;
+  std::string err;
+  ASSERT_TRUE(ddp::read_launch_env(env, err)) << err;
+  EXPECT_EQ(env.local_world, 1) << "two hosts with one task each: one rank per host, not a shared GPU";
+  EXPECT_EQ(env.method, "srun");
+}
+
+TEST(LaunchEnv, MpirunLocalSizeAndUnknownOtherwise) {
+  {
+    Env e({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+           {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "29500"}});
+    ddp::LaunchEnv env;
+    std::string err;
+    ASSERT_TRUE(ddp::read_launch_env(env, err)) << err;
+    EXPECT_EQ(env.local_world, 2);
+    EXPECT_EQ(env.method, "mpirun");
+  }
+  Env e({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "29500"}});
+  ddp::LaunchEnv env;
+  std::string err;
+  ASSERT_TRUE(ddp::read_launch_env(env, err)) << err;
+  EXPECT_EQ(env.local_world, -1);
+  EXPECT_EQ(env.method, "env");
+}
+
+TEST(LaunchEnv, IncompleteOrInconsistentIsAnError) {
+  {
+    Env e(std::map<std::string, std::string>{{"RANK", "0"}});
+    ddp::LaunchEnv env;
+    std::string err;
+    EXPECT_FALSE(ddp::read_launch_env(env, err));
+    EXPECT_NE(err.find("RANK and WORLD_SIZE"), std::string::npos);
+  }
+  Env e({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "29500"}});
+  ddp::LaunchEnv env;
+  std::string err;
+  EXPECT_FALSE(ddp::read_launch_env(env, err));
+  EXPECT_NE(err.find("inconsistent"), std::string::npos);
+}
+
+}  // namespace
