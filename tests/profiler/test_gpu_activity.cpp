@@ -323,6 +323,20 @@ TEST(ActivityCollector, NcclKernelsAreCountedAndLaneAndNameTablesAreShared) {
   EXPECT_EQ(rig.sink.lane_of(rig.sink.with(Stage::kernel).at(0)), "gpu1/stream7");
 }
 
+TEST(ActivityCollector, RecordsFlushedBeforeTheGpuFinishedAreDropped) {
+  // A forced flush (a failing rank) hands over kernels still running with start = end = 0; drawn, they would sit at
+  // the clock's origin. Records ending before they start are as unusable.
+  Rig rig;
+  std::string err;
+  ASSERT_TRUE(rig.col->start(err)) << err;
+  rig.push({kernel(1, 100, 200, "gemm", 0, 7), kernel(2, 0, 0, "gemm", 0, 7), kernel(3, 300, 250, "gemm", 0, 7)});
+  auto st = rig.col->stop();
+  EXPECT_EQ(st.incomplete, 2u);
+  EXPECT_EQ(st.kernels, 1u);
+  ASSERT_EQ(rig.sink.with(Stage::kernel).size(), 1u);
+  EXPECT_EQ(rig.sink.with(Stage::kernel)[0].item, 1u);  // the correlation id of the one complete record
+}
+
 TEST(ActivityCollector, MapsTheSourceClockOntoMonotonic) {
   // The fake source's clock runs 1000 s ahead of CLOCK_MONOTONIC (like CUPTI's CLOCK_REALTIME default).
   const int64_t offset = 1'000'000'000'000;

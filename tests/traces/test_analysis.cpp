@@ -32,6 +32,7 @@ struct RankKnobs {
   double backward_tail = 0;  // ms inside backward after every bucket launched (the runtime's --slow backward sleep)
   double optimizer = 1.0;                               // ms per step
   double checkpoint = 0;                                // ms, after the optimizer of every 2nd step (0 = none)
+  double wait_gpu = 0;  // ms per step the host waits for its GPU after the optimizer (GPU runs; 0 = no span)
   double untracked = 0;                                 // ms of main-thread time outside any span, per step
   uint64_t h2d_bytes = 4u << 20;
   double rss_base_mb = 1000, rss_growth_mb_per_step = 0, rss_warmup_mb = 0;
@@ -185,6 +186,10 @@ void simulate(const Sim& sim, const std::string& dir) {
           const RankKnobs& k = sim.rank[r];
           int64_t a = t[r], b = a + jit(k.optimizer);
           w[r].span(kMain, ddp::Stage::optimizer, a, b, s, m);
+          if (k.wait_gpu > 0) {
+            a = b, b = a + jit(k.wait_gpu);
+            w[r].span(kMain, ddp::Stage::wait_gpu, a, b, s, m);
+          }
           if (k.checkpoint > 0 && s % 2 == 1) {
             a = b, b = a + jit(k.checkpoint);
             w[r].span(kMain, ddp::Stage::checkpoint, a, b, s, m);
@@ -302,6 +307,7 @@ TEST_P(AnalysisKnob, TopCauseIsThePlantedStageAndRank) {
   if (st == "forward") r.forward += 10;
   if (st == "backward") r.backward_tail += 10;  // as the runtime sleeps: after the buckets launched
   if (st == "optimizer") r.optimizer += 10;
+  if (st == "wait_gpu") r.wait_gpu += 10;  // a rank whose GPU is slower: its host waits longer at the read-back
   ddp::Analysis a = run_analysis(sim, std::string("knob_") + k.stage);
   ASSERT_FALSE(a.causes.empty()) << describe(a);
   const ddp::StallCause& top = a.causes.front();
@@ -338,7 +344,7 @@ INSTANTIATE_TEST_SUITE_P(EveryKnobEveryRank, AnalysisKnob,
                                            Knob{"transform", 1}, Knob{"pin", 0}, Knob{"pin", 1}, Knob{"h2d", 0},
                                            Knob{"h2d", 1}, Knob{"forward", 0}, Knob{"forward", 1},
                                            Knob{"backward", 0}, Knob{"backward", 1}, Knob{"optimizer", 0},
-                                           Knob{"optimizer", 1}),
+                                           Knob{"optimizer", 1}, Knob{"wait_gpu", 0}, Knob{"wait_gpu", 1}),
                          [](const ::testing::TestParamInfo<Knob>& i) {
                            return std::string(i.param.stage) + "_rank" + std::to_string(i.param.rank);
                          });
