@@ -146,7 +146,8 @@ ThreadBuffer* attach_thread() {
   if (r->next_lane >= 250) return nullptr;  // lane ids are one byte
   auto b = std::make_unique<ThreadBuffer>();
   uint64_t cap = round_pow2(r->cfg.ring_events < 64 ? 64 : r->cfg.ring_events);
-  b->ring.reset(new Event[cap]);
+  b->ring_storage.reset(new Event[cap]);
+  b->ring = b->ring_storage.get();
   b->mask = cap - 1;
   b->lane = static_cast<uint8_t>(r->next_lane++);
   b->generation = g_generation.load();
@@ -164,12 +165,10 @@ void name_this_thread(const std::string& lane_name) {
 void record_counter(Counter counter, uint64_t value) {
   ThreadBuffer* b = recording() ? this_thread_buffer() : nullptr;
   if (!b) return;
-  uint64_t h = b->head.load(std::memory_order_relaxed);
-  if (h - b->tail.load(std::memory_order_acquire) > b->mask) {
-    b->dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  Event& e = b->ring[h & b->mask];
+  const uint64_t h = b->head.load(std::memory_order_relaxed);
+  Event* slot = b->claim(h);
+  if (!slot) return;
+  Event& e = *slot;
   e = Event{};
   e.t0 = e.t1 = static_cast<int64_t>(ticks());
   e.value = value;

@@ -35,15 +35,31 @@ struct RecorderStats {
   uint64_t bytes = 0;
 };
 
+// One cache line holds everything a span touches (written by the owner only); the drainer writes `tail` on a line of
+// its own, which the owner reads only when its cached copy says the ring is full.
 struct ThreadBuffer {
-  alignas(64) std::atomic<uint64_t> head{0};  // written by the owning thread
-  alignas(64) std::atomic<uint64_t> tail{0};  // written by the drainer
-  std::atomic<uint64_t> dropped{0};
-  std::unique_ptr<Event[]> ring;
+  alignas(64) std::atomic<uint64_t> head{0};
+  uint64_t tail_seen = 0;             // the owner's last read of `tail`
+  std::atomic<uint64_t> dropped{0};   // single writer (the owner): plain increments, read at stop()
+  Event* ring = nullptr;              // owned by ring_storage
   uint64_t mask = 0;
-  uint8_t lane = 0;
   uint32_t generation = 0;
+  uint8_t lane = 0;
   StepContext ctx;
+  alignas(64) std::atomic<uint64_t> tail{0};  // written by the drainer
+  std::unique_ptr<Event[]> ring_storage;
+
+  // The slot for the next event, or nullptr (counted as dropped) when the drainer has not caught up.
+  Event* claim(uint64_t h) {
+    if (h - tail_seen > mask) {
+      tail_seen = tail.load(std::memory_order_acquire);
+      if (h - tail_seen > mask) {
+        dropped.store(dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        return nullptr;
+      }
+    }
+    return &ring[h & mask];
+  }
 };
 
 extern std::atomic<bool> g_recording;
@@ -81,13 +97,11 @@ inline void record_span(Stage stage, uint64_t t0, uint64_t t1, uint64_t value = 
                         uint32_t item = 0, const StepContext* ctx = nullptr) {
   ThreadBuffer* b = this_thread_buffer();
   if (!b) return;
-  uint64_t h = b->head.load(std::memory_order_relaxed);
-  if (h - b->tail.load(std::memory_order_acquire) > b->mask) {
-    b->dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  const uint64_t h = b->head.load(std::memory_order_relaxed);
+  Event* slot = b->claim(h);
+  if (!slot) return;
   const StepContext& c = ctx ? *ctx : b->ctx;
-  Event& e = b->ring[h & b->mask];
+  Event& e = *slot;
   e.t0 = static_cast<int64_t>(t0);
   e.t1 = static_cast<int64_t>(t1);
   e.value = value;
