@@ -7,12 +7,29 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "profiler/clock.h"
 #include "runtime/torch_compat.h"
 
 namespace ddp {
+
+namespace {
+bool is_loopback(const std::string& addr) {
+  return addr.rfind("127.", 0) == 0 || addr == "localhost" || addr == "::1";
+}
+
+// The address Gloo binds to on this host. A rendezvous on loopback means every rank is here: bind there too. Otherwise
+// bind to this host's own address (GLOO_SOCKET_IFNAME names an interface), never to MASTER_ADDR, which only the
+// master host has.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (is_loopback(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname(master_addr);
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+}  // namespace
 
 Dist::Dist(const DistOptions& opt) : opt_(opt) {
   c10d::TCPStoreOptions so;
@@ -24,7 +41,7 @@ Dist::Dist(const DistOptions& opt) : opt_(opt) {
   store_ = c10::make_intrusive<c10d::TCPStore>(opt.master_addr, so);
   auto gloo = [&](const std::string& prefix) {
     auto go = c10d::ProcessGroupGloo::Options::create(opt.timeout);
-    go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(opt.master_addr));
+    go->devices.push_back(gloo_device(opt.master_addr));
     go->threads = 2;
     return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store_),
                                                        opt.rank, opt.world, go);
@@ -35,8 +52,12 @@ Dist::Dist(const DistOptions& opt) : opt_(opt) {
   }
 #if DDP_PROFILE_CUDA
   else if (opt.backend == "nccl") {
+    // A failed or timed-out collective surfaces as an exception on its work (error handling 2, "clean up only"),
+    // which ends the rank through the same path as a Gloo failure, traces flushed; PyTorch's default (3) aborts the
+    // process from the watchdog thread without that. A user's own setting wins.
+    ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", /*overwrite=*/0);
     auto no = c10d::ProcessGroupNCCL::Options::create();
-    no->timeout = opt.timeout;  // NCCL's own default is 10 minutes; a dead peer should end the run as Gloo's does
+    no->timeout = opt.timeout;  // NCCL's own default is 10 minutes; Gloo's here is 60 s
     auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
         c10::make_intrusive<c10d::PrefixStore>("pg", store_), opt.rank, opt.world, no);
     // Without a bound device NCCL guesses rank % local GPUs for its first communicator, which is not the rank's GPU

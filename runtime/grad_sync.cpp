@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "profiler/span.h"
+#include "runtime/cuda_path.h"
 
 namespace ddp {
 namespace {
@@ -109,42 +110,69 @@ void GradSync::launch(size_t bi) {
 
 void GradSync::comm_loop() {
   prof::name_this_thread("comm");
+  // Queries on CUDA works need the rank's device current here: on a thread without one CUDA would make device 0's
+  // context (hundreds of MB on another rank's GPU).
+  if (!params_.empty() && params_.front().is_cuda()) cuda::use_device(params_.front().device().index());
   // wait() on a Gloo work returns when the collective is done. On NCCL it only makes the training stream wait for the
   // collective and returns at once: the span's end is then the moment a poll of isCompleted() sees it done, which
-  // leaves the launches free-running (polls only, every few tens of microseconds while a collective is in flight).
+  // leaves the launches free-running. Polls back off from 20 to 200 µs while a collective is in flight.
   std::deque<Launched> in_flight;
-  auto record = [&](const Launched& l) {
+  auto record = [&](const Launched& l, uint64_t t1) {
     if (l.t0)
-      prof::record_span(Stage::allreduce, l.t0, prof::ticks(), buckets_[l.bucket].bytes,
-                        static_cast<uint16_t>(l.bucket), 0, &l.ctx);
+      prof::record_span(Stage::allreduce, l.t0, t1, buckets_[l.bucket].bytes, static_cast<uint16_t>(l.bucket), 0,
+                        &l.ctx);
   };
+  // A work reports completion also when it failed (NCCL): its exception ends the rank like a failed wait().
+  auto done = [](const Launched& l) {
+    if (!l.work->isCompleted()) return false;
+    if (auto e = l.work->exception()) std::rethrow_exception(e);
+    return true;
+  };
+  auto poll = std::chrono::microseconds(20);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     auto work_to_do = [&] { return stop_ || !queue_.empty(); };
-    if (in_flight.empty())
+    if (in_flight.empty()) {
       cv_.wait(lock, work_to_do);
-    else
-      cv_.wait_for(lock, std::chrono::microseconds(20), work_to_do);
-    if (stop_ && queue_.empty()) return;
+    } else {
+      cv_.wait_for(lock, poll, work_to_do);
+      poll = std::min(poll * 2, std::chrono::microseconds(200));
+    }
+    const bool stopping = stop_ && queue_.empty();
     std::deque<Launched> fresh;
     fresh.swap(queue_);
     lock.unlock();
     try {
       for (Launched& l : fresh) {
         l.work->wait();
+        const uint64_t t1 = l.t0 ? prof::ticks() : 0;
         {
           std::lock_guard<std::mutex> g(mu_);
           ++completed_;
         }
         cv_.notify_all();
-        if (in_flight.empty() && l.work->isCompleted())
-          record(l);  // in launch order: an earlier bucket still in flight is recorded first
+        if (in_flight.empty() && done(l))
+          record(l, t1);  // in launch order: an earlier bucket still in flight is recorded first
         else
           in_flight.push_back(std::move(l));
+        poll = std::chrono::microseconds(20);
       }
-      while (!in_flight.empty() && in_flight.front().work->isCompleted()) {
-        record(in_flight.front());
+      while (!in_flight.empty() && done(in_flight.front())) {
+        record(in_flight.front(), prof::ticks());
         in_flight.pop_front();
+      }
+      if (stopping) {
+        // Shutting down after the last step: give the last collectives a moment to finish and be recorded.
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (!in_flight.empty() && std::chrono::steady_clock::now() < give_up) {
+          if (done(in_flight.front())) {
+            record(in_flight.front(), prof::ticks());
+            in_flight.pop_front();
+          } else {
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          }
+        }
+        return;
       }
     } catch (...) {
       lock.lock();

@@ -17,6 +17,30 @@ bool to_int(const char* s, int& v) {
   v = static_cast<int>(x);
   return true;
 }
+// SLURM's tasks per node, "2(x3),1": node 0..2 run 2 tasks, node 3 runs 1. The count for node `node`, or -1.
+int slurm_tasks_on_node(const char* list, int node) {
+  const char* p = list;
+  int index = 0;
+  while (*p) {
+    char* end = nullptr;
+    long count = std::strtol(p, &end, 10);
+    if (end == p || count <= 0) return -1;
+    long repeat = 1;
+    p = end;
+    if (*p == '(') {
+      if (p[1] != 'x') return -1;
+      repeat = std::strtol(p + 2, &end, 10);
+      if (end == p + 2 || *end != ')' || repeat <= 0) return -1;
+      p = end + 1;
+    }
+    if (node < index + repeat) return static_cast<int>(count);
+    index += static_cast<int>(repeat);
+    if (*p == ',') ++p;
+    else if (*p) return -1;
+  }
+  return -1;
+}
+
 }  // namespace
 
 bool read_launch_env(LaunchEnv& env, std::string& error) {
@@ -32,12 +56,16 @@ bool read_launch_env(LaunchEnv& env, std::string& error) {
     return false;
   }
   if (local && !to_int(local, env.local_rank)) env.local_rank = 0;
-  // SLURM writes tasks per node as "2" or "2(x3)": the count comes first.
-  if (const char* lw = first_env({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                                  "SLURM_NTASKS_PER_NODE"})) {
-    char* end = nullptr;
-    long v = std::strtol(lw, &end, 10);
-    if (end != lw && v > 0) env.local_world = static_cast<int>(v);
+  if (const char* lw = first_env({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})) {
+    int v = 0;
+    if (to_int(lw, v) && v > 0) env.local_world = v;
+  } else if (const char* tasks = first_env({"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"})) {
+    int node = 0;
+    if (!to_int(std::getenv("SLURM_NODEID"), node)) node = 0;
+    env.local_world = slurm_tasks_on_node(tasks, node);
+  } else if (const char* per_node = std::getenv("SLURM_NTASKS_PER_NODE")) {
+    int v = 0;
+    if (to_int(per_node, v) && v > 0) env.local_world = v;
   }
   const char* addr = std::getenv("MASTER_ADDR");
   const char* port = std::getenv("MASTER_PORT");

@@ -27,7 +27,8 @@ class Env {
  private:
   static constexpr const char* kAll[] = {
       "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
-      "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_RANK",
+      "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+      "SLURM_STEP_TASKS_PER_NODE", "SLURM_NODEID", "OMPI_COMM_WORLD_RANK",
       "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE",
       "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "DDP_PROFILE_LAUNCH"};
   std::map<std::string, std::string> saved_;
@@ -46,14 +47,26 @@ TEST(LaunchEnv, TorchrunGivesRanksPerHost) {
   EXPECT_EQ(env.method, "torchrun");
 }
 
-TEST(LaunchEnv, SlurmTasksPerNodeKeepsTheLeadingCount) {
-  Env e({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1(x2)"},
-         {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "29500"}});
-  ddp::LaunchEnv env;
-  std::string err;
-  ASSERT_TRUE(ddp::read_launch_env(env, err)) << err;
-  EXPECT_EQ(env.local_world, 1) << "two hosts with one task each: one rank per host, not a shared GPU";
-  EXPECT_EQ(env.method, "srun");
+TEST(LaunchEnv, SlurmTasksPerNodeIsReadForThisNode) {
+  auto local_world = [](std::map<std::string, std::string> vars) {
+    vars.insert({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "7"}, {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "29500"}});
+    Env e(vars);
+    ddp::LaunchEnv env;
+    std::string err;
+    EXPECT_TRUE(ddp::read_launch_env(env, err)) << err;
+    EXPECT_EQ(env.method, "srun");
+    return env.local_world;
+  };
+  // srun -N2 -n2: one task on each host, so no GPU is shared
+  EXPECT_EQ(local_world({{"SLURM_TASKS_PER_NODE", "1(x2)"}}), 1);
+  // uneven: nodes 0-2 run two tasks, node 3 runs one
+  EXPECT_EQ(local_world({{"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "1"}}), 2);
+  EXPECT_EQ(local_world({{"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "3"}}), 1);
+  EXPECT_EQ(local_world({{"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "4"}}), -1);
+  // the step's own list wins over the allocation's
+  EXPECT_EQ(local_world({{"SLURM_STEP_TASKS_PER_NODE", "4"}, {"SLURM_TASKS_PER_NODE", "8"}}), 4);
+  EXPECT_EQ(local_world({{"SLURM_NTASKS_PER_NODE", "3"}}), 3);
+  EXPECT_EQ(local_world({{"SLURM_TASKS_PER_NODE", "2(y3)"}}), -1) << "malformed: unknown, not a guess";
 }
 
 TEST(LaunchEnv, MpirunLocalSizeAndUnknownOtherwise) {
