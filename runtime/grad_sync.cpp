@@ -26,7 +26,11 @@ struct ReadyHook : torch::autograd::FunctionPostHook {
 }  // namespace
 
 GradSync::GradSync(std::vector<at::Tensor> params, Dist& dist, double bucket_mb)
-    : params_(std::move(params)), dist_(dist) {
+    : GradSync(std::move(params), [&dist](std::vector<at::Tensor>& v) { return dist.allreduce(v); }, dist.world(),
+               bucket_mb) {}
+
+GradSync::GradSync(std::vector<at::Tensor> params, Allreduce allreduce, int world, double bucket_mb)
+    : params_(std::move(params)), allreduce_(std::move(allreduce)), world_(world) {
   const uint64_t cap = static_cast<uint64_t>(bucket_mb * 1024 * 1024);
   bucket_of_.resize(params_.size());
   Bucket cur;
@@ -95,9 +99,9 @@ void GradSync::launch(size_t bi) {
     const at::Tensor& g = params_[b.params[i]].grad();
     b.flat.narrow(0, b.offsets[i], g.numel()).copy_(g.reshape({-1}));
   }
-  b.flat.div_(dist_.world());
+  b.flat.div_(world_);
   std::vector<at::Tensor> v{b.flat};
-  auto work = dist_.allreduce(v);
+  auto work = allreduce_(v);
   calls_.fetch_add(1);
   bytes_.fetch_add(b.bytes);
   ++launched_;

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -27,7 +28,12 @@ namespace ddp {
 
 class GradSync {
  public:
+  // Launches one allreduce (sum) of the given tensors on every rank; the work's wait() may block until done (Gloo)
+  // or only order the training stream after it (NCCL).
+  using Allreduce = std::function<c10::intrusive_ptr<c10d::Work>(std::vector<at::Tensor>&)>;
+
   GradSync(std::vector<at::Tensor> params, Dist& dist, double bucket_mb);
+  GradSync(std::vector<at::Tensor> params, Allreduce allreduce, int world, double bucket_mb);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -66,7 +72,8 @@ class GradSync {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
   std::vector<size_t> bucket_of_;
   std::vector<Bucket> buckets_;
-  Dist& dist_;
+  Allreduce allreduce_;
+  int world_ = 1;
   bool sync_ = false;
   prof::StepContext ctx_;
   size_t launched_ = 0;

@@ -1,0 +1,177 @@
+// GradSync with a fake collective, so the two ways a work's wait() behaves can be driven by hand: blocking until the
+// collective is done (Gloo), and returning at once while it still runs (NCCL, where only the stream waits).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "profiler/clock.h"
+#include "profiler/recorder.h"
+#include "runtime/grad_sync.h"
+#include "traces/trace_reader.h"
+
+namespace {
+namespace fs = std::filesystem;
+using namespace ddp;
+using namespace std::chrono_literals;
+
+// A collective that finishes when the test says so. world = 1, so the reduced values are the inputs.
+struct FakeWork : c10d::Work {
+  explicit FakeWork(bool blocking_wait) : blocking(blocking_wait) {}
+  bool isCompleted() override { return done.load(); }
+  bool wait(std::chrono::milliseconds) override {
+    while (blocking && !done.load()) std::this_thread::sleep_for(50us);
+    return true;
+  }
+  std::exception_ptr exception() const override {
+    std::lock_guard<std::mutex> lock(mu);
+    return done.load() ? error : nullptr;
+  }
+  void finish(std::exception_ptr e = nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      error = e;
+    }
+    done.store(true);
+  }
+  const bool blocking;
+  std::atomic<bool> done{false};
+  mutable std::mutex mu;
+  std::exception_ptr error;
+};
+
+struct Collective {
+  explicit Collective(bool blocking) : blocking(blocking) {}
+  GradSync::Allreduce fn() {
+    return [this](std::vector<at::Tensor>&) {
+      auto w = c10::make_intrusive<FakeWork>(blocking);
+      std::lock_guard<std::mutex> lock(mu);
+      works.push_back(w);
+      return c10::intrusive_ptr<c10d::Work>(w);
+    };
+  }
+  std::vector<c10::intrusive_ptr<FakeWork>> launched() {
+    std::lock_guard<std::mutex> lock(mu);
+    return works;
+  }
+  const bool blocking;
+  std::mutex mu;
+  std::vector<c10::intrusive_ptr<FakeWork>> works;
+};
+
+std::string trace_path(const char* name) {
+  auto d = fs::temp_directory_path() / ("ddp_grad_sync_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return (d / name).string();
+}
+
+// Two parameters in one bucket; one backward of a tiny linear model.
+struct Model {
+  torch::Tensor w = torch::randn({4, 3}).requires_grad_();
+  torch::Tensor b = torch::randn({3}).requires_grad_();
+  void backward() { (torch::mm(torch::ones({2, 4}), w) + b).sum().backward(); }
+};
+
+std::vector<Event> allreduce_spans(const std::string& path) {
+  auto r = read_trace_file(path);
+  EXPECT_TRUE(r.ok()) << r.message;
+  std::vector<Event> out;
+  for (const Event& e : r.trace.events)
+    if (e.is_span() && e.stage_id() == Stage::allreduce) out.push_back(e);
+  return out;
+}
+
+TEST(GradSync, NonBlockingWaitLetsFinishReturnAndTheSpanEndsAtCompletion) {
+  prof::RecorderConfig cfg;
+  cfg.path = trace_path("nonblocking.ddpt");
+  cfg.flush_ms = 5;
+  std::string err;
+  ASSERT_TRUE(prof::start(cfg, err)) << err;
+  Model m;
+  Collective c(/*blocking=*/false);
+  int64_t completed_at = 0;
+  {
+    GradSync sync({m.w, m.b}, c.fn(), /*world=*/1, /*bucket_mb=*/25);
+    ASSERT_EQ(sync.bucket_count(), 1u);
+    sync.begin_backward(true, prof::StepContext{7, 0, 0});
+    m.backward();
+    sync.finish();  // must not wait for the collective itself: on NCCL the stream does
+    ASSERT_EQ(c.launched().size(), 1u);
+    EXPECT_FALSE(c.launched()[0]->done.load());
+    EXPECT_TRUE(torch::equal(m.w.grad(), torch::ones({4, 3}) * 2)) << "the reduced values were written back";
+    std::this_thread::sleep_for(30ms);
+    completed_at = prof::monotonic_ns();
+    c.launched()[0]->finish();
+    std::this_thread::sleep_for(20ms);  // the comm thread polls every 20..200 us
+  }
+  prof::stop();
+  auto spans = allreduce_spans(cfg.path);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].step, 7u);
+  EXPECT_EQ(spans[0].value, (4u * 3 + 3) * sizeof(float));
+  EXPECT_GE(spans[0].t1, completed_at) << "the span ends when the collective completed, not when wait() returned";
+  EXPECT_LT(spans[0].t1 - completed_at, 15'000'000) << "completion is seen within a few polls";
+  EXPECT_GE(spans[0].t1 - spans[0].t0, 30'000'000);
+}
+
+TEST(GradSync, BlockingWaitEndsTheSpanRightAfterWait) {
+  prof::RecorderConfig cfg;
+  cfg.path = trace_path("blocking.ddpt");
+  cfg.flush_ms = 5;
+  std::string err;
+  ASSERT_TRUE(prof::start(cfg, err)) << err;
+  Model m;
+  Collective c(/*blocking=*/true);
+  int64_t completed_at = 0;
+  {
+    GradSync sync({m.w, m.b}, c.fn(), 1, 25);
+    sync.begin_backward(true, prof::StepContext{3, 0, 0});
+    m.backward();
+    std::thread finisher([&] {
+      while (c.launched().empty()) std::this_thread::sleep_for(100us);
+      std::this_thread::sleep_for(20ms);
+      completed_at = prof::monotonic_ns();
+      c.launched()[0]->finish();
+    });
+    sync.finish();  // Gloo: returns only once the collective is done
+    EXPECT_TRUE(c.launched()[0]->done.load());
+    finisher.join();
+  }
+  prof::stop();
+  auto spans = allreduce_spans(cfg.path);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_GE(spans[0].t1, completed_at);
+  EXPECT_LT(spans[0].t1 - completed_at, 10'000'000);
+}
+
+TEST(GradSync, AFailedCollectiveSeenByPollingFailsTheNextSync) {
+  Model m;
+  Collective c(/*blocking=*/false);
+  GradSync sync({m.w, m.b}, c.fn(), 1, 25);
+  sync.begin_backward(true, prof::StepContext{});
+  m.backward();
+  sync.finish();
+  c.launched()[0]->finish(std::make_exception_ptr(std::runtime_error("NCCL communicator was aborted")));
+  std::this_thread::sleep_for(20ms);
+  m.w.mutable_grad().zero_();
+  m.b.mutable_grad().zero_();
+  sync.begin_backward(true, prof::StepContext{});
+  m.backward();
+  try {
+    sync.finish();
+    FAIL() << "a failed collective must end the rank";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("aborted"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
