@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/cuda_path.h"
 #include "runtime/manifest.h"
 #include "runtime/pickle_file.h"
 #include "runtime/torch_compat.h"
@@ -66,6 +67,13 @@ torch::optim::AdamWParamState* adam_state(Opt& opt, const at::Tensor& p) {
   auto& st = opt.state();
   auto it = st.find(compat::optimizer_state_key<decltype(st)>(p));
   return it == st.end() ? nullptr : static_cast<torch::optim::AdamWParamState*>(it->second.get());
+}
+
+// The GPU the model lives on, or -1: a CUDA model's checkpoint also holds that device's generator state.
+int cuda_device_of(const Model& model) {
+  auto params = model.named_parameters();
+  if (params.empty() || !params.front().second.is_cuda()) return -1;
+  return params.front().second.device().index();
 }
 }  // namespace
 
@@ -132,6 +140,7 @@ void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t 
     // The default CPU generator (weight init, any torch.rand* in user code) and the sampler's stream, which is a
     // pure function of (seed, epoch) and so stored as those two numbers.
     rng.insert("torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
+    if (const int dev = cuda_device_of(model); dev >= 0) rng.insert("torch_cuda", cuda::rng_state(dev));
     GenericDict sampler = new_dict();
     sampler.insert("seed", static_cast<int64_t>(seed));
     sampler.insert("epoch", pos.epoch);
@@ -205,6 +214,9 @@ TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, 
   GenericDict rng = get(root, "rng", file).toGenericDict();
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   gen.set_state(get(rng, "torch_cpu", file).toTensor());
+  // A checkpoint written on the CPU has no CUDA generator state: resuming it on a GPU starts that generator fresh.
+  if (const int dev = cuda_device_of(model); dev >= 0)
+    if (auto it = rng.find("torch_cuda"); it != rng.end()) cuda::set_rng_state(dev, it->value().toTensor());
   return pos;
 }
 
@@ -220,6 +232,7 @@ std::vector<std::string> expected_checkpoint_items(Model& model) {
   for (const char* f : {"epoch", "global_step", "batches_in_epoch", "rank", "world_size"})
     items.push_back(std::string("progress.") + f);
   items.push_back("rng.torch_cpu");
+  if (cuda_device_of(model) >= 0) items.push_back("rng.torch_cuda");
   items.push_back("rng.sampler.seed");
   items.push_back("rng.sampler.epoch");
   return items;

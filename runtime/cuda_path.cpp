@@ -15,6 +15,7 @@
 
 #if DDP_PROFILE_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CachingHostAllocator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -268,6 +269,27 @@ void synchronize(int device) {
   c10::cuda::device_synchronize();
 #else
   (void)device;
+#endif
+}
+
+at::Tensor rng_state(int device) {
+#if DDP_PROFILE_CUDA
+  if (device >= 0) return at::cuda::detail::getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device)).get_state();
+#else
+  (void)device;
+#endif
+  return at::Tensor();
+}
+
+void set_rng_state(int device, const at::Tensor& state) {
+#if DDP_PROFILE_CUDA
+  if (device < 0) return;
+  at::Generator g = at::cuda::detail::getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_state(state);
+#else
+  (void)device;
+  (void)state;
 #endif
 }
 

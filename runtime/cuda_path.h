@@ -90,6 +90,11 @@ at::Tensor unscale_and_check(const std::vector<at::Tensor>& params, double inv_s
 // Waits until the device has finished all work queued on it (no-op in CPU builds).
 void synchronize(int device);
 
+// The default CUDA generator of `device` (dropout and torch.rand* on the GPU): its state as a CPU byte tensor, and
+// restoring it. Undefined / no-op in CPU builds.
+at::Tensor rng_state(int device);
+void set_rng_state(int device, const at::Tensor& state);
+
 // The caching allocator's counters for `device` (zeros on CPU builds).
 struct MemoryStats {
   uint64_t allocated = 0, reserved = 0, peak_allocated = 0;
