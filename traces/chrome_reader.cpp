@@ -681,6 +681,14 @@ ChromeStatus read_chrome_bytes(const std::string& path, std::string& out) {
   if (!f) return make_error(ChromeError::cannot_open, path + ": " + std::strerror(errno));
   try {
     std::string raw;
+    // A regular file is read in one piece into a buffer of its size (no regrowth, each page touched once); a pipe or
+    // a file still growing carries on in chunks.
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxJsonBytes) return make_error(ChromeError::too_large, path + " is larger than 8 GiB");
+    if (!ec && size > 0) {
+      raw.resize(static_cast<size_t>(size));
+      raw.resize(std::fread(raw.data(), 1, raw.size(), f.get()));
+    }
     char buf[1 << 16];
     size_t n;
     while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) {
