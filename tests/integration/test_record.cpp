@@ -1,6 +1,8 @@
 // End-to-end: the real binary, real ranks over Gloo on loopback, real files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -77,15 +79,22 @@ TEST(Record, DefaultJobRecordsEveryStageOnEveryRankAndReplicasMatch) {
     for (const char* l : {"main", "comm", "loader/0", "loader/1", "memory"}) EXPECT_TRUE(lanes.count(l)) << l;
     ASSERT_EQ(rk.clocks.size(), 2u) << "offset measured at start and checked at the end";
   }
-  // One clock: rank 1's spans interleave with rank 0's (same host), within a millisecond of alignment.
-  auto first_step = [&](const RankTrace& rk) {
+  // One clock: the same allreduce completes at nearly the same time on both ranks once rank 1's offset is applied.
+  // Compared over every step (the median), since on two shared cores a thread is at times descheduled for a few ms
+  // between the collective's end and its timestamp.
+  auto ends = [&](const RankTrace& rk) {
+    std::map<uint32_t, int64_t> t;
     for (const auto& e : rk.events)
-      if (e.is_span() && e.stage_id() == Stage::allreduce && e.step == 100) return e.t1 + rk.clock_offset_ns();
-    return int64_t{0};
+      if (e.is_span() && e.stage_id() == Stage::allreduce) t[e.step] = e.t1 + rk.clock_offset_ns();
+    return t;
   };
-  EXPECT_NEAR(static_cast<double>(first_step(run_trace.ranks[0])), static_cast<double>(first_step(run_trace.ranks[1])),
-              2e6)
-      << "the same allreduce completes at nearly the same time on both ranks";
+  auto e0 = ends(run_trace.ranks[0]), e1 = ends(run_trace.ranks[1]);
+  std::vector<double> gaps;
+  for (const auto& [step, t] : e0)
+    if (e1.count(step)) gaps.push_back(std::abs(static_cast<double>(t - e1.at(step))));
+  ASSERT_EQ(gaps.size(), 156u);
+  std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+  EXPECT_LT(gaps[gaps.size() / 2], 1e6) << "median gap between the ranks' ends of the same allreduce (ns)";
 
   auto tj = read_json(d + "/trace.json");
   ASSERT_FALSE(tj.is_discarded());
