@@ -68,10 +68,16 @@ struct Collective {
   std::vector<c10::intrusive_ptr<FakeWork>> works;
 };
 
-std::string trace_path(const char* name) {
+// Starts the recorder into a fresh trace file; returns its path.
+std::string start_recording(const char* name) {
   auto d = fs::temp_directory_path() / ("ddp_grad_sync_" + std::to_string(::getpid()));
   fs::create_directories(d);
-  return (d / name).string();
+  prof::RecorderConfig cfg;
+  cfg.path = (d / name).string();
+  cfg.flush_ms = 5;
+  std::string err;
+  EXPECT_TRUE(prof::start(cfg, err)) << err;
+  return cfg.path;
 }
 
 // Two parameters in one bucket; one backward of a tiny linear model.
@@ -91,11 +97,7 @@ std::vector<Event> allreduce_spans(const std::string& path) {
 }
 
 TEST(GradSync, NonBlockingWaitLetsFinishReturnAndTheSpanEndsAtCompletion) {
-  prof::RecorderConfig cfg;
-  cfg.path = trace_path("nonblocking.ddpt");
-  cfg.flush_ms = 5;
-  std::string err;
-  ASSERT_TRUE(prof::start(cfg, err)) << err;
+  const std::string path = start_recording("nonblocking.ddpt");
   Model m;
   Collective c(/*blocking=*/false);
   int64_t completed_at = 0;
@@ -114,7 +116,7 @@ TEST(GradSync, NonBlockingWaitLetsFinishReturnAndTheSpanEndsAtCompletion) {
     std::this_thread::sleep_for(20ms);  // the comm thread polls every 20..200 us
   }
   prof::stop();
-  auto spans = allreduce_spans(cfg.path);
+  auto spans = allreduce_spans(path);
   ASSERT_EQ(spans.size(), 1u);
   EXPECT_EQ(spans[0].step, 7u);
   EXPECT_EQ(spans[0].value, (4u * 3 + 3) * sizeof(float));
@@ -124,11 +126,7 @@ TEST(GradSync, NonBlockingWaitLetsFinishReturnAndTheSpanEndsAtCompletion) {
 }
 
 TEST(GradSync, BlockingWaitEndsTheSpanRightAfterWait) {
-  prof::RecorderConfig cfg;
-  cfg.path = trace_path("blocking.ddpt");
-  cfg.flush_ms = 5;
-  std::string err;
-  ASSERT_TRUE(prof::start(cfg, err)) << err;
+  const std::string path = start_recording("blocking.ddpt");
   Model m;
   Collective c(/*blocking=*/true);
   int64_t completed_at = 0;
@@ -147,7 +145,7 @@ TEST(GradSync, BlockingWaitEndsTheSpanRightAfterWait) {
     finisher.join();
   }
   prof::stop();
-  auto spans = allreduce_spans(cfg.path);
+  auto spans = allreduce_spans(path);
   ASSERT_EQ(spans.size(), 1u);
   EXPECT_GE(spans[0].t1, completed_at);
   EXPECT_LT(spans[0].t1 - completed_at, 10'000'000);
