@@ -207,34 +207,16 @@ std::vector<StagedBatch*> H2DCopier::finished(bool wait) {
 
 // ---- autocast ----------------------------------------------------------------------------------------------------
 
-namespace {
-void set_cpu_autocast(bool enabled, at::ScalarType dtype) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  at::autocast::set_autocast_enabled(at::kCPU, enabled);
-  at::autocast::set_autocast_dtype(at::kCPU, dtype);
-#else
-  at::autocast::set_cpu_enabled(enabled);
-  at::autocast::set_autocast_cpu_dtype(dtype);
-#endif
-}
-}  // namespace
-
 Autocast::Autocast(AmpDtype dtype, bool cuda) : cuda_(cuda) {
   if (dtype == AmpDtype::off) return;
   const at::ScalarType t = dtype == AmpDtype::fp16 ? at::kHalf : at::kBFloat16;
   on_ = true;
-  if (cuda)
-    compat::set_cuda_autocast(true, t);
-  else
-    set_cpu_autocast(true, t);
+  compat::set_autocast(cuda, true, t);
 }
 
 Autocast::~Autocast() {
   if (!on_) return;
-  if (cuda_)
-    compat::set_cuda_autocast(false, at::kHalf);
-  else
-    set_cpu_autocast(false, at::kBFloat16);
+  compat::set_autocast(cuda_, false, cuda_ ? at::kHalf : at::kBFloat16);
   compat::clear_autocast_cache();  // casts cached for this forward are not reused by the next
 }
 

@@ -132,6 +132,13 @@ void GradSync::comm_loop() {
     if (auto e = l.work->exception()) std::rethrow_exception(e);
     return true;
   };
+  // Records, in launch order, the in-flight works that have completed.
+  auto record_finished = [&] {
+    while (!in_flight.empty() && done(in_flight.front())) {
+      record(in_flight.front(), prof::ticks());
+      in_flight.pop_front();
+    }
+  };
   auto poll = std::chrono::microseconds(20);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -161,20 +168,13 @@ void GradSync::comm_loop() {
           in_flight.push_back(std::move(l));
         poll = std::chrono::microseconds(20);
       }
-      while (!in_flight.empty() && done(in_flight.front())) {
-        record(in_flight.front(), prof::ticks());
-        in_flight.pop_front();
-      }
+      record_finished();
       if (stopping) {
         // Shutting down after the last step: give the last collectives a moment to finish and be recorded.
         const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
         while (!in_flight.empty() && std::chrono::steady_clock::now() < give_up) {
-          if (done(in_flight.front())) {
-            record(in_flight.front(), prof::ticks());
-            in_flight.pop_front();
-          } else {
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-          }
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          record_finished();
         }
         return;
       }

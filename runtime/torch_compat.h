@@ -10,14 +10,20 @@ namespace ddp::compat {
 
 inline at::Generator cpu_generator(uint64_t seed) { return at::detail::createCPUGenerator(seed); }
 
-// Enables/disables CUDA autocast with the given low-precision dtype.
-inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
+// Enables/disables autocast on CUDA or the CPU with the given low-precision dtype.
+inline void set_autocast(bool cuda, bool enabled, at::ScalarType dtype) {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
-  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+  const at::DeviceType where = cuda ? at::kCUDA : at::kCPU;
+  at::autocast::set_autocast_enabled(where, enabled);
+  at::autocast::set_autocast_dtype(where, dtype);
 #else
-  at::autocast::set_enabled(enabled);
-  at::autocast::set_autocast_gpu_dtype(dtype);
+  if (cuda) {
+    at::autocast::set_enabled(enabled);
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
 #endif
 }
 
