@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_process.h"
-#include "runtime/progress.h"
+#include "runtime/launch/progress.h"
 #include "traces/run_folder.h"
 #include "traces/summary.h"
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "runtime/amp.h"
+#include "runtime/train/amp.h"
 
 namespace {
 using namespace ddp;

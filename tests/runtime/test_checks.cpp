@@ -1,8 +1,8 @@
 // The check judgements on recorded data, each shown passing on good data and failing on a planted fault.
 #include <gtest/gtest.h>
 
-#include "runtime/checks.h"
-#include "runtime/sampler.h"
+#include "runtime/verify/checks.h"
+#include "runtime/data/sampler.h"
 
 namespace {
 using namespace ddp;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "runtime/cuda_path.h"
+#include "runtime/train/cuda_path.h"
 
 namespace {
 using namespace ddp;

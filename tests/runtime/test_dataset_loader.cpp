@@ -7,8 +7,8 @@
 #include <fstream>
 #include <set>
 
-#include "runtime/dataset_file.h"
-#include "runtime/loader.h"
+#include "runtime/data/dataset_file.h"
+#include "runtime/data/loader.h"
 
 namespace {
 namespace fs = std::filesystem;

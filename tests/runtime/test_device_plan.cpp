@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "runtime/device_plan.h"
+#include "runtime/train/device_plan.h"
 
 namespace {
 using namespace ddp;

@@ -16,7 +16,7 @@
 
 #include "profiler/clock.h"
 #include "profiler/recorder.h"
-#include "runtime/grad_sync.h"
+#include "runtime/train/grad_sync.h"
 #include "traces/trace_reader.h"
 
 namespace {

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/image_dataset.h"
-#include "runtime/loader.h"
+#include "runtime/data/image_dataset.h"
+#include "runtime/data/loader.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/loss_scaler.h"
+#include "runtime/train/loss_scaler.h"
 
 namespace {
 using namespace ddp;

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "runtime/model.h"
+#include "runtime/train/model.h"
 #include "tests/support/script_mlp.h"
 
 namespace {

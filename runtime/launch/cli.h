@@ -1,0 +1,35 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/common/job_config.h"
+
+namespace ddp {
+
+enum class Mode { none, record, check, worker, export_trace, summary, analyze, diff };
+
+struct Command {
+  Mode mode = Mode::none;
+  JobConfig job;
+  std::string out_dir;       // --out
+  std::string input_dir;     // --export/--summary/--analyze DIR
+  std::vector<std::string> diff_dirs;  // --diff A B
+  std::string output_file;   // -o for --export
+  bool json = false;
+  std::vector<std::string> checks;  // --checks: subset of the ladder (default: all)
+  bool job_options_given = false;
+};
+
+struct ParseResult {
+  Command cmd;
+  int exit_code = -1;   // >= 0: exit now with this code (help printed, or a usage error reported)
+  std::string message;  // what to print before exiting
+};
+
+ParseResult parse_command_line(int argc, const char* const* argv);
+
+// Parsers for the structured options, exposed for tests. Return false with `error` set on bad input.
+bool parse_slow_spec(const std::string& text, SlowSpec& out, std::string& error);
+bool parse_fault_spec(const std::string& text, FaultSpec& out, std::string& error);
+
+}  // namespace ddp

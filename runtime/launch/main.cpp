@@ -1,0 +1,46 @@
+// ddp_profile: one binary for the supervisor, the ranks and the offline commands (export, summary, analyze, diff).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "runtime/launch/cli.h"
+#include "runtime/launch/offline_commands.h"
+#include "runtime/launch/supervisor.h"
+#include "runtime/train/worker.h"
+#include "runtime/verify/checks_run.h"
+
+int main(int argc, char** argv) {
+  ddp::ParseResult p = ddp::parse_command_line(argc, argv);
+  if (p.exit_code >= 0) {
+    (p.exit_code == 0 ? std::cout : std::cerr) << p.message << std::endl;
+    return p.exit_code;
+  }
+  const ddp::Command& cmd = p.cmd;
+  // Workers get the user's job options; the mode flags are the supervisor's.
+  std::vector<std::string> job_args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--record" || a == "--check" || a.rfind("--checks=", 0) == 0) continue;
+    if (a == "--checks") {
+      ++i;  // and its value
+      continue;
+    }
+    job_args.push_back(a);
+  }
+  switch (cmd.mode) {
+    case ddp::Mode::record:
+      // Under an external launcher (torchrun --no-python, srun, mpirun) every process is a rank already.
+      if (std::getenv("RANK") || std::getenv("SLURM_PROCID") || std::getenv("OMPI_COMM_WORLD_RANK"))
+        return ddp::run_worker(cmd);
+      return ddp::run_record(cmd, job_args);
+    case ddp::Mode::worker: return ddp::run_worker(cmd);
+    case ddp::Mode::check: return ddp::run_check(cmd, job_args);
+    case ddp::Mode::export_trace: return ddp::run_export(cmd);
+    case ddp::Mode::summary: return ddp::run_summary(cmd);
+    case ddp::Mode::analyze: return ddp::run_analyze(cmd);
+    case ddp::Mode::diff: return ddp::run_diff(cmd);
+    case ddp::Mode::none: break;
+  }
+  std::cerr << "ddp_profile: no mode given (try --help)\n";
+  return 2;
+}

@@ -1,0 +1,103 @@
+#include "runtime/launch/progress.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "profiler/clock.h"
+
+namespace ddp {
+namespace {
+constexpr uint32_t kMagic = 0x50524F47;  // "PROG"
+}
+
+std::string progress_file(const std::string& run_dir, int rank) {
+  return run_dir + "/progress/rank" + std::to_string(rank) + ".bin";
+}
+
+ProgressWriter::~ProgressWriter() {
+  if (rec_) ::munmap(rec_, sizeof(ProgressRecord));
+}
+
+bool ProgressWriter::open(const std::string& path, int rank, std::string& error) {
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
+  if (fd < 0 || ::ftruncate(fd, sizeof(ProgressRecord)) != 0) {
+    error = "cannot create " + path + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  void* p = ::mmap(nullptr, sizeof(ProgressRecord), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    error = "cannot map " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  rec_ = static_cast<ProgressRecord*>(p);
+  rec_->rank = rank;
+  rec_->pid = ::getpid();
+  rec_->step.store(0);
+  rec_->epoch.store(0);
+  rec_->stage.store(-1);
+  rec_->last_ns.store(prof::monotonic_ns());
+  rec_->state.store(static_cast<int32_t>(RankState::starting));
+  rec_->magic = kMagic;
+  return true;
+}
+
+void ProgressWriter::stage(Stage s) {
+  if (!rec_) return;
+  rec_->stage.store(static_cast<int32_t>(s), std::memory_order_relaxed);
+  rec_->last_ns.store(prof::monotonic_ns(), std::memory_order_relaxed);
+}
+
+void ProgressWriter::step(int64_t step, int epoch) {
+  if (!rec_) return;
+  rec_->step.store(step, std::memory_order_relaxed);
+  rec_->epoch.store(epoch, std::memory_order_relaxed);
+  rec_->stage.store(static_cast<int32_t>(Stage::step), std::memory_order_relaxed);
+  rec_->last_ns.store(prof::monotonic_ns(), std::memory_order_relaxed);
+}
+
+void ProgressWriter::set_state(RankState s) {
+  if (!rec_) return;
+  rec_->state.store(static_cast<int32_t>(s));
+  rec_->last_ns.store(prof::monotonic_ns());
+}
+
+void ProgressWriter::fail(const std::string& reason) {
+  if (!rec_) return;
+  size_t n = std::min(reason.size(), sizeof(rec_->reason) - 1);
+  std::memcpy(rec_->reason, reason.data(), n);
+  rec_->reason[n] = 0;
+  set_state(RankState::failed);
+}
+
+std::string ProgressSnapshot::stage_name() const {
+  if (stage < 0 || stage >= kStageCount) return "startup";
+  return std::string(ddp::stage_name(static_cast<Stage>(stage)));
+}
+
+ProgressSnapshot read_progress(const std::string& path) {
+  ProgressSnapshot s;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return s;
+  ProgressRecord r;
+  ssize_t n = ::pread(fd, &r, sizeof(r), 0);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof(r)) || r.magic != kMagic) return s;
+  s.present = true;
+  s.pid = r.pid;
+  s.state = static_cast<RankState>(r.state.load());
+  s.step = r.step.load();
+  s.epoch = r.epoch.load();
+  s.stage = r.stage.load();
+  s.last_ns = r.last_ns.load();
+  r.reason[sizeof(r.reason) - 1] = 0;
+  s.reason = r.reason;
+  return s;
+}
+
+}  // namespace ddp

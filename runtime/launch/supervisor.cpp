@@ -1,0 +1,344 @@
+#include "runtime/launch/supervisor.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "profiler/clock.h"
+#include "runtime/launch/progress.h"
+#include "runtime/data/dataset_cache.h"
+#include "runtime/launch/run_folder_setup.h"
+#include "traces/chrome_export.h"
+
+namespace ddp {
+namespace {
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+pid_t spawn_worker(int rank, int world, int port, const std::string& run_dir, const std::vector<std::string>& args,
+                   bool quiet) {
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  // Child: its own process group (so the supervisor can end it and anything it started), and it dies with us.
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);
+  ::setenv("RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  ::setenv("DDP_PROFILE_LAUNCH", "supervisor", 1);
+  // One BLAS/OpenMP thread per rank: two ranks share the cores; oversubscription would distort every span.
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  if (rank != 0 || quiet) {
+    std::string log = run_dir + "/logs/rank" + std::to_string(rank) + ".log";
+    int fd = ::open(log.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      if (quiet) ::dup2(fd, 2);
+    }
+  }
+  std::vector<std::string> argv_s = {"ddp_profile"};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  ::execv("/proc/self/exe", argv.data());
+  std::fprintf(stderr, "ddp_profile: cannot re-execute itself as rank %d: %s\n", rank, std::strerror(errno));
+  ::_exit(127);
+}
+
+// Where a rank blocks when a peer stops: in the collective (Gloo), or on NCCL, whose waits do not block the host, at
+// the next read-back of a GPU value that depends on it.
+bool is_collective_stage(int32_t stage) {
+  return stage == static_cast<int32_t>(Stage::wait_comm) || stage == static_cast<int32_t>(Stage::allreduce) ||
+         stage == static_cast<int32_t>(Stage::wait_gpu);
+}
+
+bool looks_like_comm_error(const std::string& reason) {
+  for (const char* k : {"Connection", "connection", "Gloo", "gloo", "peer", "Broken pipe", "NCCL", "Timed out",
+                        "timed out", "closed", "Socket", "socket"})
+    if (reason.find(k) != std::string::npos) return true;
+  return false;
+}
+
+// Ctrl-C / SIGTERM to the supervisor: the ranks are ended like after a failure (SIGTERM, so they flush their
+// traces), the traces are exported, and the run exits 130.
+volatile sig_atomic_t g_interrupted = 0;
+void on_interrupt(int sig) { g_interrupted = sig; }
+
+std::string describe_exit(const RankOutcome& o) {
+  if (o.signal) {
+    const char* abbrev = sigabbrev_np(o.signal);
+    return "killed by signal " + std::to_string(o.signal) + " (SIG" + (abbrev ? abbrev : "?") + ")";
+  }
+  return "exited with status " + std::to_string(o.exit_code);
+}
+
+}  // namespace
+
+RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& worker_args, bool quiet) {
+  RunOutcome out;
+  const JobConfig& job = cmd.job;
+  const std::string dir = cmd.out_dir;
+  out.run_dir = dir;
+  const int world = job.nproc;
+  int port = free_port();
+  if (port <= 0) {
+    out.exit_code = 1;
+    out.message = "cannot find a free TCP port on 127.0.0.1 for the rendezvous";
+    return out;
+  }
+  std::vector<std::string> args = worker_args;
+  args.insert(args.end(), {"--worker", "--out", dir, "--data", job.data_path});
+
+  std::vector<RankOutcome> ranks(world);
+  std::vector<pid_t> pids(world);
+  for (int r = 0; r < world; ++r) {
+    ranks[r].rank = r;
+    pids[r] = spawn_worker(r, world, port, dir, args, quiet);
+    ranks[r].pid = pids[r];
+    if (pids[r] < 0) {
+      out.exit_code = 1;
+      out.message = "cannot start rank " + std::to_string(r) + ": " + std::strerror(errno);
+      for (int k = 0; k < r; ++k) ::kill(-pids[k], SIGKILL);
+      for (int k = 0; k < r; ++k) ::waitpid(pids[k], nullptr, 0);
+      return out;
+    }
+  }
+
+  using clock = std::chrono::steady_clock;
+  int alive = world;
+  int culprit = -1;
+  std::string culprit_reason;
+  clock::time_point first_failure{}, terminate_sent{}, fault_time{};
+  bool failure_seen = false, terminating = false, killed = false;
+  std::vector<clock::time_point> exit_time(world);
+  std::vector<ProgressSnapshot> last_progress(world);
+
+  auto progress_of = [&](int r) { return read_progress(progress_file(dir, r)); };
+  auto rank_of = [&](pid_t p) {
+    for (int r = 0; r < world; ++r)
+      if (pids[r] == p) return r;
+    return -1;
+  };
+
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  g_interrupted = 0;
+  bool interrupted = false;
+  while (alive > 0) {
+    if (g_interrupted && !terminating) {
+      interrupted = true;
+      terminating = true;
+      terminate_sent = clock::now();
+      for (int r = 0; r < world; ++r)
+        if (!ranks[r].exited) ::kill(-pids[r], SIGTERM);
+    }
+    // Reap exits.
+    int status = 0;
+    pid_t p;
+    while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      int r = rank_of(p);
+      if (r < 0) continue;
+      RankOutcome& o = ranks[r];
+      o.exited = true;
+      exit_time[r] = clock::now();
+      if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+      else o.exit_code = WEXITSTATUS(status);
+      last_progress[r] = progress_of(r);
+      --alive;
+      bool ok = !o.signal && o.exit_code == 0 && last_progress[r].state == RankState::done;
+      if (!ok && !terminating && !failure_seen && !interrupted) {
+        failure_seen = true;
+        first_failure = clock::now();
+      }
+    }
+    auto now = clock::now();
+    // Heartbeats: a rank that stopped making progress counts as failed.
+    if (!failure_seen && !terminating) {
+      int64_t now_ns = prof::monotonic_ns();
+      int hung = -1;
+      int64_t oldest = INT64_MAX;
+      for (int r = 0; r < world; ++r) {
+        if (ranks[r].exited) continue;
+        ProgressSnapshot s = progress_of(r);
+        if (!s.present || s.state != RankState::running) continue;
+        double idle_s = static_cast<double>(now_ns - s.last_ns) / 1e9;
+        if (idle_s < job.hang_timeout_s) continue;
+        // A rank blocked in a collective is a victim of a slower peer; prefer the one that is not.
+        int64_t key = s.last_ns - (is_collective_stage(s.stage) ? 0 : (int64_t{1} << 50));
+        if (key < oldest) {
+          oldest = key;
+          hung = r;
+        }
+      }
+      if (hung >= 0) {
+        culprit = hung;
+        ProgressSnapshot s = progress_of(hung);
+        char buf[200];
+        std::snprintf(buf, sizeof(buf), "stopped making progress for %.1f s", job.hang_timeout_s);
+        culprit_reason = std::string(buf) + " at epoch " + std::to_string(s.epoch) + " step " +
+                         std::to_string(s.step) + ", stage " + s.stage_name();
+        failure_seen = true;
+        first_failure = now;
+        fault_time = clock::now() - std::chrono::milliseconds(static_cast<int64_t>(
+                                        static_cast<double>(prof::monotonic_ns() - s.last_ns) / 1e6));
+      }
+    }
+    // After a short grace period (the peer's reaction to a failure can be reaped first), pick the culprit and end
+    // every remaining rank.
+    if (failure_seen && !terminating && (culprit >= 0 || now - first_failure > std::chrono::milliseconds(300) || alive == 0)) {
+      if (culprit < 0) {
+        int64_t best = INT64_MAX;
+        for (int r = 0; r < world; ++r) {
+          const RankOutcome& o = ranks[r];
+          if (!o.exited) continue;
+          const ProgressSnapshot& s = last_progress[r];
+          bool ok = !o.signal && o.exit_code == 0 && s.state == RankState::done;
+          if (ok) continue;
+          // Earliest failure wins; a communication error is what a victim of a dead peer reports.
+          int64_t key = s.last_ns + (looks_like_comm_error(s.reason) ? (int64_t{1} << 50) : 0);
+          if (key < best) {
+            best = key;
+            culprit = r;
+          }
+        }
+        if (culprit >= 0) {
+          const RankOutcome& o = ranks[culprit];
+          const ProgressSnapshot& s = last_progress[culprit];
+          std::string where = "at epoch " + std::to_string(s.epoch) + " step " + std::to_string(s.step) + ", stage " +
+                              s.stage_name();
+          if (!s.reason.empty()) culprit_reason = s.reason + " (" + where + ")";
+          else if (!o.signal && o.exit_code == 0) culprit_reason = "exited early with status 0 before finishing, " + where;
+          else culprit_reason = describe_exit(o) + ", " + where;
+          fault_time = exit_time[culprit];
+        }
+      }
+      terminating = true;
+      terminate_sent = clock::now();
+      for (int r = 0; r < world; ++r)
+        if (!ranks[r].exited) ::kill(-pids[r], SIGTERM);
+    }
+    if (terminating && !killed && clock::now() - terminate_sent > std::chrono::seconds(3)) {
+      killed = true;
+      for (int r = 0; r < world; ++r)
+        if (!ranks[r].exited) ::kill(-pids[r], SIGKILL);
+    }
+    if (alive > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  // Whatever the ranks started in their process groups goes too.
+  for (int r = 0; r < world; ++r) ::kill(-pids[r], SIGKILL);
+
+  out.culprit = culprit;
+  for (int r = 0; r < world; ++r) {
+    RankOutcome& o = ranks[r];
+    o.description = describe_exit(o);
+    if (culprit >= 0)
+      o.ended_after_fault_s = std::max(0.0, std::chrono::duration<double>(exit_time[r] - fault_time).count());
+  }
+  out.ranks = ranks;
+  if (interrupted && !failure_seen) {
+    out.exit_code = 130;
+    out.message = "interrupted: every rank was ended and its trace flushed";
+  } else if (failure_seen) {
+    out.exit_code = 1;
+    // A rank that rejected the job options (its usage error is on stderr) makes the whole run a usage error.
+    if (culprit >= 0 && !ranks[culprit].signal && ranks[culprit].exit_code == 2 &&
+        last_progress[culprit].state == RankState::starting)
+      out.exit_code = 2;
+    if (culprit >= 0)
+      out.message = "rank " + std::to_string(culprit) + " failed: " + culprit_reason;
+    else
+      out.message = "the run failed";
+    for (int r = 0; r < world; ++r)
+      if (r != culprit) {
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "; rank %d was ended (%s) %.2f s after the fault", r,
+                      ranks[r].description.c_str(), ranks[r].ended_after_fault_s);
+        out.message += buf;
+      }
+  }
+  nlohmann::json st = {{"exit_code", out.exit_code}, {"culprit", culprit}, {"message", out.message}};
+  for (const auto& o : ranks)
+    st["ranks"].push_back({{"rank", o.rank},
+                           {"pid", o.pid},
+                           {"exit", o.description},
+                           {"ended_after_fault_s", o.ended_after_fault_s}});
+  std::ofstream(dir + "/run_status.json") << st.dump(2) << "\n";
+  return out;
+}
+
+int run_record(const Command& cmd_in, const std::vector<std::string>& args) {
+  Command cmd = cmd_in;
+  if (cmd.out_dir.empty()) cmd.out_dir = default_run_folder();
+  cmd.out_dir = absolute_path(cmd.out_dir);
+  std::string error;
+  if (!prepare_run_folder(cmd.out_dir, error)) {
+    std::cerr << "ddp_profile: " << error << "\n";
+    return 1;
+  }
+  if (cmd.job.data_path.empty()) cmd.job.data_path = default_data_path(cmd.out_dir, cmd.job);
+  cmd.job.data_path = absolute_path(cmd.job.data_path);
+  if (!ensure_dataset(cmd.job, error, true)) {
+    std::cerr << "ddp_profile: " << error << "\n";
+    return 1;
+  }
+  std::cout << "recording " << cmd.job.nproc << " ranks into " << cmd.out_dir << std::endl;
+  RunOutcome r = supervise_run(cmd, args, false);
+  if (r.exit_code == 2) return 2;  // the ranks said why
+  if (r.exit_code != 0) std::cerr << "ddp_profile: " << r.message << "\n";
+  if (cmd.job.record) {
+    RunTrace run;
+    ExportStats stats;
+    std::string err;
+    std::string path = cmd.out_dir + "/" + kChromeTraceFile;
+    if (load_run(cmd.out_dir, run, err) && export_chrome(run, path, stats, err)) {
+      std::cout << "trace: " << path << " (" << stats.events << " events";
+      if (!run.problems.empty()) std::cout << "; " << run.problems.size() << " problem(s): " << run.problems.front();
+      std::cout << ")\n";
+    } else {
+      std::cerr << "ddp_profile: export failed: " << err << "\n";
+      if (r.exit_code == 0) r.exit_code = 1;
+    }
+  }
+  std::cout << "run folder: " << cmd.out_dir << (r.exit_code == 0 ? "" : " (run failed)") << std::endl;
+  return r.exit_code;
+}
+
+}  // namespace ddp

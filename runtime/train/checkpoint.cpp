@@ -1,0 +1,249 @@
+#include "runtime/train/checkpoint.h"
+
+#include <unistd.h>
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/ivalue.h>
+#include <torch/serialize.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/train/cuda_path.h"
+#include "runtime/common/host_info.h"
+#include "runtime/common/json_file.h"
+#include "runtime/train/pickle_file.h"
+#include "runtime/train/torch_compat.h"
+#include "traces/crc32.h"
+
+namespace ddp {
+namespace fs = std::filesystem;
+using GenericDict = c10::Dict<c10::IValue, c10::IValue>;
+
+namespace {
+GenericDict new_dict() { return GenericDict(c10::StringType::get(), c10::AnyType::get()); }
+
+std::vector<char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open checkpoint " + path);
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_bytes_atomic(const std::string& path, const std::vector<char>& bytes) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot rename " + tmp + ": " + std::strerror(errno));
+}
+
+c10::IValue get(const GenericDict& d, const std::string& key, const std::string& where) {
+  auto it = d.find(key);
+  if (it == d.end()) throw std::runtime_error("checkpoint " + where + " has no '" + key + "'");
+  return it->value();
+}
+
+void list_items(const c10::IValue& v, const std::string& prefix, std::vector<std::string>& out) {
+  if (v.isGenericDict()) {
+    for (const auto& kv : v.toGenericDict()) {
+      std::string k = kv.key().isString() ? kv.key().toStringRef() : kv.key().tagKind();
+      list_items(kv.value(), prefix.empty() ? k : prefix + "." + k, out);
+    }
+  } else {
+    out.push_back(prefix);
+  }
+}
+
+template <typename Opt>
+torch::optim::AdamWParamState* adam_state(Opt& opt, const at::Tensor& p) {
+  auto& st = opt.state();
+  auto it = st.find(compat::optimizer_state_key<decltype(st)>(p));
+  return it == st.end() ? nullptr : static_cast<torch::optim::AdamWParamState*>(it->second.get());
+}
+
+// The GPU the model lives on, or -1: a CUDA model's checkpoint also holds that device's generator state.
+int cuda_device_of(const Model& model) {
+  auto params = model.named_parameters();
+  if (params.empty() || !params.front().second.is_cuda()) return -1;
+  return params.front().second.device().index();
+}
+}  // namespace
+
+std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
+  return run_dir + "/checkpoints/step" + std::to_string(step);
+}
+std::string checkpoint_file(const std::string& ckpt_dir, int rank) {
+  return ckpt_dir + "/rank" + std::to_string(rank) + ".pt";
+}
+
+void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t seed, Model& model,
+                     torch::optim::AdamW& opt, const LossScalerState& scaler, const TrainPosition& pos,
+                     const std::vector<std::string>& omit) {
+  fs::create_directories(ckpt_dir);
+  auto omitted = [&](const std::string& k) { return std::find(omit.begin(), omit.end(), k) != omit.end(); };
+  GenericDict root = new_dict();
+  root.insert("format", std::string("ddp_profile.checkpoint/1"));
+
+  GenericDict m = new_dict();
+  for (const auto& [k, t] : model.named_parameters()) m.insert(k, t.detach().cpu().clone());
+  for (const auto& [k, t] : model.named_buffers()) m.insert(k, t.detach().cpu().clone());
+  root.insert("model", m);
+
+  if (!omitted("optimizer")) {
+    GenericDict state = new_dict();
+    for (const auto& [name, param] : model.named_parameters()) {
+      auto* s = adam_state(opt, param);
+      if (!s) continue;  // no step taken yet
+      GenericDict ps = new_dict();
+      if (!omitted("optimizer.step")) ps.insert("step", s->step());
+      ps.insert("exp_avg", s->exp_avg().detach().cpu().clone());
+      ps.insert("exp_avg_sq", s->exp_avg_sq().detach().cpu().clone());
+      state.insert(name, ps);
+    }
+    auto& o = static_cast<torch::optim::AdamWOptions&>(opt.param_groups().at(0).options());
+    GenericDict group = new_dict();
+    group.insert("lr", o.lr());
+    group.insert("beta1", std::get<0>(o.betas()));
+    group.insert("beta2", std::get<1>(o.betas()));
+    group.insert("eps", o.eps());
+    group.insert("weight_decay", o.weight_decay());
+    group.insert("amsgrad", o.amsgrad());
+    GenericDict od = new_dict();
+    od.insert("state", state);
+    od.insert("param_group", group);
+    root.insert("optimizer", od);
+  }
+  GenericDict sc = new_dict();
+  sc.insert("scale", scaler.scale);
+  sc.insert("growth_tracker", scaler.growth_tracker);
+  sc.insert("enabled", scaler.enabled);
+  root.insert("scaler", sc);
+
+  GenericDict pd = new_dict();
+  pd.insert("epoch", pos.epoch);
+  pd.insert("global_step", pos.global_step);
+  pd.insert("batches_in_epoch", pos.batches_in_epoch);
+  pd.insert("rank", static_cast<int64_t>(rank));
+  pd.insert("world_size", static_cast<int64_t>(world));
+  root.insert("progress", pd);
+
+  if (!omitted("rng")) {
+    GenericDict rng = new_dict();
+    // The default CPU generator (weight init, any torch.rand* in user code) and the sampler's stream, which is a
+    // pure function of (seed, epoch) and so stored as those two numbers.
+    rng.insert("torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
+    if (const int dev = cuda_device_of(model); dev >= 0) rng.insert("torch_cuda", cuda::rng_state(dev));
+    GenericDict sampler = new_dict();
+    sampler.insert("seed", static_cast<int64_t>(seed));
+    sampler.insert("epoch", pos.epoch);
+    rng.insert("sampler", sampler);
+    root.insert("rng", rng);
+  }
+
+  std::vector<char> bytes = pickle_for_python(c10::IValue(root));
+  const std::string file = checkpoint_file(ckpt_dir, rank);
+  write_bytes_atomic(file, bytes);
+  std::vector<std::string> items;
+  list_items(c10::IValue(root), "", items);
+  nlohmann::json side = {{"file", fs::path(file).filename().string()},
+                         {"bytes", bytes.size()},
+                         {"crc32", crc32(bytes.data(), bytes.size())},
+                         {"items", items},
+                         {"global_step", pos.global_step},
+                         {"epoch", pos.epoch},
+                         {"batches_in_epoch", pos.batches_in_epoch}};
+  std::string err;
+  if (!write_json_atomic(file + ".json", side, err)) throw std::runtime_error(err);
+}
+
+TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, Model& model,
+                              torch::optim::AdamW& opt, LossScalerState& scaler) {
+  const std::string file = checkpoint_file(ckpt_dir, rank);
+  std::vector<char> bytes = read_bytes(file);
+  std::ifstream side_in(file + ".json");
+  nlohmann::json side = nlohmann::json::parse(side_in, nullptr, false);
+  if (side.is_discarded() || !side.contains("crc32"))
+    throw std::runtime_error("checkpoint " + file + " has no valid sidecar " + file + ".json");
+  if (side["crc32"].get<uint32_t>() != crc32(bytes.data(), bytes.size()) || side["bytes"] != bytes.size())
+    throw std::runtime_error("checkpoint " + file + " is damaged (checksum mismatch)");
+  c10::IValue v = torch::pickle_load(bytes);
+  if (!v.isGenericDict()) throw std::runtime_error("checkpoint " + file + " is not a dict");
+  GenericDict root = v.toGenericDict();
+
+  GenericDict pd = get(root, "progress", file).toGenericDict();
+  if (get(pd, "world_size", file).toInt() != world)
+    throw std::runtime_error("checkpoint " + file + " was written by a world of " +
+                             std::to_string(get(pd, "world_size", file).toInt()) + " ranks, this run has " +
+                             std::to_string(world));
+  TrainPosition pos;
+  pos.epoch = get(pd, "epoch", file).toInt();
+  pos.global_step = get(pd, "global_step", file).toInt();
+  pos.batches_in_epoch = get(pd, "batches_in_epoch", file).toInt();
+
+  torch::NoGradGuard ng;
+  GenericDict m = get(root, "model", file).toGenericDict();
+  for (auto& [k, t] : model.named_parameters()) t.copy_(get(m, k, file).toTensor());
+  for (auto& [k, t] : model.named_buffers()) t.copy_(get(m, k, file).toTensor());
+
+  GenericDict od = get(root, "optimizer", file).toGenericDict();
+  GenericDict state = get(od, "state", file).toGenericDict();
+  auto& st = opt.state();
+  for (auto& [name, param] : model.named_parameters()) {
+    auto it = state.find(name);
+    if (it == state.end()) continue;
+    GenericDict ps = it->value().toGenericDict();
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->step(get(ps, "step", file + " optimizer state of " + name).toInt());
+    s->exp_avg(get(ps, "exp_avg", file).toTensor().to(param.device()).clone());
+    s->exp_avg_sq(get(ps, "exp_avg_sq", file).toTensor().to(param.device()).clone());
+    st[compat::optimizer_state_key<decltype(st)>(param)] = std::move(s);
+  }
+  GenericDict sc = get(root, "scaler", file).toGenericDict();
+  scaler.scale = get(sc, "scale", file).toDouble();
+  scaler.growth_tracker = get(sc, "growth_tracker", file).toInt();
+  scaler.enabled = get(sc, "enabled", file).toBool();
+
+  GenericDict rng = get(root, "rng", file).toGenericDict();
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(get(rng, "torch_cpu", file).toTensor());
+  // A checkpoint written on the CPU has no CUDA generator state: resuming it on a GPU starts that generator fresh.
+  if (const int dev = cuda_device_of(model); dev >= 0)
+    if (auto it = rng.find("torch_cuda"); it != rng.end()) cuda::set_rng_state(dev, it->value().toTensor());
+  return pos;
+}
+
+std::vector<std::string> expected_checkpoint_items(Model& model) {
+  std::vector<std::string> items = {"format"};
+  for (const auto& [k, t] : model.named_parameters()) items.push_back("model." + k);
+  for (const auto& [k, t] : model.named_buffers()) items.push_back("model." + k);
+  for (const auto& [k, t] : model.named_parameters())
+    for (const char* f : {"step", "exp_avg", "exp_avg_sq"}) items.push_back("optimizer.state." + k + "." + f);
+  for (const char* f : {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"})
+    items.push_back(std::string("optimizer.param_group.") + f);
+  for (const char* f : {"scale", "growth_tracker", "enabled"}) items.push_back(std::string("scaler.") + f);
+  for (const char* f : {"epoch", "global_step", "batches_in_epoch", "rank", "world_size"})
+    items.push_back(std::string("progress.") + f);
+  items.push_back("rng.torch_cpu");
+  if (cuda_device_of(model) >= 0) items.push_back("rng.torch_cuda");
+  items.push_back("rng.sampler.seed");
+  items.push_back("rng.sampler.epoch");
+  return items;
+}
+
+std::vector<std::string> checkpoint_items(const std::string& file) {
+  std::vector<char> bytes = read_bytes(file);
+  std::vector<std::string> out;
+  list_items(torch::pickle_load(bytes), "", out);
+  return out;
+}
+
+}  // namespace ddp

@@ -1,0 +1,213 @@
+#include "runtime/train/grad_sync.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "profiler/span.h"
+#include "runtime/train/cuda_path.h"
+
+namespace ddp {
+namespace {
+struct ReadyHook : torch::autograd::FunctionPostHook {
+  ReadyHook(GradSync* s, size_t i) : sync(s), index(i) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    sync->on_grad_ready(index);
+    return outputs;
+  }
+  GradSync* sync;
+  size_t index;
+};
+}  // namespace
+
+GradSync::GradSync(std::vector<at::Tensor> params, Dist& dist, double bucket_mb)
+    : GradSync(std::move(params), [&dist](std::vector<at::Tensor>& v) { return dist.allreduce(v); }, dist.world(),
+               bucket_mb) {}
+
+GradSync::GradSync(std::vector<at::Tensor> params, Allreduce allreduce, int world, double bucket_mb)
+    : params_(std::move(params)), allreduce_(std::move(allreduce)), world_(world) {
+  const uint64_t cap = static_cast<uint64_t>(bucket_mb * 1024 * 1024);
+  bucket_of_.resize(params_.size());
+  Bucket cur;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const at::Tensor& p = params_[k];
+    uint64_t bytes = static_cast<uint64_t>(p.numel()) * p.element_size();
+    if (!cur.params.empty() && cur.bytes + bytes > cap) {
+      buckets_.push_back(std::move(cur));
+      cur = Bucket{};
+    }
+    cur.offsets.push_back(cur.params.empty() ? 0 : cur.offsets.back() + params_[cur.params.back()].numel());
+    cur.params.push_back(k);
+    cur.bytes += bytes;
+    bucket_of_[k] = buckets_.size();
+  }
+  if (!cur.params.empty()) buckets_.push_back(std::move(cur));
+  for (Bucket& b : buckets_) {
+    int64_t n = b.offsets.back() + params_[b.params.back()].numel();
+    b.flat = at::zeros({n}, params_[b.params.front()].options());
+  }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
+    if (!acc) throw std::invalid_argument("GradSync: parameter " + std::to_string(k) + " does not require grad");
+    acc->add_post_hook(std::make_unique<ReadyHook>(this, k));
+    accumulators_.push_back(std::move(acc));
+  }
+  comm_ = std::thread(&GradSync::comm_loop, this);
+}
+
+GradSync::~GradSync() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (comm_.joinable()) comm_.join();
+}
+
+std::vector<uint64_t> GradSync::bucket_bytes() const {
+  std::vector<uint64_t> v;
+  for (const auto& b : buckets_) v.push_back(b.bytes);
+  return v;
+}
+
+void GradSync::begin_backward(bool sync, const prof::StepContext& ctx) {
+  sync_ = sync;
+  ctx_ = ctx;
+  if (!sync) return;
+  for (Bucket& b : buckets_) b.pending = b.params.size();
+  launched_ = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  completed_ = 0;
+}
+
+void GradSync::on_grad_ready(size_t param) {
+  if (!sync_) return;  // no_sync: gradients only accumulate locally
+  Bucket& b = buckets_[bucket_of_[param]];
+  if (b.pending == 0) return;  // already launched (a parameter used twice in one graph)
+  if (--b.pending == 0) launch(bucket_of_[param]);
+}
+
+void GradSync::launch(size_t bi) {
+  Bucket& b = buckets_[bi];
+  uint64_t t0 = prof::recording() ? prof::ticks() : 0;
+  for (size_t i = 0; i < b.params.size(); ++i) {
+    const at::Tensor& g = params_[b.params[i]].grad();
+    b.flat.narrow(0, b.offsets[i], g.numel()).copy_(g.reshape({-1}));
+  }
+  b.flat.div_(world_);
+  std::vector<at::Tensor> v{b.flat};
+  auto work = allreduce_(v);
+  calls_.fetch_add(1);
+  bytes_.fetch_add(b.bytes);
+  ++launched_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back({bi, std::move(work), t0, ctx_});
+  }
+  cv_.notify_all();
+}
+
+void GradSync::comm_loop() {
+  prof::name_this_thread("comm");
+  // Queries on CUDA works need the rank's device current here: on a thread without one CUDA would make device 0's
+  // context (hundreds of MB on another rank's GPU).
+  if (!params_.empty() && params_.front().is_cuda()) cuda::use_device(params_.front().device().index());
+  // wait() on a Gloo work returns when the collective is done. On NCCL it only makes the training stream wait for the
+  // collective and returns at once: the span's end is then the moment a poll of isCompleted() sees it done, which
+  // leaves the launches free-running. Polls back off from 20 to 200 µs while a collective is in flight.
+  std::deque<Launched> in_flight;
+  auto record = [&](const Launched& l, uint64_t t1) {
+    if (l.t0)
+      prof::record_span(Stage::allreduce, l.t0, t1, buckets_[l.bucket].bytes, static_cast<uint16_t>(l.bucket), 0,
+                        &l.ctx);
+  };
+  // A work reports completion also when it failed (NCCL): its exception ends the rank like a failed wait().
+  auto done = [](const Launched& l) {
+    if (!l.work->isCompleted()) return false;
+    if (auto e = l.work->exception()) std::rethrow_exception(e);
+    return true;
+  };
+  // Records, in launch order, the in-flight works that have completed.
+  auto record_finished = [&] {
+    while (!in_flight.empty() && done(in_flight.front())) {
+      record(in_flight.front(), prof::ticks());
+      in_flight.pop_front();
+    }
+  };
+  auto poll = std::chrono::microseconds(20);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    auto work_to_do = [&] { return stop_ || !queue_.empty(); };
+    if (in_flight.empty()) {
+      cv_.wait(lock, work_to_do);
+    } else {
+      cv_.wait_for(lock, poll, work_to_do);
+      poll = std::min(poll * 2, std::chrono::microseconds(200));
+    }
+    const bool stopping = stop_ && queue_.empty();
+    std::deque<Launched> fresh;
+    fresh.swap(queue_);
+    lock.unlock();
+    try {
+      for (Launched& l : fresh) {
+        l.work->wait();
+        const uint64_t t1 = l.t0 ? prof::ticks() : 0;
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          ++completed_;
+        }
+        cv_.notify_all();
+        if (in_flight.empty() && done(l))
+          record(l, t1);  // in launch order: an earlier bucket still in flight is recorded first
+        else
+          in_flight.push_back(std::move(l));
+        poll = std::chrono::microseconds(20);
+      }
+      record_finished();
+      if (stopping) {
+        // Shutting down after the last step: give the last collectives a moment to finish and be recorded.
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (!in_flight.empty() && std::chrono::steady_clock::now() < give_up) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          record_finished();
+        }
+        return;
+      }
+    } catch (...) {
+      lock.lock();
+      error_ = std::current_exception();
+      cv_.notify_all();
+      return;
+    }
+    lock.lock();
+  }
+}
+
+void GradSync::finish() {
+  if (!sync_) return;
+  if (launched_ != buckets_.size()) {
+    std::string missing;
+    for (size_t k = 0; k < params_.size(); ++k)
+      if (buckets_[bucket_of_[k]].pending) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    throw std::runtime_error("gradient sync: parameters [" + missing +
+                             "] received no gradient in this backward, so their buckets were never reduced");
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return completed_ == launched_ || error_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+  for (Bucket& b : buckets_)
+    for (size_t i = 0; i < b.params.size(); ++i) {
+      at::Tensor g = params_[b.params[i]].mutable_grad();
+      g.copy_(b.flat.narrow(0, b.offsets[i], g.numel()).view_as(g));
+    }
+  sync_ = false;
+}
+
+}  // namespace ddp

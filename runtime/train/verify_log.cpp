@@ -1,0 +1,115 @@
+#include "runtime/train/verify_log.h"
+
+#include <ATen/core/Dict.h>
+#include <torch/serialize.h>
+
+#include <filesystem>
+
+#include "runtime/train/pickle_file.h"
+#include <fstream>
+#include <stdexcept>
+
+namespace ddp {
+namespace fs = std::filesystem;
+
+std::string tensors_hash(const std::vector<at::Tensor>& ts) {
+  // FNV-1a over 64-bit words (and the tail bytes): equal hashes across ranks mean bitwise-identical tensors.
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& t : ts) {
+    at::Tensor c = t.detach().to(at::kCPU).contiguous();
+    auto* p = static_cast<const uint8_t*>(c.data_ptr());
+    size_t n = c.numel() * c.element_size(), i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      h = (h ^ w) * 1099511628211ull;
+    }
+    for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+nlohmann::json tensor_summary(const at::Tensor& t) {
+  at::Tensor f = t.detach().to(at::kCPU).to(at::kDouble).reshape({-1});
+  nlohmann::json j = {{"count", f.numel()}, {"hash", tensors_hash({t})}};
+  if (f.numel() == 0) return j;
+  j["mean"] = f.mean().item<double>();
+  j["std"] = f.numel() > 1 ? f.std().item<double>() : 0.0;
+  j["min"] = f.min().item<double>();
+  j["max"] = f.max().item<double>();
+  j["l2"] = f.norm().item<double>();
+  return j;
+}
+
+std::string verify_dir(const std::string& run_dir) { return run_dir + "/verify"; }
+std::string verify_step_file(const std::string& run_dir, int rank, int64_t step) {
+  return verify_dir(run_dir) + "/rank" + std::to_string(rank) + "_step" + std::to_string(step) + ".pt";
+}
+
+VerifyLog::~VerifyLog() {
+  for (FILE* f : {samples_, replicas_, summaries_})
+    if (f) std::fclose(f);
+}
+
+void VerifyLog::open(const std::string& run_dir, int rank, int64_t dump_steps) {
+  dir_ = run_dir;
+  rank_ = rank;
+  dump_steps_ = dump_steps;
+  fs::create_directories(verify_dir(run_dir));
+  auto open_file = [&](const char* what) {
+    std::string p = verify_dir(run_dir) + "/rank" + std::to_string(rank) + "." + what + ".jsonl";
+    FILE* f = std::fopen(p.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot create " + p);
+    return f;
+  };
+  samples_ = open_file("samples");
+  replicas_ = open_file("replicas");
+  summaries_ = open_file("summaries");
+}
+
+void VerifyLog::batch(int epoch, int64_t step, int micro, int64_t batch, const std::vector<int64_t>& indices) {
+  if (!samples_) return;
+  nlohmann::json j = {{"epoch", epoch}, {"step", step}, {"micro", micro}, {"batch", batch}, {"indices", indices}};
+  std::fprintf(samples_, "%s\n", j.dump().c_str());
+  std::fflush(samples_);
+}
+
+void VerifyLog::replica(int64_t step, const std::string& param_hash) {
+  if (!replicas_) return;
+  std::fprintf(replicas_, "{\"step\":%lld,\"param_hash\":\"%s\"}\n", static_cast<long long>(step), param_hash.c_str());
+  std::fflush(replicas_);
+}
+
+void VerifyLog::dump_step(int64_t step, const std::vector<std::pair<std::string, at::Tensor>>& params,
+                          const std::vector<std::vector<std::pair<std::string, at::Tensor>>>& acts,
+                          const std::vector<std::pair<std::string, at::Tensor>>& grads) {
+  using D = c10::Dict<std::string, at::Tensor>;
+  c10::impl::GenericDict root(c10::StringType::get(), c10::AnyType::get());
+  auto to_dict = [](const std::vector<std::pair<std::string, at::Tensor>>& v) {
+    D d;
+    for (const auto& [k, t] : v) d.insert(k, t.detach().to(at::kCPU).clone());
+    return d;
+  };
+  root.insert("params", to_dict(params));
+  root.insert("grads", to_dict(grads));
+  c10::impl::GenericDict act_by_micro(c10::StringType::get(), c10::AnyType::get());
+  for (size_t m = 0; m < acts.size(); ++m) act_by_micro.insert(std::to_string(m), to_dict(acts[m]));
+  root.insert("acts", act_by_micro);
+  std::vector<char> bytes = pickle_for_python(c10::IValue(root));
+  std::ofstream(verify_step_file(dir_, rank_, step), std::ios::binary).write(bytes.data(), bytes.size());
+  for (const auto& [k, t] : params)
+    std::fprintf(summaries_, "%s\n", nlohmann::json({{"step", step}, {"kind", "param"}, {"name", k}, {"stats", tensor_summary(t)}}).dump().c_str());
+  for (size_t m = 0; m < acts.size(); ++m)
+    for (const auto& [k, t] : acts[m])
+      std::fprintf(summaries_, "%s\n",
+                   nlohmann::json({{"step", step}, {"micro", m}, {"kind", "activation"}, {"name", k}, {"stats", tensor_summary(t)}})
+                       .dump()
+                       .c_str());
+  for (const auto& [k, t] : grads)
+    std::fprintf(summaries_, "%s\n", nlohmann::json({{"step", step}, {"kind", "grad"}, {"name", k}, {"stats", tensor_summary(t)}}).dump().c_str());
+  std::fflush(summaries_);
+}
+
+}  // namespace ddp
