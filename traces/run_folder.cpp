@@ -9,7 +9,38 @@
 namespace ddp {
 namespace fs = std::filesystem;
 
-std::string rank_trace_file(int rank) { return "rank" + std::to_string(rank) + ".ddpt"; }
+namespace {
+std::string rank_name(int rank) { return "rank" + std::to_string(rank); }
+}  // namespace
+
+std::string rank_trace_file(int rank) { return rank_name(rank) + ".ddpt"; }
+bool is_rank_trace_file(const std::string& name, int* rank) {
+  static const std::regex kRankFile(R"(rank(\d+)\.ddpt)");
+  std::smatch m;
+  if (!std::regex_match(name, m, kRankFile)) return false;
+  if (rank) *rank = std::stoi(m[1].str());
+  return true;
+}
+std::string rank_log_file(int rank) { return std::string(kLogsDir) + "/" + rank_name(rank) + ".log"; }
+std::string rank_progress_file(int rank) { return std::string(kProgressDir) + "/" + rank_name(rank) + ".bin"; }
+std::string verify_samples_file(int rank) { return std::string(kVerifyDir) + "/" + rank_name(rank) + ".samples.jsonl"; }
+std::string verify_replicas_file(int rank) { return std::string(kVerifyDir) + "/" + rank_name(rank) + ".replicas.jsonl"; }
+std::string verify_summaries_file(int rank) {
+  return std::string(kVerifyDir) + "/" + rank_name(rank) + ".summaries.jsonl";
+}
+std::string verify_step_file(int rank, int64_t step) {
+  return std::string(kVerifyDir) + "/" + rank_name(rank) + "_step" + std::to_string(step) + ".pt";
+}
+bool is_verify_step_file(const std::string& name, int* rank, int64_t* step) {
+  static const std::regex kStepFile(R"(rank(\d+)_step(\d+)\.pt)");
+  std::smatch m;
+  if (!std::regex_match(name, m, kStepFile)) return false;
+  if (rank) *rank = std::stoi(m[1].str());
+  if (step) *step = std::stoll(m[2].str());
+  return true;
+}
+std::string checkpoint_folder(int64_t step) { return "checkpoints/step" + std::to_string(step); }
+std::string checkpoint_rank_file(int rank) { return rank_name(rank) + ".pt"; }
 
 int64_t RunTrace::origin_ns() const {
   int64_t origin = std::numeric_limits<int64_t>::max();
@@ -33,17 +64,15 @@ bool load_run(const std::string& dir, RunTrace& run, std::string& error) {
     std::ifstream in(manifest);
     run.manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (run.manifest.is_discarded()) {
-      run.problems.push_back("manifest.json is not valid JSON");
+      run.problems.push_back(std::string(kManifestFile) + " is not valid JSON");
       run.manifest = nullptr;
     }
   } else {
-    run.problems.push_back("manifest.json is missing");
+    run.problems.push_back(std::string(kManifestFile) + " is missing");
   }
-  static const std::regex kRankFile(R"(rank(\d+)\.ddpt)");
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::smatch m;
     std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, m, kRankFile)) continue;
+    if (!is_rank_trace_file(name)) continue;
     TraceReadResult r = read_trace_file(entry.path().string());
     if (!r.ok()) {
       run.problems.push_back(r.message);

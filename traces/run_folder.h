@@ -1,6 +1,8 @@
 #pragma once
-// A run folder: manifest.json, one native trace per rank (rank<R>.ddpt), trace.json and checks. This file knows the
-// names; everything that opens a run goes through load_run.
+// A run folder: manifest.json, one native trace per rank (rank<R>.ddpt), trace.json, the checks' files, logs,
+// heartbeats and checkpoints. This file is the one place their names are spelled (docs/run-folder.md); everything
+// that opens a run's traces goes through load_run.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,9 +12,27 @@
 
 namespace ddp {
 
+// --- names, relative to the run folder ---------------------------------------------------------------------------
 inline const char* kManifestFile = "manifest.json";
 inline const char* kChromeTraceFile = "trace.json";
-std::string rank_trace_file(int rank);  // "rank<R>.ddpt"
+inline const char* kRunStatusFile = "run_status.json";  // the supervisor's verdict: exit code, culprit, per-rank exits
+inline const char* kChecksFile = "checks.json";         // --check's results
+inline const char* kLogsDir = "logs";
+inline const char* kProgressDir = "progress";
+inline const char* kVerifyDir = "verify";
+std::string rank_trace_file(int rank);                     // rank<R>.ddpt
+bool is_rank_trace_file(const std::string& name, int* rank = nullptr);
+std::string rank_log_file(int rank);                       // logs/rank<R>.log
+std::string rank_progress_file(int rank);                  // progress/rank<R>.bin
+std::string verify_samples_file(int rank);                 // verify/rank<R>.samples.jsonl
+std::string verify_replicas_file(int rank);                // verify/rank<R>.replicas.jsonl
+std::string verify_summaries_file(int rank);               // verify/rank<R>.summaries.jsonl
+std::string verify_step_file(int rank, int64_t step);      // verify/rank<R>_step<S>.pt
+bool is_verify_step_file(const std::string& name, int* rank = nullptr, int64_t* step = nullptr);
+std::string checkpoint_folder(int64_t step);               // checkpoints/step<k>
+std::string checkpoint_rank_file(int rank);                // rank<R>.pt, inside a checkpoint folder
+// DIR/NAME for a name above.
+inline std::string in_run(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 
 struct RunTrace {
   std::string dir;

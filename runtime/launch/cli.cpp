@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "runtime/common/parse_int.h"
 #include "runtime/verify/check_ids.h"
 
 namespace ddp {
@@ -23,15 +24,6 @@ bool parse_kv(const std::string& text, std::map<std::string, std::string>& kv, s
   return true;
 }
 
-bool to_int(const std::string& s, int& v) {
-  try {
-    size_t pos = 0;
-    v = std::stoi(s, &pos);
-    return pos == s.size();
-  } catch (...) {
-    return false;
-  }
-}
 }  // namespace
 
 bool parse_slow_spec(const std::string& text, SlowSpec& out, std::string& error) {
@@ -41,7 +33,7 @@ bool parse_slow_spec(const std::string& text, SlowSpec& out, std::string& error)
     error = "--slow needs exactly rank=R,stage=S,ms=M";
     return false;
   }
-  if (!to_int(kv["rank"], out.rank) || out.rank < 0) {
+  if (!parse_int(kv["rank"].c_str(), out.rank) || out.rank < 0) {
     error = "--slow: rank must be a non-negative integer";
     return false;
   }
@@ -73,7 +65,7 @@ bool parse_fault_spec(const std::string& text, FaultSpec& out, std::string& erro
     error = "--inject-fault needs exactly rank=R,step=S,kind=throw|kill|hang|exit0";
     return false;
   }
-  if (!to_int(kv["rank"], out.rank) || out.rank < 0 || !to_int(kv["step"], out.step) || out.step < 0) {
+  if (!parse_int(kv["rank"].c_str(), out.rank) || out.rank < 0 || !parse_int(kv["step"].c_str(), out.step) || out.step < 0) {
     error = "--inject-fault: rank and step must be non-negative integers";
     return false;
   }
@@ -218,7 +210,7 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   }
   for (const auto& s : ckpt) {
     int v = 0;
-    if (!to_int(s, v) || v < 0) {
+    if (!parse_int(s.c_str(), v) || v < 0) {
       r.exit_code = 2;
       r.message = "ddp_profile: --checkpoint-steps takes non-negative integers, got '" + s + "'";
       return r;
@@ -237,7 +229,13 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
                 std::to_string(j.nproc);
     return r;
   }
-  bool is_run = c.mode == Mode::record || c.mode == Mode::check || c.mode == Mode::worker;
+  // CLI11's expected(2) still accepts one value: the arity is checked here, the one place.
+  if (c.mode == Mode::diff && c.diff_dirs.size() != 2) {
+    r.exit_code = 2;
+    r.message = "ddp_profile: --diff takes two run folders: --diff DIR_A DIR_B";
+    return r;
+  }
+    bool is_run = c.mode == Mode::record || c.mode == Mode::check || c.mode == Mode::worker;
   c.job_options_given = g_job->count_all() > 0;
   if (!is_run && c.job_options_given) {
     r.exit_code = 2;

@@ -2,20 +2,17 @@
 
 #include <cstdlib>
 
+#include "runtime/common/parse_int.h"
+
 namespace ddp {
 namespace {
+// Each launcher's name for a process's rank: torchrun/env, srun, Open MPI, MPICH/Intel MPI (Hydra's PMI).
+constexpr std::initializer_list<const char*> kRankVars = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+
 const char* first_env(std::initializer_list<const char*> names) {
   for (const char* n : names)
     if (const char* v = std::getenv(n)) return v;
   return nullptr;
-}
-bool to_int(const char* s, int& v) {
-  if (!s || !*s) return false;
-  char* end = nullptr;
-  long x = std::strtol(s, &end, 10);
-  if (*end) return false;
-  v = static_cast<int>(x);
-  return true;
 }
 // SLURM's tasks per node, "2(x3),1": node 0..2 run 2 tasks, node 3 runs 1. The count for node `node`, or -1.
 int slurm_tasks_on_node(const char* list, int node) {
@@ -43,33 +40,35 @@ int slurm_tasks_on_node(const char* list, int node) {
 
 }  // namespace
 
+bool launched_externally() { return first_env(kRankVars) != nullptr; }
+
 bool read_launch_env(LaunchEnv& env, std::string& error) {
-  const char* rank = first_env({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"});
+  const char* rank = first_env(kRankVars);
   const char* world = first_env({"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
   const char* local = first_env({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"});
   if (!rank || !world) {
     error = "--worker needs RANK and WORLD_SIZE (or SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE) in the environment";
     return false;
   }
-  if (!to_int(rank, env.rank) || !to_int(world, env.world) || env.world < 1 || env.rank < 0 || env.rank >= env.world) {
+  if (!parse_int(rank, env.rank) || !parse_int(world, env.world) || env.world < 1 || env.rank < 0 || env.rank >= env.world) {
     error = std::string("inconsistent rank/world size in the environment: rank=") + rank + " world=" + world;
     return false;
   }
-  if (local && !to_int(local, env.local_rank)) env.local_rank = 0;
+  if (local && !parse_int(local, env.local_rank)) env.local_rank = 0;
   if (const char* lw = first_env({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})) {
     int v = 0;
-    if (to_int(lw, v) && v > 0) env.local_world = v;
+    if (parse_int(lw, v) && v > 0) env.local_world = v;
   } else if (const char* tasks = first_env({"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"})) {
     int node = 0;
-    if (!to_int(std::getenv("SLURM_NODEID"), node)) node = 0;
+    if (!parse_int(std::getenv("SLURM_NODEID"), node)) node = 0;
     env.local_world = slurm_tasks_on_node(tasks, node);
   } else if (const char* per_node = std::getenv("SLURM_NTASKS_PER_NODE")) {
     int v = 0;
-    if (to_int(per_node, v) && v > 0) env.local_world = v;
+    if (parse_int(per_node, v) && v > 0) env.local_world = v;
   }
   const char* addr = std::getenv("MASTER_ADDR");
   const char* port = std::getenv("MASTER_PORT");
-  if (!addr || !port || !to_int(port, env.master_port) || env.master_port <= 0 || env.master_port > 65535) {
+  if (!addr || !port || !parse_int(port, env.master_port) || env.master_port <= 0 || env.master_port > 65535) {
     error = "MASTER_ADDR and MASTER_PORT must name the rendezvous host and port";
     return false;
   }

@@ -13,6 +13,8 @@ struct LaunchEnv {
   std::string method;  // supervisor | torchrun | srun | mpirun | env
   bool present() const { return rank >= 0 && world > 0; }
 };
+// True when a launcher (torchrun, srun, mpirun, MPICH/Intel MPI) started this process as one rank of a job.
+bool launched_externally();
 // Reads the launcher's environment. Returns false with `error` set when it is incomplete or inconsistent.
 bool read_launch_env(LaunchEnv& env, std::string& error);
 }  // namespace ddp

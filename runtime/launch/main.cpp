@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "runtime/launch/cli.h"
+#include "runtime/launch/launch_env.h"
 #include "runtime/launch/offline_commands.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/train/worker.h"
@@ -30,8 +31,7 @@ int main(int argc, char** argv) {
   switch (cmd.mode) {
     case ddp::Mode::record:
       // Under an external launcher (torchrun --no-python, srun, mpirun) every process is a rank already.
-      if (std::getenv("RANK") || std::getenv("SLURM_PROCID") || std::getenv("OMPI_COMM_WORLD_RANK"))
-        return ddp::run_worker(cmd);
+      if (ddp::launched_externally()) return ddp::run_worker(cmd);
       return ddp::run_record(cmd, job_args);
     case ddp::Mode::worker: return ddp::run_worker(cmd);
     case ddp::Mode::check: return ddp::run_check(cmd, job_args);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "profiler/clock.h"
+#include "traces/run_folder.h"
 
 namespace ddp {
 namespace {
@@ -15,7 +16,7 @@ constexpr uint32_t kMagic = 0x50524F47;  // "PROG"
 }
 
 std::string progress_file(const std::string& run_dir, int rank) {
-  return run_dir + "/progress/rank" + std::to_string(rank) + ".bin";
+  return in_run(run_dir, rank_progress_file(rank));
 }
 
 ProgressWriter::~ProgressWriter() {

@@ -1,4 +1,5 @@
 #include "runtime/launch/run_folder_setup.h"
+#include "traces/run_folder.h"
 
 #include <ctime>
 #include <filesystem>
@@ -19,7 +20,7 @@ std::string absolute_path(const std::string& p) { return fs::absolute(p).lexical
 
 bool prepare_run_folder(const std::string& dir, std::string& error) {
   std::error_code ec;
-  for (const char* sub : {"", "progress", "logs"}) {
+  for (const char* sub : {"", kProgressDir, kLogsDir}) {
     fs::create_directories(fs::path(dir) / sub, ec);
     if (ec) {
       error = "cannot create run folder " + (fs::path(dir) / sub).string() + ": " + ec.message();

@@ -21,6 +21,8 @@
 #include "runtime/data/dataset_cache.h"
 #include "runtime/launch/run_folder_setup.h"
 #include "traces/chrome_export.h"
+#include "traces/run_folder.h"
+#include "runtime/common/json_file.h"
 
 namespace ddp {
 namespace {
@@ -61,7 +63,7 @@ pid_t spawn_worker(int rank, int world, int port, const std::string& run_dir, co
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
   ::setenv("OMP_NUM_THREADS", "1", 1);
   if (rank != 0 || quiet) {
-    std::string log = run_dir + "/logs/rank" + std::to_string(rank) + ".log";
+    std::string log = in_run(run_dir, rank_log_file(rank));
     int fd = ::open(log.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
@@ -300,7 +302,13 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
                            {"pid", o.pid},
                            {"exit", o.description},
                            {"ended_after_fault_s", o.ended_after_fault_s}});
-  std::ofstream(dir + "/run_status.json") << st.dump(2) << "\n";
+  // A run whose verdict cannot be written has failed to say what happened: the exit code must say so too.
+  std::string err;
+  if (!write_json_atomic(in_run(dir, kRunStatusFile), st, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    if (out.exit_code == 0) out.exit_code = 1;
+    out.message += (out.message.empty() ? "" : "; ") + err;
+  }
   return out;
 }
 

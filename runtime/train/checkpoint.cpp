@@ -20,6 +20,7 @@
 #include "runtime/train/pickle_file.h"
 #include "runtime/train/torch_compat.h"
 #include "traces/crc32.h"
+#include "traces/run_folder.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -79,10 +80,10 @@ int cuda_device_of(const Model& model) {
 }  // namespace
 
 std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
-  return run_dir + "/checkpoints/step" + std::to_string(step);
+  return in_run(run_dir, checkpoint_folder(step));
 }
 std::string checkpoint_file(const std::string& ckpt_dir, int rank) {
-  return ckpt_dir + "/rank" + std::to_string(rank) + ".pt";
+  return in_run(ckpt_dir, checkpoint_rank_file(rank));
 }
 
 void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t seed, Model& model,

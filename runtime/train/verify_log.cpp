@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "runtime/train/pickle_file.h"
+#include "traces/run_folder.h"
 #include <fstream>
 #include <stdexcept>
 
@@ -43,10 +44,6 @@ nlohmann::json tensor_summary(const at::Tensor& t) {
   return j;
 }
 
-std::string verify_dir(const std::string& run_dir) { return run_dir + "/verify"; }
-std::string verify_step_file(const std::string& run_dir, int rank, int64_t step) {
-  return verify_dir(run_dir) + "/rank" + std::to_string(rank) + "_step" + std::to_string(step) + ".pt";
-}
 
 VerifyLog::~VerifyLog() {
   for (FILE* f : {samples_, replicas_, summaries_})
@@ -57,16 +54,16 @@ void VerifyLog::open(const std::string& run_dir, int rank, int64_t dump_steps) {
   dir_ = run_dir;
   rank_ = rank;
   dump_steps_ = dump_steps;
-  fs::create_directories(verify_dir(run_dir));
-  auto open_file = [&](const char* what) {
-    std::string p = verify_dir(run_dir) + "/rank" + std::to_string(rank) + "." + what + ".jsonl";
+  fs::create_directories(in_run(run_dir, kVerifyDir));
+  auto open_file = [&](const std::string& name) {
+    std::string p = in_run(run_dir, name);
     FILE* f = std::fopen(p.c_str(), "w");
     if (!f) throw std::runtime_error("cannot create " + p);
     return f;
   };
-  samples_ = open_file("samples");
-  replicas_ = open_file("replicas");
-  summaries_ = open_file("summaries");
+  samples_ = open_file(verify_samples_file(rank));
+  replicas_ = open_file(verify_replicas_file(rank));
+  summaries_ = open_file(verify_summaries_file(rank));
 }
 
 void VerifyLog::batch(int epoch, int64_t step, int micro, int64_t batch, const std::vector<int64_t>& indices) {
@@ -98,7 +95,7 @@ void VerifyLog::dump_step(int64_t step, const std::vector<std::pair<std::string,
   for (size_t m = 0; m < acts.size(); ++m) act_by_micro.insert(std::to_string(m), to_dict(acts[m]));
   root.insert("acts", act_by_micro);
   std::vector<char> bytes = pickle_for_python(c10::IValue(root));
-  std::ofstream(verify_step_file(dir_, rank_, step), std::ios::binary).write(bytes.data(), bytes.size());
+  std::ofstream(in_run(dir_, verify_step_file(rank_, step)), std::ios::binary).write(bytes.data(), bytes.size());
   for (const auto& [k, t] : params)
     std::fprintf(summaries_, "%s\n", nlohmann::json({{"step", step}, {"kind", "param"}, {"name", k}, {"stats", tensor_summary(t)}}).dump().c_str());
   for (size_t m = 0; m < acts.size(); ++m)

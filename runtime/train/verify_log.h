@@ -15,8 +15,6 @@ namespace ddp {
 std::string tensors_hash(const std::vector<at::Tensor>& ts);
 nlohmann::json tensor_summary(const at::Tensor& t);
 
-std::string verify_dir(const std::string& run_dir);
-std::string verify_step_file(const std::string& run_dir, int rank, int64_t step);
 
 class VerifyLog {
  public:

@@ -87,6 +87,8 @@ struct FaultScenario {
   std::string export_error;
 };
 CheckResult judge_faults(const std::vector<FaultScenario>& scenarios);
+// Exports a fault run's traces to its trace.json; false with the reason when a rank's trace is missing or unreadable.
+bool export_fault_run_traces(const std::string& run_folder, int world, std::string& error);
 
 nlohmann::json checks_json(const std::vector<CheckResult>& results);
 std::string checks_table(const std::vector<CheckResult>& results);

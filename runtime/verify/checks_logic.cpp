@@ -8,6 +8,8 @@
 #include "runtime/common/manifest.h"
 #include "runtime/verify/checks.h"
 #include "traces/stages.h"
+#include "traces/chrome_export.h"
+#include "traces/run_folder.h"
 
 namespace ddp {
 
@@ -67,7 +69,7 @@ CheckResult check_manifest(const nlohmann::json& m) {
 
 std::vector<ConsumedBatch> read_consumed(const std::string& run_dir, int rank, std::string& error) {
   std::vector<ConsumedBatch> out;
-  std::string path = run_dir + "/verify/rank" + std::to_string(rank) + ".samples.jsonl";
+  std::string path = in_run(run_dir, verify_samples_file(rank));
   std::ifstream in(path);
   if (!in) {
     error = "cannot open " + path + " (run with --verify-steps)";
@@ -168,7 +170,7 @@ CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_
 
 std::map<int64_t, std::string> read_replica_hashes(const std::string& run_dir, int rank, std::string& error) {
   std::map<int64_t, std::string> out;
-  std::string path = run_dir + "/verify/rank" + std::to_string(rank) + ".replicas.jsonl";
+  std::string path = in_run(run_dir, verify_replicas_file(rank));
   std::ifstream in(path);
   if (!in) {
     error = "cannot open " + path;
@@ -382,6 +384,17 @@ CheckResult judge_faults(const std::vector<FaultScenario>& scenarios) {
               std::to_string(scenarios.size()) + " injected faults each ended every rank in time, exit 1, culprit, step and stage named, traces exported (" +
                   times + ")",
               d);
+}
+
+bool export_fault_run_traces(const std::string& run_folder, int world, std::string& error) {
+  RunTrace run;
+  if (!load_run(run_folder, run, error)) return false;
+  if (run.ranks.size() != static_cast<size_t>(world)) {
+    error = "a rank's trace is missing (" + std::to_string(run.ranks.size()) + " of " + std::to_string(world) + ")";
+    return false;
+  }
+  ExportStats st;
+  return export_chrome(run, in_run(run_folder, kChromeTraceFile), st, error);
 }
 
 nlohmann::json checks_json(const std::vector<CheckResult>& results) {

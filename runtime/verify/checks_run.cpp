@@ -26,6 +26,8 @@
 #include "runtime/data/sampler.h"
 #include "runtime/train/verify_log.h"
 #include "traces/chrome_export.h"
+#include "traces/run_folder.h"
+#include "runtime/common/json_file.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -111,7 +113,7 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
   for (int64_t step = 0; step < kVerifySteps; ++step) {
     std::vector<c10::impl::GenericDict> dumps;
     for (int r = 0; r < world; ++r) {
-      std::string f = verify_step_file(dir, r, step);
+      std::string f = in_run(dir, verify_step_file(r, step));
       if (!fs::exists(f)) break;
       dumps.push_back(load_dict(f));
     }
@@ -170,7 +172,7 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
       evidence.push_back(ev);
     }
   }
-  if (evidence.empty()) return failed("numerics.reference", "no tensor dumps in " + verify_dir(dir));
+  if (evidence.empty()) return failed("numerics.reference", "no tensor dumps in " + in_run(dir, kVerifyDir));
   // Keep the per-layer summaries next to the dumps (already written by the ranks: verify/rank<R>.summaries.jsonl).
   return judge_numerics(evidence, world, kRtol, kAtol);
 }
@@ -280,11 +282,7 @@ CheckResult faults_exit(const Command& cmd, const std::vector<std::string>& args
                                                           ",kind=" + s.kind,
                                     "--hang-timeout", "3"}),
                         3);
-    RunTrace run;
-    ExportStats st;
-    s.traces_export = load_run(dir, run, s.export_error) && run.ranks.size() == static_cast<size_t>(world) &&
-                      export_chrome(run, dir + "/trace.json", st, s.export_error);
-    if (s.traces_export && run.ranks.size() != static_cast<size_t>(world)) s.export_error = "a rank's trace is missing";
+    s.traces_export = export_fault_run_traces(dir, world, s.export_error);
     scenarios.push_back(s);
   }
   return judge_faults(scenarios);
@@ -336,7 +334,7 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
       } else if (main_run.exit_code != 0) {
         main_failed(id);
       } else if (id == "env.manifest") {
-        results.push_back(check_manifest(read_json(main_dir + "/manifest.json")));
+        results.push_back(check_manifest(read_json(in_run(main_dir, kManifestFile))));
       } else if (id == "data.shard_rule") {
         std::vector<std::vector<ConsumedBatch>> per_rank(world);
         for (int r = 0; r < world; ++r) per_rank[r] = read_consumed(main_dir, r, err);
@@ -367,7 +365,7 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
         } else if (!load_run(main_dir, run, err)) {
           results.push_back(failed(id, err));
         } else {
-          auto m = read_json(main_dir + "/manifest.json");
+          auto m = read_json(in_run(main_dir, kManifestFile));
           uint64_t param_bytes = m.value("param_bytes", uint64_t{0});
           results.push_back(check_no_sync(run, job.accum_steps, m["gradient_buckets"].size(), param_bytes));
         }
@@ -391,8 +389,12 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
   }
   nlohmann::json j = checks_json(results);
   j["run"] = out;
-  std::ofstream(out + "/checks.json") << j.dump(2) << "\n";
-  std::cout << "\n" << checks_table(results) << "\nchecks: " << out << "/checks.json" << std::endl;
+  std::cout << "\n" << checks_table(results);
+  if (!write_json_atomic(in_run(out, kChecksFile), j, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 1;
+  }
+  std::cout << "\nchecks: " << in_run(out, kChecksFile) << std::endl;
   return j["failed"].get<int>() > 0 ? 1 : 0;
 }
 

@@ -6,18 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "run_process.h"
+#include "integration_support.h"
 
 namespace {
 namespace fs = std::filesystem;
-const std::string kExe = DDP_PROFILE_EXE;
-
-std::string fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("ddp_an_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d.parent_path());
-  return d.string();
-}
+using ddptest::fresh_dir;
+using ddptest::kExe;
 
 nlohmann::json record_and_analyze(const std::string& name, std::vector<std::string> options) {
   std::string d = fresh_dir(name);
@@ -27,7 +21,7 @@ nlohmann::json record_and_analyze(const std::string& name, std::vector<std::stri
   EXPECT_EQ(r.code, 0) << r.output;
   auto a = ddptest::run({kExe, "--analyze", d, "--json"}, d + ".analyze.log", 120);
   EXPECT_EQ(a.code, 0) << a.output;
-  auto j = nlohmann::json::parse(a.output.substr(a.output.find('{')), nullptr, false);
+  auto j = ddptest::printed_json(a.output);
   EXPECT_FALSE(j.is_discarded()) << a.output;
   return j;
 }

@@ -5,23 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "run_process.h"
+#include "integration_support.h"
 
 namespace {
 namespace fs = std::filesystem;
-const std::string kExe = DDP_PROFILE_EXE;
+using ddptest::fresh_dir;
+using ddptest::kExe;
+using ddptest::read_json;
 
-std::string fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("ddp_chk_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d.parent_path());
-  return d.string();
-}
-
-nlohmann::json checks_of(const std::string& dir) {
-  std::ifstream in(dir + "/checks.json");
-  return nlohmann::json::parse(in, nullptr, false);
-}
+nlohmann::json checks_of(const std::string& dir) { return read_json(dir + "/checks.json"); }
 
 TEST(Check, TheWholeLadderPassesOnTheDefaultJob) {
   std::string d = fresh_dir("ladder");
@@ -90,6 +82,10 @@ TEST(Check, ImageDatasetPassesTheSamplerAndNumericsChecks) {
                          "--dataset", "images", "--dataset-size", "256", "--batch-size", "16", "--max-steps", "4"},
                         d + ".log", 600);
   EXPECT_EQ(r.code, 0) << r.output;
+  // The manifest's expected batch is the image shape [B, C, H, W] the ranks saw, not [B, --features].
+  auto m = read_json(d + "/main/manifest.json");
+  EXPECT_EQ(m["expected_batch"]["x"]["shape"].size(), 4u) << m["expected_batch"].dump();
+  EXPECT_EQ(m["expected_batch"]["x"]["shape"], m["ranks"][0]["batch"]["x"]["shape"]);
 }
 
 TEST(Check, AccumulationPassesNoSync) {

@@ -6,18 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "run_process.h"
+#include "integration_support.h"
 
 namespace {
 namespace fs = std::filesystem;
-const std::string kExe = DDP_PROFILE_EXE;
-
-std::string fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("ddp_diff_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d.parent_path());
-  return d.string();
-}
+using ddptest::fresh_dir;
+using ddptest::kExe;
 
 std::string record(const std::string& name, std::vector<std::string> extra) {
   std::string d = fresh_dir(name);
@@ -33,7 +27,7 @@ TEST(Diff, OneVariableIsLocatedTwoDistributedVariablesWarn) {
   std::string lr = record("lr", {"--lr", "0.01"});
   auto r = ddptest::run({kExe, "--diff", a, lr, "--json"}, lr + ".diff.log", 120);
   ASSERT_EQ(r.code, 0) << r.output;
-  auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')), nullptr, false);
+  auto j = ddptest::printed_json(r.output);
   ASSERT_FALSE(j.is_discarded()) << r.output;
   EXPECT_TRUE(j["config"]["warning"].is_null()) << j["config"].dump();
   bool lr_listed = false;

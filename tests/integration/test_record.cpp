@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "run_process.h"
+#include "integration_support.h"
 #include "runtime/launch/progress.h"
 #include "traces/run_folder.h"
 #include "traces/summary.h"
@@ -19,19 +19,9 @@ namespace fs = std::filesystem;
 using namespace ddp;
 using ddptest::run;
 
-const std::string kExe = DDP_PROFILE_EXE;
-
-std::string fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("ddp_it_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d.parent_path());
-  return d.string();
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, false);
-}
+using ddptest::fresh_dir;
+using ddptest::kExe;
+using ddptest::read_json;
 
 std::map<Stage, size_t> stage_counts(const RankTrace& r) {
   std::map<Stage, size_t> m;

@@ -1,8 +1,14 @@
 // The check judgements on recorded data, each shown passing on good data and failing on a planted fault.
 #include <gtest/gtest.h>
 
-#include "runtime/verify/checks.h"
+#include <unistd.h>
+
+#include <filesystem>
+
 #include "runtime/data/sampler.h"
+#include "runtime/verify/checks.h"
+#include "traces/event.h"
+#include "traces/trace_writer.h"
 
 namespace {
 using namespace ddp;
@@ -152,6 +158,35 @@ TEST(Checks, FaultsNeedExitOneTheCulpritItsStepAndStageAndFastEnds) {
   auto no_export = scenario("kill", 1, 1, 0.1, msg);
   no_export.traces_export = false;
   EXPECT_EQ(judge_faults({no_export}).status, CheckStatus::fail);
+}
+
+// A fault run whose rank lost its trace: faults.exit must say so (this branch was unreachable once, leaving the
+// reason empty).
+TEST(Checks, FaultRunExportNamesAMissingRankTrace) {
+  namespace fs = std::filesystem;
+  const std::string dir = (fs::temp_directory_path() / ("ddp_fault_export_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int world = 2;
+  for (int r = 0; r < world; ++r) {
+    TraceWriter tw;
+    std::string err;
+    ASSERT_TRUE(tw.open(in_run(dir, rank_trace_file(r)), r, world, err)) << err;
+    tw.write_lane(0, "main");
+    Event e = make_span(Stage::step, 0, 1000, 2000);
+    tw.write_events(0, &e, 1);
+    tw.write_end(1, 0);
+    tw.close();
+  }
+  std::string err;
+  EXPECT_TRUE(export_fault_run_traces(dir, world, err)) << err;
+  EXPECT_TRUE(fs::exists(in_run(dir, kChromeTraceFile)));
+
+  fs::remove(in_run(dir, rank_trace_file(1)));
+  err.clear();
+  EXPECT_FALSE(export_fault_run_traces(dir, world, err));
+  EXPECT_NE(err.find("a rank's trace is missing (1 of 2)"), std::string::npos) << err;
+  fs::remove_all(dir);
 }
 
 TEST(Checks, JsonShapeIsTheStableInterface) {

@@ -103,3 +103,18 @@ TEST(LaunchEnv, IncompleteOrInconsistentIsAnError) {
 }
 
 }  // namespace
+
+namespace {
+// --record under a launcher must run as a rank, not start a supervisor of its own: every rank variable the reader
+// accepts (MPICH/Intel MPI set only PMI_RANK) counts.
+TEST(LaunchEnv, EveryLaunchersRankVariableMeansLaunchedExternally) {
+  {
+    Env e(std::map<std::string, std::string>{});
+    EXPECT_FALSE(ddp::launched_externally());
+  }
+  for (const char* var : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+    Env e(std::map<std::string, std::string>{{var, "0"}});
+    EXPECT_TRUE(ddp::launched_externally()) << var;
+  }
+}
+}  // namespace

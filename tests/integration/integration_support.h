@@ -1,11 +1,13 @@
 #pragma once
-// Starts a real process (our binary), captures its output into a file, and waits with a deadline.
+// What every integration test needs: our binary, a fresh folder per test, real processes started with their output
+// captured into a file and waited for with a deadline, and the JSON they write or print.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -13,7 +15,20 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace ddptest {
+
+inline const std::string kExe = DDP_PROFILE_EXE;
+
+// TMP/ddp_it_<pid>/<name>, removed if it exists; its parent is created, so `name` can be a run folder to create.
+inline std::string fresh_dir(const std::string& name) {
+  namespace fs = std::filesystem;
+  fs::path d = fs::temp_directory_path() / ("ddp_it_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d.parent_path());
+  return d.string();
+}
 
 struct Proc {
   pid_t pid = -1;
@@ -72,6 +87,18 @@ inline Result run(const std::vector<std::string>& args, const std::string& log, 
   Proc p = start(args, log, env);
   int code = wait(p, timeout_s);
   return {code, read_file(log)};
+}
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+// The JSON document a command printed (--json), after any progress lines before it.
+inline nlohmann::json printed_json(const std::string& output) {
+  auto at = output.find('{');
+  return at == std::string::npos ? nlohmann::json(nlohmann::json::value_t::discarded)
+                                 : nlohmann::json::parse(output.substr(at), nullptr, false);
 }
 
 }  // namespace ddptest
