@@ -22,8 +22,17 @@ std::string default_data_path(const std::string& run_dir, const JobConfig& job) 
       .string();
 }
 
-bool ensure_dataset(const JobConfig& job, std::string& error, bool verbose) {
+DatasetPath dataset_path_source(const JobConfig& job) {
+  const bool named = !job.data_path.empty() || job.dataset.rfind("images:", 0) == 0;
+  return named ? DatasetPath::user_given : DatasetPath::default_cache;
+}
+
+bool ensure_dataset(const JobConfig& job, DatasetPath where, std::string& error, bool verbose) {
   std::error_code ec;
+  if (where == DatasetPath::user_given && !fs::exists(job.data_path, ec)) {
+    error = "dataset " + job.data_path + " does not exist";
+    return false;
+  }
   if (is_image_dataset(job)) {
     if (!fs::exists(fs::path(job.data_path) / "index.txt", ec)) {
       if (verbose)

@@ -321,11 +321,12 @@ int run_record(const Command& cmd_in, const std::vector<std::string>& args) {
     std::cerr << "ddp_profile: " << error << "\n";
     return 1;
   }
+  const DatasetPath where = dataset_path_source(cmd.job);
   if (cmd.job.data_path.empty()) cmd.job.data_path = default_data_path(cmd.out_dir, cmd.job);
   cmd.job.data_path = absolute_path(cmd.job.data_path);
-  if (!ensure_dataset(cmd.job, error, true)) {
+  if (!ensure_dataset(cmd.job, where, error, true)) {
     std::cerr << "ddp_profile: " << error << "\n";
-    return 1;
+    return 2;  // the user's input, refused before any rank starts
   }
   std::cout << "recording " << cmd.job.nproc << " ranks into " << cmd.out_dir << std::endl;
   RunOutcome r = supervise_run(cmd, args, false);

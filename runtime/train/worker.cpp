@@ -586,8 +586,9 @@ int run_worker(const Command& cmd) {
     s.dir = dist.store_get("run_dir");
     if (!prepare_run_folder(s.dir, err)) throw std::runtime_error(err);
     if (!g_progress.open(progress_file(s.dir, s.env.rank), s.env.rank, err)) throw std::runtime_error(err);
+    const DatasetPath where = dataset_path_source(s.job);
     if (s.job.data_path.empty()) s.job.data_path = default_data_path(s.dir, s.job);
-    if (s.env.rank == 0 && !ensure_dataset(s.job, err, false)) throw std::runtime_error(err);
+    if (s.env.rank == 0 && !ensure_dataset(s.job, where, err, false)) throw std::runtime_error(err);
     dist.barrier();  // the dataset exists before anyone opens it
 
     if (s.job.record) {

@@ -173,7 +173,6 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
     }
   }
   if (evidence.empty()) return failed("numerics.reference", "no tensor dumps in " + in_run(dir, kVerifyDir));
-  // Keep the per-layer summaries next to the dumps (already written by the ranks: verify/rank<R>.summaries.jsonl).
   return judge_numerics(evidence, world, kRtol, kAtol);
 }
 
@@ -297,11 +296,12 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 1;
   }
+  const DatasetPath where = dataset_path_source(cmd.job);
   if (cmd.job.data_path.empty()) cmd.job.data_path = default_data_path(out + "/main", cmd.job);
   cmd.job.data_path = absolute_path(cmd.job.data_path);
-  if (!ensure_dataset(cmd.job, err, true)) {
+  if (!ensure_dataset(cmd.job, where, err, true)) {
     std::cerr << "ddp_profile: " << err << "\n";
-    return 1;
+    return 2;  // the user's input: the ladder does not start
   }
   const JobConfig& job = cmd.job;
   const int world = job.nproc;

@@ -265,9 +265,18 @@ TEST(Record, BadInputGetsOneClearErrorAndNonZeroExit) {
   EXPECT_EQ(r.code, 2);
   fs::create_directories(d);
   std::ofstream(d + "/junk.ddpd") << "not a dataset";
+  // A bad dataset is the user's input: refused before any rank starts, as a usage error.
   r = run({kExe, "--record", "--out", d + "/run", "--data", d + "/junk.ddpd"}, d + ".3.log", 60);
-  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("not a ddp_profile dataset"), std::string::npos) << r.output;
+  // A mistyped --data path must not train on a synthetic dataset generated there.
+  const std::string typo = d + "/no/such/typo.ddpd";
+  for (const char* mode : {"--record", "--check"}) {
+    r = run({kExe, mode, "--out", d + "/typo", "--data", typo}, d + ".6.log", 60);
+    EXPECT_EQ(r.code, 2) << mode << ": " << r.output;
+    EXPECT_NE(r.output.find(typo + " does not exist"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(d + "/no")) << "nothing is generated at a path the user typed";
+  }
   // Options only a rank can judge (device, AMP) still end as a usage error with the rank's reason.
   r = run({kExe, "--record", "--out", d + "/amp", "--amp", "fp16", "--device", "cpu"}, d + ".5.log", 60);
   EXPECT_EQ(r.code, 2) << r.output;
