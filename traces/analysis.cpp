@@ -50,17 +50,11 @@ struct Sample {
   uint64_t v = 0;
 };
 
-constexpr std::array<Stage, 3> kLoaderStages = {Stage::disk_read, Stage::transform, Stage::pin};
-// Stages of the main (compute) thread that can make a rank late for a collective.
-// On a GPU, forward/backward/optimizer spans time the host's launches; the GPU's own time surfaces where the host reads
-// a value back (wait_gpu), so a rank whose GPU is slow is late there.
-constexpr std::array<Stage, 7> kMainWork = {Stage::wait_data, Stage::h2d,        Stage::forward, Stage::backward,
-                                            Stage::optimizer, Stage::checkpoint, Stage::wait_gpu};
+constexpr auto kLoaderStages = stages_with<kStageLoaderThread>();
+// Stages of the main (compute) thread that can make a rank late for a collective (see kStageDelaysCollective).
+constexpr auto kMainWork = stages_with<kStageDelaysCollective>();
 
-bool is_main_stage(Stage s) {
-  return s == Stage::wait_data || s == Stage::h2d || s == Stage::forward || s == Stage::backward ||
-         s == Stage::wait_comm || s == Stage::optimizer || s == Stage::checkpoint || s == Stage::wait_gpu;
-}
+bool is_main_stage(Stage s) { return stage_has(s, kStageMainThread); }
 
 uint64_t sync_key(uint32_t step, uint8_t micro) { return (static_cast<uint64_t>(step) << 8) | micro; }
 
@@ -131,7 +125,7 @@ RankData prepare(const RankTrace& t) {
     if (s.stage == Stage::step) {
       auto [it, fresh] = d.steps.try_emplace(s.step, Interval{s.t0, s.t1});
       if (!fresh) it->second = {std::min(it->second.t0, s.t0), std::max(it->second.t1, s.t1)};
-    } else if (is_data_stage(s.stage) && s.stage != Stage::h2d) {
+    } else if (stage_has(s.stage, kStageLoaderThread)) {
       d.loader.push_back(s);
       d.loader_lanes.insert(s.lane);
     } else if (s.stage == Stage::allreduce) {
@@ -481,7 +475,7 @@ void explain(StallCause& c, const std::vector<RankAnalysis>& ra) {
         "allreduce is not hidden behind backward: %.2f ms/step exposed after backward; %.0f buckets, %.2f MB/step "
         "at busbw %.2f GB/s, %.0f%% overlapped",
         c.lost_ms_per_step, cnt, bytes / 1e6, bus, ov);
-  } else if (st && (*st == Stage::disk_read || *st == Stage::transform || *st == Stage::pin)) {
+  } else if (st && stage_has(*st, kStageLoaderThread)) {
     const LoaderStats& L = r->loader;
     ev["wait_data_ms_per_step"] = r->wait_data_ms;
     ev["loader_ms_per_batch"] = L.ms_per_batch;
