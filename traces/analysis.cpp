@@ -3,27 +3,19 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <functional>
 #include <limits>
 #include <optional>
 #include <set>
 #include <unordered_map>
 
+#include "traces/stats.h"
+#include "traces/text_format.h"
+
 namespace ddp {
 namespace {
 
 double ms(double ns) { return ns / 1e6; }
-
-__attribute__((format(printf, 1, 2))) std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof(buf), f, ap);
-  va_end(ap);
-  return buf;
-}
 
 std::string sname(Stage s) { return std::string(stage_name(s)); }
 
@@ -276,13 +268,6 @@ int cfg_bool(const nlohmann::json& cfg, const char* key) {
   auto it = cfg.find(key);
   if (it == cfg.end() || !it->is_boolean()) return -1;
   return it->get<bool>() ? 1 : 0;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 RankAnalysis rank_stats(const RankData& d, const std::vector<RankData>& all, int world, const nlohmann::json& cfg) {

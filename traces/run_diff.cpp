@@ -11,6 +11,8 @@
 #include <set>
 #include <tuple>
 
+#include "traces/text_format.h"
+
 namespace ddp {
 namespace fs = std::filesystem;
 
@@ -78,12 +80,6 @@ double rel_diff(double a, double b, double floor_scale) {
   double scale = std::max({std::fabs(a), std::fabs(b), floor_scale});
   if (scale == 0) return 0;
   return std::fabs(a - b) / scale;
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
 }
 
 nlohmann::json opt_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
@@ -446,9 +442,9 @@ std::string short_json(const nlohmann::json& j) {
   return s;
 }
 
-std::string opt_ms(const std::optional<double>& v, const char* f = "%10.3f") {
+std::string opt_ms(const std::optional<double>& v) {
   if (!v) return "         -";
-  return fmt(f, *v);
+  return fmt("%10.3f", *v);
 }
 
 std::string delta_cells(const Delta& d) {
