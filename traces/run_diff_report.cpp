@@ -57,6 +57,111 @@ std::string stats_line(const nlohmann::json& s) {
   return out;
 }
 
+
+// Manifest/config differences and the distributed-variable verdict.
+void config_text(const RunDiff& d, std::string& out) {
+  out += "\nmanifest/config: ";
+  if (d.config.empty()) {
+    out += "no differences\n";
+  } else {
+    out += std::to_string(d.config.size()) + " difference(s)\n";
+    size_t w = 0;
+    for (const auto& c : d.config) w = std::max(w, c.key.size());
+    for (const auto& c : d.config) {
+      std::string line = "  " + c.key + std::string(w - c.key.size(), ' ') + "  " + short_json(c.a) + " -> " +
+                         short_json(c.b);
+      if (!c.variable.empty()) line += "   [" + c.variable + "]";
+      out += line + "\n";
+    }
+  }
+  if (!d.warning.empty())
+    out += "WARNING: " + d.warning + "\n";
+  else if (d.distributed_changed.size() == 1)
+    out += "one distributed variable changed: " + d.distributed_changed[0] + "\n";
+  else
+    out += "no distributed variable changed\n";
+}
+
+// The step-time table: mean over ranks, by stage, and per-rank medians.
+void timing_text(const RunDiff& d, std::string& out) {
+  const char* source = d.timing.source == "traces"     ? "from the rank traces"
+                       : d.timing.source == "manifest" ? "from the manifests"
+                                                       : "not available";
+  out += "\nstep time (" + std::string(source) + ")\n";
+  if (!d.timing.note.empty()) out += "  " + d.timing.note + "\n";
+  if (d.timing.source != "none") {
+    char line[256];
+    std::snprintf(line, sizeof(line), "  %-20s %10s %10s %10s %8s\n", "mean over ranks", "A", "B", "B-A", "B-A %");
+    out += line;
+    auto row = [&](const std::string& label, const Delta& v) {
+      std::snprintf(line, sizeof(line), "  %-20s %s %s %s\n", label.c_str(), opt_ms(v.a).c_str(), opt_ms(v.b).c_str(),
+                    delta_cells(v).c_str());
+      out += line;
+    };
+    row("steps", d.timing.mean.steps);
+    row("step median ms", d.timing.mean.step_median_ms);
+    if (!d.timing.mean.stages.empty()) out += "  ms per step, by stage:\n";
+    for (const auto& s : d.timing.mean.stages) row("  " + s.stage, s.per_step_ms);
+    if (d.timing.ranks.size() > 0) {
+      out += "  per rank, step median ms:\n";
+      for (const auto& [r, b] : d.timing.ranks) row("  rank " + std::to_string(r), b.step_median_ms);
+    }
+  }
+}
+
+// Tensor summary comparison per rank and the run's first divergence.
+void tensors_text(const RunDiff& d, std::string& out) {
+  out += "\ntensor summaries";
+  if (!d.tensors.compared) {
+    out += ": not compared (" + d.tensors.note + ")\n";
+  } else {
+    out += " (rtol " + fmt("%g", d.tensors.rtol) + " on mean/std/l2; equal hashes are identical)\n";
+    for (const auto& r : d.tensors.ranks) {
+      out += "  rank " + std::to_string(r.rank) + ": " + std::to_string(r.compared) + " compared, " +
+             std::to_string(r.identical) + " identical, " + std::to_string(r.within_tolerance) + " within tolerance, " +
+             std::to_string(r.diverged) + " diverged";
+      if (r.only_a || r.only_b)
+        out += "; " + std::to_string(r.only_a) + " only in A, " + std::to_string(r.only_b) + " only in B";
+      out += "\n";
+      if (r.first_divergence) {
+        const auto& t = *r.first_divergence;
+        out += "    first divergence: " + tensor_where(t) + " (" + t.reason + ")\n";
+        out += "      A: " + stats_line(t.a) + "\n      B: " + stats_line(t.b) + "\n";
+        if (t.reason != "count")
+          out += "      relative difference: mean " + fmt("%.3g", t.rel_mean) + ", std " + fmt("%.3g", t.rel_std) +
+                 ", l2 " + fmt("%.3g", t.rel_l2) + "\n";
+        if (!t.hint.empty()) out += "      likely: " + t.hint + "\n";
+      } else if (r.first_hash_difference) {
+        out += "    no divergence beyond tolerance; first bitwise difference: " +
+               tensor_where(*r.first_hash_difference) + "\n";
+      } else if (r.compared) {
+        out += "    every matched record bitwise identical\n";
+      }
+    }
+    if (d.tensors.first)
+      out += "  => the runs first diverge at " + tensor_where(*d.tensors.first) + " (rank " +
+             std::to_string(d.tensors.first->rank) + ")\n";
+    else
+      out += "  => no divergence beyond tolerance\n";
+  }
+}
+
+// Parameter hash comparison per rank.
+void replicas_text(const RunDiff& d, std::string& out) {
+  out += "\nparameter hashes";
+  if (!d.replicas.compared) {
+    out += ": not compared (" + d.replicas.note + ")\n";
+  } else {
+    out += " (after each optimizer step; step -1 = after the initial broadcast)\n";
+    for (const auto& r : d.replicas.ranks) {
+      out += "  rank " + std::to_string(r.rank) + ": " + std::to_string(r.compared) + " steps compared, ";
+      out += r.first_step ? "first differ after step " + std::to_string(*r.first_step) + " (A " + r.hash_a + ", B " +
+                                r.hash_b + ")\n"
+                          : std::string("identical\n");
+    }
+  }
+}
+
 }  // namespace
 
 nlohmann::json run_diff_json(const RunDiff& d) {
@@ -144,97 +249,10 @@ std::string run_diff_text(const RunDiff& d) {
   for (const auto& p : d.problems_a) out += "  A: " + p + "\n";
   for (const auto& p : d.problems_b) out += "  B: " + p + "\n";
 
-  out += "\nmanifest/config: ";
-  if (d.config.empty()) {
-    out += "no differences\n";
-  } else {
-    out += std::to_string(d.config.size()) + " difference(s)\n";
-    size_t w = 0;
-    for (const auto& c : d.config) w = std::max(w, c.key.size());
-    for (const auto& c : d.config) {
-      std::string line = "  " + c.key + std::string(w - c.key.size(), ' ') + "  " + short_json(c.a) + " -> " +
-                         short_json(c.b);
-      if (!c.variable.empty()) line += "   [" + c.variable + "]";
-      out += line + "\n";
-    }
-  }
-  if (!d.warning.empty())
-    out += "WARNING: " + d.warning + "\n";
-  else if (d.distributed_changed.size() == 1)
-    out += "one distributed variable changed: " + d.distributed_changed[0] + "\n";
-  else
-    out += "no distributed variable changed\n";
-
-  const char* source = d.timing.source == "traces"     ? "from the rank traces"
-                       : d.timing.source == "manifest" ? "from the manifests"
-                                                       : "not available";
-  out += "\nstep time (" + std::string(source) + ")\n";
-  if (!d.timing.note.empty()) out += "  " + d.timing.note + "\n";
-  if (d.timing.source != "none") {
-    char line[256];
-    std::snprintf(line, sizeof(line), "  %-20s %10s %10s %10s %8s\n", "mean over ranks", "A", "B", "B-A", "B-A %");
-    out += line;
-    auto row = [&](const std::string& label, const Delta& v) {
-      std::snprintf(line, sizeof(line), "  %-20s %s %s %s\n", label.c_str(), opt_ms(v.a).c_str(), opt_ms(v.b).c_str(),
-                    delta_cells(v).c_str());
-      out += line;
-    };
-    row("steps", d.timing.mean.steps);
-    row("step median ms", d.timing.mean.step_median_ms);
-    if (!d.timing.mean.stages.empty()) out += "  ms per step, by stage:\n";
-    for (const auto& s : d.timing.mean.stages) row("  " + s.stage, s.per_step_ms);
-    if (d.timing.ranks.size() > 0) {
-      out += "  per rank, step median ms:\n";
-      for (const auto& [r, b] : d.timing.ranks) row("  rank " + std::to_string(r), b.step_median_ms);
-    }
-  }
-
-  out += "\ntensor summaries";
-  if (!d.tensors.compared) {
-    out += ": not compared (" + d.tensors.note + ")\n";
-  } else {
-    out += " (rtol " + fmt("%g", d.tensors.rtol) + " on mean/std/l2; equal hashes are identical)\n";
-    for (const auto& r : d.tensors.ranks) {
-      out += "  rank " + std::to_string(r.rank) + ": " + std::to_string(r.compared) + " compared, " +
-             std::to_string(r.identical) + " identical, " + std::to_string(r.within_tolerance) + " within tolerance, " +
-             std::to_string(r.diverged) + " diverged";
-      if (r.only_a || r.only_b)
-        out += "; " + std::to_string(r.only_a) + " only in A, " + std::to_string(r.only_b) + " only in B";
-      out += "\n";
-      if (r.first_divergence) {
-        const auto& t = *r.first_divergence;
-        out += "    first divergence: " + tensor_where(t) + " (" + t.reason + ")\n";
-        out += "      A: " + stats_line(t.a) + "\n      B: " + stats_line(t.b) + "\n";
-        if (t.reason != "count")
-          out += "      relative difference: mean " + fmt("%.3g", t.rel_mean) + ", std " + fmt("%.3g", t.rel_std) +
-                 ", l2 " + fmt("%.3g", t.rel_l2) + "\n";
-        if (!t.hint.empty()) out += "      likely: " + t.hint + "\n";
-      } else if (r.first_hash_difference) {
-        out += "    no divergence beyond tolerance; first bitwise difference: " +
-               tensor_where(*r.first_hash_difference) + "\n";
-      } else if (r.compared) {
-        out += "    every matched record bitwise identical\n";
-      }
-    }
-    if (d.tensors.first)
-      out += "  => the runs first diverge at " + tensor_where(*d.tensors.first) + " (rank " +
-             std::to_string(d.tensors.first->rank) + ")\n";
-    else
-      out += "  => no divergence beyond tolerance\n";
-  }
-
-  out += "\nparameter hashes";
-  if (!d.replicas.compared) {
-    out += ": not compared (" + d.replicas.note + ")\n";
-  } else {
-    out += " (after each optimizer step; step -1 = after the initial broadcast)\n";
-    for (const auto& r : d.replicas.ranks) {
-      out += "  rank " + std::to_string(r.rank) + ": " + std::to_string(r.compared) + " steps compared, ";
-      out += r.first_step ? "first differ after step " + std::to_string(*r.first_step) + " (A " + r.hash_a + ", B " +
-                                r.hash_b + ")\n"
-                          : std::string("identical\n");
-    }
-  }
+  config_text(d, out);
+  timing_text(d, out);
+  tensors_text(d, out);
+  replicas_text(d, out);
   return out;
 }
 
