@@ -6,24 +6,64 @@
 #include "traces/text_format.h"
 
 namespace ddp {
+namespace {
+
+nlohmann::json cause_json(const StallCause& c) {
+  nlohmann::json victims = nlohmann::json::array();
+  for (const StallVictim& v : c.victims) victims.push_back({{"rank", v.rank}, {"stage", v.stage}, {"ms", v.ms}});
+  return {{"rank", c.rank},
+          {"stage", c.stage},
+          {"lost_ms", c.lost_ms},
+          {"lost_ms_per_step", c.lost_ms_per_step},
+          {"share", c.share},
+          {"victims", victims},
+          {"evidence", c.evidence},
+          {"explanation", c.explanation},
+          {"at_ns", c.at_ns},
+          {"at_rank", c.at_rank},
+          {"at_step", c.at_step}};
+}
+
+nlohmann::json rank_json(const RankAnalysis& r) {
+  const AllreduceStats& ar = r.allreduce;
+  const LoaderStats& L = r.loader;
+  return {{"rank", r.rank},
+          {"steps", r.steps},
+          {"step_ms", r.step_ms},
+          {"stages_ms_per_step", r.stages_ms_per_step},
+          {"wait_data_ms", r.wait_data_ms},
+          {"wait_comm_ms", r.wait_comm_ms},
+          {"micro_steps", r.micro_steps},
+          {"overlap_pct", r.overlap_pct},
+          {"allreduce",
+           {{"count_per_step", ar.count_per_step},
+            {"syncs_per_step", ar.syncs_per_step},
+            {"bytes_per_step", ar.bytes_per_step},
+            {"mean_bucket_bytes", ar.mean_bucket_bytes},
+            {"time_ms_per_step", ar.time_ms_per_step},
+            {"algbw_gbps", ar.algbw_gbps},
+            {"busbw_gbps", ar.busbw_gbps}}},
+          {"skew_ms", r.skew_ms},
+          {"h2d_gbps", r.h2d_gbps},
+          {"loader",
+           {{"workers", L.workers},
+            {"batches", L.batches},
+            {"ms_per_batch", L.ms_per_batch},
+            {"batch_ms", L.batch_ms},
+            {"supply_ms_per_batch", L.supply_ms_per_batch},
+            {"demand_ms_per_batch", L.demand_ms_per_batch},
+            {"utilization", L.utilization},
+            {"queue_empty_fraction",
+             L.queue_empty_fraction >= 0 ? nlohmann::json(L.queue_empty_fraction) : nlohmann::json(nullptr)}}},
+          {"complete", r.complete},
+          {"dropped_events", r.dropped}};
+}
+
+}  // namespace
 
 nlohmann::json analysis_json(const Analysis& a) {
   nlohmann::json causes = nlohmann::json::array();
-  for (const StallCause& c : a.causes) {
-    nlohmann::json victims = nlohmann::json::array();
-    for (const StallVictim& v : c.victims) victims.push_back({{"rank", v.rank}, {"stage", v.stage}, {"ms", v.ms}});
-    causes.push_back({{"rank", c.rank},
-                      {"stage", c.stage},
-                      {"lost_ms", c.lost_ms},
-                      {"lost_ms_per_step", c.lost_ms_per_step},
-                      {"share", c.share},
-                      {"victims", victims},
-                      {"evidence", c.evidence},
-                      {"explanation", c.explanation},
-                      {"at_ns", c.at_ns},
-                      {"at_rank", c.at_rank},
-                      {"at_step", c.at_step}});
-  }
+  for (const StallCause& c : a.causes) causes.push_back(cause_json(c));
   nlohmann::json flags = nlohmann::json::array();
   for (const StallFlag& f : a.flags)
     flags.push_back({{"id", f.id},
@@ -31,40 +71,7 @@ nlohmann::json analysis_json(const Analysis& a) {
                      {"message", f.message},
                      {"evidence", f.evidence.is_null() ? nlohmann::json::object() : f.evidence}});
   nlohmann::json ranks = nlohmann::json::array();
-  for (const RankAnalysis& r : a.ranks) {
-    const AllreduceStats& ar = r.allreduce;
-    const LoaderStats& L = r.loader;
-    ranks.push_back({{"rank", r.rank},
-                     {"steps", r.steps},
-                     {"step_ms", r.step_ms},
-                     {"stages_ms_per_step", r.stages_ms_per_step},
-                     {"wait_data_ms", r.wait_data_ms},
-                     {"wait_comm_ms", r.wait_comm_ms},
-                     {"micro_steps", r.micro_steps},
-                     {"overlap_pct", r.overlap_pct},
-                     {"allreduce",
-                      {{"count_per_step", ar.count_per_step},
-                       {"syncs_per_step", ar.syncs_per_step},
-                       {"bytes_per_step", ar.bytes_per_step},
-                       {"mean_bucket_bytes", ar.mean_bucket_bytes},
-                       {"time_ms_per_step", ar.time_ms_per_step},
-                       {"algbw_gbps", ar.algbw_gbps},
-                       {"busbw_gbps", ar.busbw_gbps}}},
-                     {"skew_ms", r.skew_ms},
-                     {"h2d_gbps", r.h2d_gbps},
-                     {"loader",
-                      {{"workers", L.workers},
-                       {"batches", L.batches},
-                       {"ms_per_batch", L.ms_per_batch},
-                       {"batch_ms", L.batch_ms},
-                       {"supply_ms_per_batch", L.supply_ms_per_batch},
-                       {"demand_ms_per_batch", L.demand_ms_per_batch},
-                       {"utilization", L.utilization},
-                       {"queue_empty_fraction",
-                        L.queue_empty_fraction >= 0 ? nlohmann::json(L.queue_empty_fraction) : nlohmann::json(nullptr)}}},
-                     {"complete", r.complete},
-                     {"dropped_events", r.dropped}});
-  }
+  for (const RankAnalysis& r : a.ranks) ranks.push_back(rank_json(r));
   return {{"schema", "ddp_profile.analysis/1"},
           {"world_size", a.world},
           {"steps", a.steps},
