@@ -1,7 +1,10 @@
 #pragma once
 // Stall analysis: per-rank, per-step breakdown of a recorded run and the attribution of every stall (wait_data,
 // wait_comm, cross-rank skew) to the stage and rank that caused it. docs/stalls.md defines the rules and the JSON
-// schema (a stable interface: `ddp_profile --analyze DIR --json`).
+// schema (a stable interface: `ddp_profile --analyze DIR --json`). The work is split in steps, one file each:
+// analysis_rank_data (prepare one rank's spans), analysis_measures (per-rank measures), analysis_attribution and
+// analysis_explain (cross-rank root causes), analysis_flags, analysis_report (JSON and text); analysis.cpp runs them
+// and writes the verdict.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -9,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "traces/analysis_thresholds.h"  // kDominantShare, kMinCauseShare and the flag thresholds
 #include "traces/run_folder.h"
 
 namespace ddp {
@@ -91,10 +95,6 @@ struct Analysis {
   std::string verdict;
   std::vector<std::string> problems;  // damaged or missing input, from the run and from the analysis
 };
-
-// Thresholds of the rules, documented in docs/stalls.md.
-inline constexpr double kDominantShare = 0.10;  // a cause at or above this share of step time is "dominant"
-inline constexpr double kMinCauseShare = 0.01;  // causes below this share are dropped as noise
 
 Analysis analyze(const RunTrace& run);
 nlohmann::json analysis_json(const Analysis& a);

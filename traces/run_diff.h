@@ -6,6 +6,7 @@
 //      beyond a relative tolerance, and the first step where the parameter hashes (verify/rank<R>.replicas.jsonl)
 //      differ.
 // No LibTorch: everything is read from the folder's files. The JSON shape is documented in docs/diff.md.
+// The steps live one per file (traces/run_diff_steps.h lists them).
 #include <cstdint>
 #include <map>
 #include <optional>

@@ -3,15 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "traces/stats.h"
+
 namespace ddp {
 namespace {
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
-double percentile(std::vector<int64_t> v, double q) {
-  if (v.empty()) return 0;
-  size_t k = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return ms(v[k]);
-}
+double ms(double ns) { return ns / 1e6; }
 }  // namespace
 
 std::vector<RankSummary> summarize(const RunTrace& run) {
@@ -22,7 +19,8 @@ std::vector<RankSummary> summarize(const RunTrace& run) {
     s.complete = r.complete;
     s.dropped = r.dropped;
     s.events = r.events.size();
-    std::vector<int64_t> steps;
+    std::vector<double> steps;  // durations, ns
+    int64_t step_total_ns = 0;
     for (const Event& e : r.events) {
       if (!e.is_span()) {
         if (e.stage == static_cast<uint8_t>(Counter::host_rss_bytes)) s.peak_rss_bytes = std::max(s.peak_rss_bytes, e.value);
@@ -32,14 +30,16 @@ std::vector<RankSummary> summarize(const RunTrace& run) {
       t.count++;
       t.total_ns += e.duration();
       t.bytes += e.value;
-      if (e.stage_id() == Stage::step) steps.push_back(e.duration());
+      if (e.stage_id() == Stage::step) {
+        steps.push_back(static_cast<double>(e.duration()));
+        step_total_ns += e.duration();
+      }
     }
     s.steps = steps.size();
-    int64_t total = 0;
-    for (auto d : steps) total += d;
-    s.step_mean_ms = steps.empty() ? 0 : ms(total) / static_cast<double>(steps.size());
-    s.step_median_ms = percentile(steps, 0.5);
-    s.step_p90_ms = percentile(steps, 0.9);
+    s.step_mean_ms = steps.empty() ? 0 : ms(step_total_ns) / static_cast<double>(steps.size());
+    // The median of the summary is the nearest-rank 50th percentile (the upper middle of an even count).
+    s.step_median_ms = ms(percentile(steps, 0.5));
+    s.step_p90_ms = ms(percentile(steps, 0.9));
     out.push_back(s);
   }
   return out;

@@ -1,0 +1,43 @@
+// The shared helpers of traces/: fmt (text_format.h) and median/percentile (stats.h).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "traces/stats.h"
+#include "traces/text_format.h"
+
+namespace {
+
+TEST(TextFormat, FormatsLikePrintf) {
+  EXPECT_EQ(ddp::fmt("rank %d: %.2f ms (%s)", 3, 1.005, "x"), "rank 3: 1.00 ms (x)");
+  EXPECT_EQ(ddp::fmt("%+10.3f", -2.5), "    -2.500");
+  EXPECT_EQ(ddp::fmt("%s", ""), "");
+}
+
+TEST(TextFormat, LongTextIsNotTruncated) {
+  const std::string long_text(5000, 'a');
+  EXPECT_EQ(ddp::fmt("<%s>", long_text.c_str()), "<" + long_text + ">");
+}
+
+TEST(Stats, MedianIsTheMeanOfTheTwoMiddlesForAnEvenCount) {
+  EXPECT_EQ(ddp::median({}), 0.0);
+  EXPECT_EQ(ddp::median({7}), 7.0);
+  EXPECT_EQ(ddp::median({3, 1, 2}), 2.0);
+  EXPECT_EQ(ddp::median({4, 1, 3, 2}), 2.5);
+}
+
+TEST(Stats, PercentileIsTheNearestRank) {
+  EXPECT_EQ(ddp::percentile({}, 0.5), 0.0);
+  const std::vector<double> v = {40, 10, 30, 20};
+  EXPECT_EQ(ddp::percentile(v, 0.5), 30.0);  // index round(0.5 * 3) = 2: the upper middle
+  EXPECT_EQ(ddp::percentile(v, 0.0), 10.0);
+  EXPECT_EQ(ddp::percentile(v, 1.0), 40.0);
+  std::vector<double> ten;
+  for (int i = 10; i >= 1; --i) ten.push_back(i);
+  EXPECT_EQ(ddp::percentile(ten, 0.9), 9.0);  // index round(0.9 * 9) = 8
+  EXPECT_EQ(ddp::percentile(v, 2.0), 40.0);   // clamped to [0, 1]
+  EXPECT_EQ(ddp::percentile(v, -1.0), 10.0);
+}
+
+}  // namespace

@@ -1,0 +1,16 @@
+#pragma once
+// Stall analysis, step 4: flags, conditions worth fixing even when they are not (yet) the top stall
+// (docs/stalls.md, "Flags"; thresholds in traces/analysis_thresholds.h). Internal to traces/analysis*.cpp.
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "traces/analysis.h"
+#include "traces/analysis_rank_data.h"
+
+namespace ddp::analysis_detail {
+
+// Appends the flags of every rank to a.flags, rank by rank; `a.ranks[i]` measures `data[i]`.
+void add_flags(Analysis& a, const std::vector<RankData>& data, const nlohmann::json& cfg);
+
+}  // namespace ddp::analysis_detail

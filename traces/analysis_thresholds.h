@@ -1,0 +1,60 @@
+#pragma once
+// Every threshold of the stall analysis, in one place: the rules in docs/stalls.md name these constants. The values
+// are judgement calls from runs of the default job; each comment says what the number protects against.
+#include <cstddef>
+#include <cstdint>
+
+namespace ddp {
+
+// ---- steps ----
+// A rank with at least this many steps has its first one skipped: it holds one-time costs (first batch, allocator,
+// autotuning) that are not stalls of the steady state. With fewer steps there would be too little left to analyse.
+inline constexpr uint64_t kWarmupMinSteps = 3;
+
+// ---- causes and verdict ----
+// A cause at or above this share of step time is "dominant": it names the verdict. Below it, no single fix would
+// buy back a tenth of the step, so the run is called compute bound.
+inline constexpr double kDominantShare = 0.10;
+// Causes below this share of step time are dropped: at 1 % they are within the jitter of a steady run.
+inline constexpr double kMinCauseShare = 0.01;
+// A loader stage is blamed for a rank's data waits for being above the other ranks' mean only when the excess is more
+// than this share of its own time; a smaller excess is noise and the largest stage per batch is named instead.
+inline constexpr double kLoaderCauseMinExcess = 0.2;
+
+// ---- flag pageable_h2d (without a `pinned` setting in the manifest) ----
+// Pinned host-to-device copies run well above this bandwidth on any PCIe generation in use; pageable copies, staged
+// through a driver buffer, fall below it.
+inline constexpr double kPageableH2dMaxGbps = 3.0;
+// A slow copy only matters when it costs at least this share of the step; tiny copies never reach full bandwidth.
+inline constexpr double kPageableH2dMinShare = 0.02;
+
+// ---- flag tiny_buckets ----
+// More allreduces than this per sync means per-call latency is paid many times over, whatever the bucket size.
+inline constexpr double kTinyBucketsMaxPerSync = 8;
+// From this many allreduces per sync, buckets averaging under kTinyBucketMaxMiB are latency bound.
+inline constexpr double kTinyBucketsMinPerSync = 3;
+// Under 1 MiB a collective's fixed latency dominates its transfer time on common interconnects.
+inline constexpr double kTinyBucketMaxMiB = 1.0;
+
+// ---- flag loader_cannot_keep_up ----
+// Compute waiting for input this share of the step or more is a loader problem on its own.
+inline constexpr double kLoaderWaitShare = 0.05;
+// From this smaller share of waiting, the loader is flagged when a second sign agrees (utilization or empty queue).
+inline constexpr double kLoaderWaitMinShare = 0.01;
+// Loader utilization (supply time / demand time per batch) above this means it delivers slower than compute asks.
+inline constexpr double kLoaderMaxUtilization = 1.0;
+// The loader queue found empty in at least this share of its samples: compute drains it faster than it fills.
+inline constexpr double kLoaderQueueEmptyFraction = 0.5;
+
+// ---- flag memory_growth ----
+// Fewer samples than this cannot show a trend.
+inline constexpr size_t kMemoryMinSamples = 8;
+// The first 1/kMemoryWarmupParts of the sampled time is warm-up (allocator pools, first batches) and is dropped.
+inline constexpr int64_t kMemoryWarmupParts = 10;
+// After warm-up, fewer samples than this make thirds too small for a median.
+inline constexpr size_t kMemoryMinSamplesAfterWarmup = 6;
+// Growth must exceed both of these: 50 MiB ignores allocator noise in small runs, 10 % ignores it in large ones.
+inline constexpr double kMemoryGrowthMinBytes = 50.0 * (1 << 20);
+inline constexpr double kMemoryGrowthMinFraction = 0.10;
+
+}  // namespace ddp
