@@ -1,7 +1,6 @@
 // Reading a run folder for --diff: manifest, rank traces (summarized), verify/ tensor summaries and replica hashes.
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "traces/run_diff.h"
 
@@ -10,17 +9,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Files verify/rank<R>.<what>.jsonl, by rank.
-std::map<int, fs::path> verify_files(const fs::path& dir, const std::string& what) {
+// The verification log's files of one kind, by rank.
+std::map<int, fs::path> verify_files(const fs::path& dir, const char* kind) {
   std::map<int, fs::path> out;
   std::error_code ec;
-  fs::path vdir = dir / "verify";
+  fs::path vdir = dir / kVerifyDir;
   if (!fs::is_directory(vdir, ec)) return out;
-  const std::regex re("rank(\\d+)\\." + what + "\\.jsonl");
   for (const auto& entry : fs::directory_iterator(vdir, ec)) {
-    std::smatch m;
-    std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, re)) out[std::stoi(m[1].str())] = entry.path();
+    int rank = 0;
+    if (is_verify_log_file(entry.path().filename().string(), kind, &rank)) out[rank] = entry.path();
   }
   return out;
 }
@@ -50,10 +47,9 @@ void read_jsonl(const fs::path& path, std::vector<std::string>& problems, F line
 }
 
 bool has_rank_trace(const fs::path& dir) {
-  static const std::regex kRankFile(R"(rank(\d+)\.ddpt)");
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (std::regex_match(entry.path().filename().string(), kRankFile)) return true;
+    if (is_rank_trace_file(entry.path().filename().string())) return true;
   return false;
 }
 
@@ -72,16 +68,16 @@ bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
   if (fs::exists(manifest, ec)) {
     std::ifstream in(manifest);
     if (!in) {
-      run.problems.push_back("cannot read manifest.json");
+      run.problems.push_back(std::string("cannot read ") + kManifestFile);
     } else {
       run.manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
       if (run.manifest.is_discarded() || !run.manifest.is_object()) {
-        run.problems.push_back("manifest.json is not a JSON object");
+        run.problems.push_back(std::string(kManifestFile) + " is not a JSON object");
         run.manifest = nullptr;
       }
     }
   } else {
-    run.problems.push_back("manifest.json is missing");
+    run.problems.push_back(std::string(kManifestFile) + " is missing");
   }
   if (has_rank_trace(root)) {
     RunTrace trace;
@@ -90,12 +86,12 @@ bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
       run.has_traces = true;
       run.traces = summarize(trace);
       for (const auto& p : trace.problems)
-        if (p != "manifest.json is missing" && p != "manifest.json is not valid JSON") run.problems.push_back(p);
+        if (p.rfind(kManifestFile, 0) != 0) run.problems.push_back(p);  // already judged above
     } else {
       run.problems.push_back(err);
     }
   }
-  for (const auto& [rank, path] : verify_files(root, "summaries")) {
+  for (const auto& [rank, path] : verify_files(root, kVerifySummaries)) {
     std::vector<TensorRecord> recs;
     read_jsonl(path, run.problems, [&](const nlohmann::json& j) {
       if (!j.contains("step") || !j["step"].is_number_integer() || !j.contains("kind") || !j["kind"].is_string() ||
@@ -112,7 +108,7 @@ bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
     });
     if (!recs.empty()) run.summaries[rank] = std::move(recs);
   }
-  for (const auto& [rank, path] : verify_files(root, "replicas")) {
+  for (const auto& [rank, path] : verify_files(root, kVerifyReplicas)) {
     std::vector<ReplicaRecord> recs;
     read_jsonl(path, run.problems, [&](const nlohmann::json& j) {
       if (!j.contains("step") || !j["step"].is_number_integer() || !j.contains("param_hash") ||

@@ -23,10 +23,15 @@ bool is_rank_trace_file(const std::string& name, int* rank) {
 }
 std::string rank_log_file(int rank) { return std::string(kLogsDir) + "/" + rank_name(rank) + ".log"; }
 std::string rank_progress_file(int rank) { return std::string(kProgressDir) + "/" + rank_name(rank) + ".bin"; }
-std::string verify_samples_file(int rank) { return std::string(kVerifyDir) + "/" + rank_name(rank) + ".samples.jsonl"; }
-std::string verify_replicas_file(int rank) { return std::string(kVerifyDir) + "/" + rank_name(rank) + ".replicas.jsonl"; }
-std::string verify_summaries_file(int rank) {
-  return std::string(kVerifyDir) + "/" + rank_name(rank) + ".summaries.jsonl";
+std::string verify_log_file(int rank, const char* kind) {
+  return std::string(kVerifyDir) + "/" + rank_name(rank) + "." + kind + ".jsonl";
+}
+bool is_verify_log_file(const std::string& name, const char* kind, int* rank) {
+  const std::regex re("rank(\\d+)\\." + std::string(kind) + "\\.jsonl");
+  std::smatch m;
+  if (!std::regex_match(name, m, re)) return false;
+  if (rank) *rank = std::stoi(m[1].str());
+  return true;
 }
 std::string verify_step_file(int rank, int64_t step) {
   return std::string(kVerifyDir) + "/" + rank_name(rank) + "_step" + std::to_string(step) + ".pt";

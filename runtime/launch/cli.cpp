@@ -38,12 +38,8 @@ bool parse_slow_spec(const std::string& text, SlowSpec& out, std::string& error)
     return false;
   }
   auto st = stage_from_name(kv["stage"]);
-  static const Stage allowed[] = {Stage::disk_read, Stage::transform, Stage::pin,      Stage::h2d,
-                                  Stage::forward,   Stage::backward,  Stage::optimizer};
-  bool ok = false;
-  for (Stage s : allowed) ok |= st && *st == s;
-  if (!ok) {
-    error = "--slow: stage must be one of disk_read, transform, pin, h2d, forward, backward, optimizer";
+  if (!st || !stage_has(*st, kStageSlowable)) {
+    error = "--slow: stage must be one of " + stage_names_with(kStageSlowable);
     return false;
   }
   out.stage = *st;

@@ -44,6 +44,7 @@
 #include "runtime/train/verify_log.h"
 #include "traces/chrome_export.h"
 #include "traces/run_folder.h"
+#include "traces/stats.h"
 
 namespace ddp {
 namespace {
@@ -106,12 +107,6 @@ void maybe_inject_fault(const JobConfig& job, int rank, int64_t step) {
   }
   if (k == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-}
-
-double median_ms(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
 }
 
 std::string error_text(const std::exception& e) {
@@ -258,7 +253,7 @@ class Trainer {
             {"device", s_.device.str()},
             {"batch", first_batch_},
             {"steps", steps_done_},
-            {"step_time_median_ms", median_ms(step_ms_)},
+            {"step_time_median_ms", median(step_ms_)},
             {"param_bytes", param_bytes},
             {"param_hash", tensors_hash(model_.parameters())},
             {"buffer_hash", tensors_hash(model_.buffers())},

@@ -10,6 +10,7 @@
 #include "traces/stages.h"
 #include "traces/chrome_export.h"
 #include "traces/run_folder.h"
+#include "traces/text_format.h"
 
 namespace ddp {
 
@@ -31,11 +32,6 @@ CheckResult make(const std::string& id, CheckStatus s, std::string summary, nloh
   r.summary = std::move(summary);
   r.details = std::move(details);
   return r;
-}
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
 }
 }  // namespace
 
