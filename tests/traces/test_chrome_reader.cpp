@@ -152,7 +152,7 @@ TEST(ChromeReader, ReadsOwnExportBack) {
 
 TEST(ChromeReader, ReadsKinetoFixtures) {
   if (!chrome_gzip_supported()) GTEST_SKIP() << "built without zlib";
-  const std::string base = std::string(DDP_SHARED_DIR) + "/fixtures/kineto/";
+  const std::string base = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/";
   {
     ChromeTrace t = read_chrome_file(base + "alexnet_1gpu_kineto.json.gz");
     ASSERT_TRUE(t.ok()) << t.status.message;
@@ -315,7 +315,7 @@ TEST(ChromeReader, DamagedFiles) {
   std::ofstream(dir + "/garbage.json") << "\x89PNG garbage";
   EXPECT_EQ(read_chrome_file(dir + "/garbage.json").status.error, ChromeError::syntax);
   if (chrome_gzip_supported()) {
-    std::string gz = slurp(std::string(DDP_SHARED_DIR) + "/fixtures/kineto/alexnet_1gpu_kineto.json.gz");
+    std::string gz = slurp(std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/alexnet_1gpu_kineto.json.gz");
     ASSERT_GT(gz.size(), 1000u);
     for (size_t cut : {size_t(2), size_t(10), gz.size() / 2, gz.size() - 9}) {
       std::ofstream(dir + "/cut.json.gz", std::ios::binary) << gz.substr(0, cut);

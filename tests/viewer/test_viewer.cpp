@@ -38,8 +38,8 @@ std::string make_run(const std::string& name) {
   return dir;
 }
 
-const std::string kKineto = std::string(DDP_SHARED_DIR) + "/fixtures/kineto/alexnet_1gpu_kineto.json.gz";
-const std::string kKinetoCpu = std::string(DDP_SHARED_DIR) + "/fixtures/kineto/cpu_only_kineto.json.gz";
+const std::string kKineto = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/alexnet_1gpu_kineto.json.gz";
+const std::string kKinetoCpu = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/cpu_only_kineto.json.gz";
 
 struct Exit {
   int code = -1;
