@@ -9,6 +9,7 @@
 #include <map>
 
 #include "traces/chrome_reader.h"
+#include "traces/cuda_names.h"
 
 namespace ddp {
 
@@ -307,6 +308,30 @@ Timeline TimelineBuilder::finish() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+namespace {
+// Span::name of a rank's events: the stage, or for CUDA events the kernel/API name the profiler interned (the Chrome
+// export names them the same way). Each CUDA name is interned into the timeline once, on first use.
+class SpanNames {
+ public:
+  SpanNames(TimelineBuilder& b, const RankTrace& r) : b_(b), cuda_(cuda_event_names(r)), ids_(cuda_.size(), kUnset) {}
+
+  uint32_t of(const Event& e) {
+    if (e.stage >= kStageCount) return b_.intern("stage " + std::to_string(e.stage));
+    if (!e.is_cuda()) return e.stage;
+    const uint16_t id = e.name_id();
+    if (id >= cuda_.size() || cuda_[id].empty()) return e.stage;
+    if (ids_[id] == kUnset) ids_[id] = b_.intern(cuda_[id]);
+    return ids_[id];
+  }
+
+ private:
+  static constexpr uint32_t kUnset = 0xFFFFFFFF;
+  TimelineBuilder& b_;
+  std::vector<std::string> cuda_;  // by name id
+  std::vector<uint32_t> ids_;      // name id -> Timeline::names id
+};
+}  // namespace
+
 Timeline timeline_from_run(const RunTrace& run) {
   TimelineBuilder b;
   Timeline& tl = b.timeline();
@@ -328,6 +353,7 @@ Timeline timeline_from_run(const RunTrace& run) {
       b.set_lane_name(p, l, r.lanes[lane]);
     }
     const int64_t shift = r.clock_offset_ns() - origin;
+    SpanNames names(b, r);
     // lanes are dense small ids: map them once, and size each lane's storage up front
     std::array<int, 256> lane_of;
     lane_of.fill(-1);
@@ -354,13 +380,13 @@ Timeline timeline_from_run(const RunTrace& run) {
         s.bytes = e.value;
         s.step = e.step;
         s.epoch = e.epoch;
-        s.bucket = e.bucket;
+        s.bucket = e.is_cuda() ? kNoBucket : e.bucket_index();
         s.micro = e.micro;
         s.stage = e.stage < kStageCount ? e.stage : kNoStage;
-        s.name = e.stage < kStageCount ? e.stage : b.intern("stage " + std::to_string(e.stage));
+        s.name = names.of(e);
         b.add_span(p, l, s);
       } else {
-        b.add_counter(p, counter_name(static_cast<Counter>(e.stage)), e.t0 + shift, static_cast<double>(e.value));
+        b.add_counter(p, counter_name(e.counter_id()), e.t0 + shift, static_cast<double>(e.value));
       }
     }
   }
