@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "traces/cuda_names.h"
+
 namespace ddp {
 namespace {
 
@@ -113,23 +115,6 @@ const char* cuda_category(Stage s) {
   }
 }
 
-// Names of CUDA events: meta "gpu_name/<id>" = name, id in Event::bucket.
-std::vector<std::string> cuda_names(const RankTrace& r) {
-  std::vector<std::string> names;
-  constexpr std::string_view kPrefix = "gpu_name/";
-  for (auto it = r.meta.lower_bound(std::string(kPrefix)); it != r.meta.end(); ++it) {
-    if (it->first.compare(0, kPrefix.size(), kPrefix) != 0) break;
-    uint32_t id = 0;
-    const char* b = it->first.data() + kPrefix.size();
-    const char* e = it->first.data() + it->first.size();
-    auto res = std::from_chars(b, e, id);
-    if (res.ec != std::errc() || res.ptr != e || id >= kNoBucket) continue;
-    if (names.size() <= id) names.resize(id + 1);
-    names[id] = it->second;
-  }
-  return names;
-}
-
 void flow(Out& o, char ph, uint32_t pid, uint8_t tid, int64_t ts_ns, uint64_t id) {
   o.raw(",\n{\"ph\":\"");
   o.raw(std::string_view(&ph, 1));
@@ -195,22 +180,20 @@ bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& st
                true);
     }
     const int64_t shift = r.clock_offset_ns() - origin;
-    const std::vector<std::string> names = cuda_names(r);
+    const std::vector<std::string> names = cuda_event_names(r);
     std::unordered_map<uint32_t, const Event*> launches;  // correlation -> the API call
     for (const Event& e : r.events)
-      if (e.is_span() && e.stage_id() == Stage::cuda_api && e.item) launches.emplace(e.item, &e);
+      if (e.is_span() && e.stage_id() == Stage::cuda_api && e.correlation_id())
+        launches.emplace(e.correlation_id(), &e);
     for (const Event& e : r.events) {
       o.raw(first ? "\n" : ",\n");
       first = false;
       if (e.is_span()) {
         Stage s = e.stage_id();
-        const bool cuda = is_gpu_activity(s) || is_cuda_host(s);
+        const bool cuda = e.is_cuda();
         if (cuda) {
           o.raw("{\"ph\":\"X\",\"name\":");
-          if (e.bucket < names.size() && !names[e.bucket].empty())
-            o.str(names[e.bucket]);
-          else
-            o.str(stage_name(s));
+          o.str(cuda_event_name(e, names));
           o.raw(",\"cat\":\"");
           o.raw(cuda_category(s));
         } else {
@@ -233,9 +216,9 @@ bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& st
         o.unum(e.epoch);
         o.raw(",\"micro\":");
         o.unum(e.micro);
-        if (e.bucket != kNoBucket && !cuda) {
+        if (!cuda && e.bucket_index() != kNoBucket) {
           o.raw(",\"bucket\":");
-          o.unum(e.bucket);
+          o.unum(e.bucket_index());
         }
         if (e.value) {
           o.raw(",\"bytes\":");
@@ -245,15 +228,19 @@ bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& st
           o.raw(",\"stage\":\"");
           o.raw(stage_name(s));
           o.raw("\",\"correlation\":");
+          o.unum(e.correlation_id());
+        } else if (is_data_stage(s)) {
+          o.raw(",\"batch\":");
+          o.unum(e.batch_index());
         } else {
-          o.raw(is_data_stage(s) ? ",\"batch\":" : ",\"samples\":");
+          o.raw(",\"samples\":");
+          o.unum(e.samples());
         }
-        o.unum(e.item);
         o.raw("}}");
-        if (is_gpu_activity(s) && e.item) {
-          auto it = launches.find(e.item);
+        if (is_gpu_activity(s) && e.correlation_id()) {
+          auto it = launches.find(e.correlation_id());
           if (it != launches.end()) {
-            const uint64_t id = (static_cast<uint64_t>(r.rank) << 32) | e.item;
+            const uint64_t id = (static_cast<uint64_t>(r.rank) << 32) | e.correlation_id();
             flow(o, 's', r.rank, it->second->lane, it->second->t0 + shift, id);
             flow(o, 'f', r.rank, e.lane, e.t0 + shift, id);
             ++stats.flows;
@@ -261,7 +248,7 @@ bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& st
         }
       } else {
         o.raw("{\"ph\":\"C\",\"name\":\"");
-        o.raw(counter_name(static_cast<Counter>(e.stage)));
+        o.raw(counter_name(e.counter_id()));
         o.raw("\",\"pid\":");
         o.unum(r.rank);
         o.raw(",\"ts\":");

@@ -17,7 +17,7 @@ namespace ddp {
 enum class ChromeError {
   none,
   cannot_open,  // the file cannot be opened or read
-  decompress,   // gzip data is damaged or truncated (or gzip support is not built in)
+  decompress,   // gzip data is damaged or truncated
   empty,        // no bytes / only whitespace
   truncated,    // the JSON ends in the middle of a value
   syntax,       // malformed JSON
@@ -83,7 +83,6 @@ ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_ev
 ChromeStatus read_chrome_bytes(const std::string& path, std::string& out);
 // Inflates a gzip stream (also concatenated members). Fails with ChromeError::decompress when damaged.
 ChromeStatus gunzip(std::string_view gz, std::string& out);
-bool chrome_gzip_supported();
 
 // An owned copy of the events, for tools and tests (the viewer streams instead).
 struct ChromeEvent {

@@ -4,17 +4,12 @@
 
 #include <imgui.h>
 
-#include "viewer/app.h"
-
-#if __has_include("traces/analysis.h")
 #include "traces/analysis.h"
-#define DDP_VIEWER_HAS_ANALYSIS 1
-#endif
+#include "viewer/app.h"
 
 namespace ddp::viewer {
 
 void load_stalls_for_run(App& app, const RunTrace& run) {
-#ifdef DDP_VIEWER_HAS_ANALYSIS
   Analysis a = analyze(run);
   app.stalls.clear();
   for (const StallCause& c : a.causes) {
@@ -30,14 +25,10 @@ void load_stalls_for_run(App& app, const RunTrace& run) {
     app.stalls.push_back(std::move(s));
   }
   app.stall_flags.clear();
-  for (const StallFlag& f : a.flags) app.stall_flags.push_back(f.id + " (rank " + std::to_string(f.rank) + "): " + f.message);
+  for (const StallFlag& f : a.flags)
+    app.stall_flags.push_back(f.id + " (rank " + std::to_string(f.rank) + "): " + f.message);
   app.stall_verdict = a.verdict;
   app.stall_source = "analysis of " + std::to_string(a.steps) + " steps";
-#else
-  std::string err;
-  std::string path = run.dir + "/analysis.json";
-  if (!load_stalls_json(app, path, err)) app.stall_source = err;
-#endif
 }
 
 bool load_stalls_json(App& app, const std::string& path, std::string& error) {

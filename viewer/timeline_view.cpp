@@ -3,7 +3,10 @@
 // marked, waits highlighted. Wheel zooms at the mouse, drag pans, hover explains, click selects.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include <imgui.h>
 
@@ -61,12 +64,210 @@ void draw_ruler(ImDrawList* dl, const ViewState& v, float x0, float w, float y, 
   dl->AddText(ImVec2(left + 4, y + 4), IM_COL32(160, 160, 160, 255), "time");
 }
 
-struct Hover {
+// ---- layout: where the tracks are on screen this frame ----
+
+struct TrackLayout {
+  float left = 0;            // the label column's left edge
+  float x0 = 0, w = 0, x1 = 0;  // the time axis
+  float clip_y0 = 0, clip_y1 = 0;  // the visible part of the tracks window
+  ImVec4 label_clip;
+  LodView lod;
+
+  bool visible(float y0, float y1) const { return y1 >= clip_y0 && y0 <= clip_y1; }
+};
+
+// The time axis: everything right of the label column, less the vertical scrollbar.
+TrackLayout layout_time_axis(const ImVec2& top, float width, float scrollbar) {
+  TrackLayout t;
+  t.left = top.x;
+  t.x0 = top.x + kLabelW;
+  t.w = std::max(10.0f, width - kLabelW - scrollbar);
+  t.x1 = t.x0 + t.w;
+  return t;
+}
+
+// The tracks window's visible band and the level-of-detail view of this frame (call inside the tracks child).
+void layout_tracks_window(TrackLayout& t, const App& app) {
+  const ImVec2 wpos = ImGui::GetWindowPos();
+  const ImVec2 wsize = ImGui::GetWindowSize();
+  t.clip_y0 = wpos.y;
+  t.clip_y1 = wpos.y + wsize.y;
+  t.label_clip = ImVec4(t.left, t.clip_y0, t.x0 - 4, t.clip_y1);
+  t.lod.t0 = app.view.t0;
+  t.lod.t1 = app.view.t1;
+  t.lod.ns_per_px = app.view.ns_per_px(t.w);
+  t.lod.min_px = app.opt.min_px;
+}
+
+// x of time t, kept a few pixels around the axis so boxes far off screen stay cheap to draw.
+float x_at(const App& app, const TrackLayout& t, int64_t time) {
+  double x = app.view.x_of(time, t.x0, t.w);
+  return static_cast<float>(std::clamp(x, static_cast<double>(t.x0) - 4.0, static_cast<double>(t.x1) + 4.0));
+}
+
+// ---- hit-testing: what is under the mouse ----
+
+struct Pointer {
+  ImVec2 pos;
+  bool in_tracks = false;  // over the tracks window, right of the labels
+};
+
+struct Hit {
   size_t process = 0, lane = 0, row = 0;
   DrawBox box;
 };
 
-void tooltip(const App& app, const Hover& h) {
+bool pointer_on_box(const Pointer& m, float x0, float x1, float ry) {
+  return m.in_tracks && m.pos.y >= ry && m.pos.y < ry + kRowH && m.pos.x >= x0 - 1 && m.pos.x <= x1 + 1;
+}
+
+// ---- drawing ----
+
+// Where a span sits in the model, for selection and hit results.
+struct RowAt {
+  size_t process = 0, lane = 0, row = 0;
+};
+
+using WaitRuns = std::vector<std::pair<float, float>>;  // x ranges of the wait spans drawn in a process
+
+void draw_box(App& app, ImDrawList* dl, const TrackLayout& t, const Span& s, const DrawBox& b, float x0, float x1,
+              float ry, WaitRuns& waits) {
+  const ImU32 col = app.tl.color(s);
+  const ImVec2 a(x0, ry + 1), z(x1, ry + kRowH - 1);
+  dl->AddRectFilled(a, z, col);
+  ++app.last.boxes;
+  if (b.merged()) {
+    // merged runs: the first span's colour with a dark zigzag-free stripe at the bottom
+    dl->AddRectFilled(ImVec2(x0, z.y - 4), z, darker(col, 0.55f));
+    ++app.last.merged_boxes;
+    app.last.spans_in_merged += b.count;
+    return;
+  }
+  if (x1 - x0 >= 6.0f) dl->AddRect(a, z, darker(col, 0.6f));
+  if (x1 - x0 >= 40.0f) {
+    std::string_view n = app.tl.name(s);
+    ImVec4 clip(std::max(x0, t.x0) + 2, ry, std::min(x1, t.x1) - 2, ry + kRowH);
+    dl->AddText(nullptr, 0.0f, ImVec2(std::max(x0, t.x0) + 3, ry + 2), text_on(col), n.data(), n.data() + n.size(),
+                0.0f, &clip);
+    ++app.last.labels;
+  }
+  if (app.opt.highlight_waits && s.has_stage() && is_wait(static_cast<Stage>(s.stage))) {
+    dl->AddRect(ImVec2(x0 - 1, ry), ImVec2(x1 + 1, ry + kRowH), kWaitOutline, 0.0f, 0, 2.0f);
+    waits.emplace_back(x0, x1);
+  }
+}
+
+bool box_holds_selection(const Selection& sel, const RowAt& at, const DrawBox& b) {
+  return sel.active && sel.process == at.process && sel.lane == at.lane && sel.row == at.row &&
+         sel.index >= b.first && sel.index < b.first + b.count;
+}
+
+// The visible boxes of one row at ry; the box under the pointer (the last one drawn there) becomes `hit`.
+void draw_row(App& app, ImDrawList* dl, const TrackLayout& t, const Row& row, const RowAt& at, float ry,
+              const Pointer& m, WaitRuns& waits, std::optional<Hit>& hit) {
+  static std::vector<DrawBox> boxes;  // reused across rows and frames: no allocation per frame
+  boxes.clear();
+  query_row(row, t.lod, boxes);
+  for (const DrawBox& b : boxes) {
+    float x0 = x_at(app, t, b.t0), x1 = x_at(app, t, b.t1);
+    if (x1 - x0 < 1.0f) x1 = x0 + 1.0f;
+    draw_box(app, dl, t, row.spans[b.first], b, x0, x1, ry, waits);
+    if (box_holds_selection(app.sel, at, b))
+      dl->AddRect(ImVec2(x0 - 2, ry - 1), ImVec2(x1 + 2, ry + kRowH + 1), IM_COL32(255, 255, 255, 255), 0.0f, 0,
+                  2.0f);
+    if (pointer_on_box(m, x0, x1, ry)) hit = Hit{at.process, at.lane, at.row, b};
+  }
+}
+
+// A lane's background, label and rows, when any of it is on screen.
+void draw_lane(App& app, ImDrawList* dl, const TrackLayout& t, const Lane& lane, RowAt at, float y, bool alt,
+               const Pointer& m, WaitRuns& waits, std::optional<Hit>& hit) {
+  const float lane_h = static_cast<float>(lane.rows.size()) * kRowH;
+  if (!t.visible(y, y + lane_h)) return;
+  if (alt) dl->AddRectFilled(ImVec2(t.left, y), ImVec2(t.x1, y + lane_h), kLaneAlt);
+  dl->AddText(nullptr, 0.0f, ImVec2(t.left + 12, y + 2), IM_COL32(200, 200, 200, 255), lane.name.c_str(), nullptr,
+              0.0f, &t.label_clip);
+  for (size_t ri = 0; ri < lane.rows.size(); ++ri) {
+    const float ry = y + static_cast<float>(ri) * kRowH;
+    if (!t.visible(ry, ry + kRowH)) continue;
+    at.row = ri;
+    draw_row(app, dl, t, lane.rows[ri], at, ry, m, waits, hit);
+  }
+}
+
+void draw_process_header(ImDrawList* dl, const TrackLayout& t, const Process& p, float y) {
+  if (!t.visible(y, y + kHeaderH)) return;
+  dl->AddRectFilled(ImVec2(t.left, y), ImVec2(t.x1, y + kHeaderH), kHeader);
+  dl->AddText(nullptr, 0.0f, ImVec2(t.left + 4, y + 3), IM_COL32(255, 255, 255, 255), p.name.c_str(), nullptr, 0.0f,
+              nullptr);
+}
+
+// A red band along the bottom of the process header, so stalls stand out even when lanes scroll away.
+void draw_wait_band(ImDrawList* dl, const WaitRuns& waits, float header_y) {
+  for (const auto& w : waits)
+    dl->AddRectFilled(ImVec2(w.first, header_y + kHeaderH - 5),
+                      ImVec2(std::max(w.second, w.first + 2), header_y + kHeaderH), kWaitOutline);
+}
+
+// Step boundaries over the whole process (from its top to `bottom`), labelled in the header where there is room.
+void draw_step_marks(const App& app, ImDrawList* dl, const TrackLayout& t, const Process& p, float header_y,
+                     float bottom) {
+  const ViewState& v = app.view;
+  auto it = std::lower_bound(p.steps.begin(), p.steps.end(), v.t0,
+                             [](const StepMark& m, int64_t time) { return m.t1 < time; });
+  float last_x = -1e9f;
+  for (; it != p.steps.end() && it->t0 <= v.t1; ++it) {
+    float x = x_at(app, t, it->t0);
+    if (x - last_x < 6.0f) continue;
+    dl->AddLine(ImVec2(x, header_y), ImVec2(x, bottom), kStepLine);
+    if (x - last_x > 60.0f && x >= t.x0 && x < t.x1 - 30) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "step %u", it->step);
+      dl->AddText(ImVec2(x + 3, header_y + 3), IM_COL32(255, 230, 150, 255), buf);
+    }
+    last_x = x;
+  }
+}
+
+// One process from y down: header, lanes, counter tracks and overlays. Returns the y below it.
+float draw_process(App& app, ImDrawList* dl, const TrackLayout& t, size_t pi, float y, const Pointer& m,
+                   std::optional<Hit>& hit) {
+  const Process& p = app.tl.processes[pi];
+  const float header_y = y;
+  draw_process_header(dl, t, p, header_y);
+  y += kHeaderH;
+  WaitRuns waits;
+  bool alt = false;
+  for (size_t li = 0; li < p.lanes.size(); ++li) {
+    const Lane& lane = p.lanes[li];
+    if (lane.span_count == 0) continue;
+    draw_lane(app, dl, t, lane, RowAt{pi, li, 0}, y, alt, m, waits, hit);
+    y += static_cast<float>(lane.rows.size()) * kRowH + kLaneGap;
+    alt = !alt;
+  }
+  if (app.opt.show_counters) y += draw_counter_tracks(app, p, dl, t.left, t.x0, t.w, y);
+  if (app.opt.highlight_waits) draw_wait_band(dl, waits, header_y);
+  if (app.opt.show_step_marks && !p.steps.empty()) draw_step_marks(app, dl, t, p, header_y, y);
+  return y + 6.0f;
+}
+
+// Every process with something to show, from y down. Returns the y below the last one.
+float draw_processes(App& app, ImDrawList* dl, const TrackLayout& t, float y, const Pointer& m,
+                     std::optional<Hit>& hit) {
+  const Timeline& tl = app.tl;
+  for (size_t pi = 0; pi < tl.processes.size(); ++pi) {
+    const Process& p = tl.processes[pi];
+    if (p.span_count == 0 && p.counters.empty()) continue;  // e.g. Kineto's idle GPU processes
+    y = draw_process(app, dl, t, pi, y, m, hit);
+  }
+  if (tl.processes.empty())
+    dl->AddText(ImVec2(t.x0 + 10, y + 10), IM_COL32(220, 220, 220, 255), "the trace holds no spans");
+  return y;
+}
+
+// ---- the tooltip of the box under the mouse ----
+
+void tooltip(const App& app, const Hit& h) {
   const Timeline& tl = app.tl;
   const Process& p = tl.processes[h.process];
   const Lane& lane = p.lanes[h.lane];
@@ -107,20 +308,60 @@ void tooltip(const App& app, const Hover& h) {
   ImGui::EndTooltip();
 }
 
+// ---- input: wheel zooms at the mouse (shift+wheel scrolls), drag pans, click selects ----
+
+void zoom_or_scroll(App& app, const TrackLayout& t, const Pointer& m) {
+  const ImGuiIO& io = ImGui::GetIO();
+  if (io.MouseWheel == 0.0f) return;
+  if (io.KeyShift) {
+    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * kRowH * 3);
+  } else if (m.pos.x >= t.x0) {
+    double anchor = (m.pos.x - t.x0) / t.w;
+    app.view.zoom(anchor, std::pow(0.8, static_cast<double>(io.MouseWheel)));
+  }
+}
+
+// A click (a press and release without a drag): select the span under the mouse, zoom onto a merged run, or clear
+// the selection on empty space.
+void click(App& app, const std::optional<Hit>& hit) {
+  if (hit && !hit->box.merged()) {
+    const Span& s = app.tl.processes[hit->process].lanes[hit->lane].rows[hit->row].spans[hit->box.first];
+    app.sel = Selection{true, hit->process, hit->lane, hit->row, hit->box.first, s.name};
+  } else if (hit) {
+    app.view.fit(hit->box.t0, hit->box.t1, 0.1);
+  } else {
+    app.sel.active = false;
+  }
+}
+
+void handle_input(App& app, const TrackLayout& t, bool hovered, const Pointer& m, const std::optional<Hit>& hit) {
+  if (hovered) zoom_or_scroll(app, t, m);
+  if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+    app.press_in_tracks = true;
+    app.dragged = false;
+  }
+  if (app.press_in_tracks && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 3.0f)) {
+    ImVec2 d = ImGui::GetMouseDragDelta(ImGuiMouseButton_Left);
+    app.view.pan_px(d.x, t.w);
+    ImGui::SetScrollY(ImGui::GetScrollY() - d.y);
+    ImGui::ResetMouseDragDelta(ImGuiMouseButton_Left);
+    app.dragged = true;
+  }
+  if (app.press_in_tracks && ImGui::IsMouseReleased(ImGuiMouseButton_Left)) {
+    if (!app.dragged) click(app, hit);
+    app.press_in_tracks = false;
+  }
+}
+
 }  // namespace
 
 void draw_timeline(App& app, float width, float height) {
-  ImGuiIO& io = ImGui::GetIO();
-  Timeline& tl = app.tl;
-  ViewState& v = app.view;
   const ImGuiStyle& style = ImGui::GetStyle();
   const ImVec2 top = ImGui::GetCursorScreenPos();
   const float scrollbar = style.ScrollbarSize;
-  const float track_x0 = top.x + kLabelW;
-  const float track_w = std::max(10.0f, width - kLabelW - scrollbar);
-  const float track_x1 = track_x0 + track_w;
+  TrackLayout t = layout_time_axis(top, width, scrollbar);
 
-  draw_ruler(ImGui::GetWindowDrawList(), v, track_x0, track_w, top.y, top.x);
+  draw_ruler(ImGui::GetWindowDrawList(), app.view, t.x0, t.w, top.y, top.x);
   ImGui::Dummy(ImVec2(width, kRulerH));
 
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(0, 0));
@@ -128,165 +369,21 @@ void draw_timeline(App& app, float width, float height) {
   ImGui::BeginChild("tracks", ImVec2(width, std::max(20.0f, height - kRulerH - style.ItemSpacing.y)), false,
                     ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_AlwaysVerticalScrollbar);
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 wpos = ImGui::GetWindowPos();
-  const ImVec2 wsize = ImGui::GetWindowSize();
-  const float clip_y0 = wpos.y, clip_y1 = wpos.y + wsize.y;
+  layout_tracks_window(t, app);
   const ImVec2 start = ImGui::GetCursorScreenPos();
   const bool hovered = ImGui::IsWindowHovered();
-  const ImVec2 mouse = io.MousePos;
-  const bool mouse_in_tracks = hovered && mouse.x >= track_x0 && mouse.x < track_x1;
+  Pointer m;
+  m.pos = ImGui::GetIO().MousePos;
+  m.in_tracks = hovered && m.pos.x >= t.x0 && m.pos.x < t.x1;
 
-  LodView lod;
-  lod.t0 = v.t0;
-  lod.t1 = v.t1;
-  lod.ns_per_px = v.ns_per_px(track_w);
-  lod.min_px = app.opt.min_px;
-  auto X = [&](int64_t t) {
-    double x = v.x_of(t, track_x0, track_w);
-    return static_cast<float>(std::clamp(x, static_cast<double>(track_x0) - 4.0, static_cast<double>(track_x1) + 4.0));
-  };
-
-  static std::vector<DrawBox> boxes;
-  std::vector<std::pair<float, float>> waits;
-  std::optional<Hover> hover;
-  const ImVec4 label_clip(top.x, clip_y0, track_x0 - 4, clip_y1);
-
-  float y = start.y;
-  for (size_t pi = 0; pi < tl.processes.size(); ++pi) {
-    const Process& p = tl.processes[pi];
-    if (p.span_count == 0 && p.counters.empty()) continue;  // e.g. Kineto's idle GPU processes
-    const float proc_top = y;
-    // header
-    if (y + kHeaderH >= clip_y0 && y <= clip_y1) {
-      dl->AddRectFilled(ImVec2(top.x, y), ImVec2(track_x1, y + kHeaderH), kHeader);
-      dl->AddText(nullptr, 0.0f, ImVec2(top.x + 4, y + 3), IM_COL32(255, 255, 255, 255), p.name.c_str(), nullptr,
-                  0.0f, nullptr);
-    }
-    const float header_y = y;
-    y += kHeaderH;
-    waits.clear();
-    bool alt = false;
-    for (size_t li = 0; li < p.lanes.size(); ++li) {
-      const Lane& lane = p.lanes[li];
-      if (lane.span_count == 0) continue;
-      const float lane_h = static_cast<float>(lane.rows.size()) * kRowH;
-      if (y + lane_h >= clip_y0 && y <= clip_y1) {
-        if (alt) dl->AddRectFilled(ImVec2(top.x, y), ImVec2(track_x1, y + lane_h), kLaneAlt);
-        dl->AddText(nullptr, 0.0f, ImVec2(top.x + 12, y + 2), IM_COL32(200, 200, 200, 255), lane.name.c_str(),
-                    nullptr, 0.0f, &label_clip);
-        for (size_t ri = 0; ri < lane.rows.size(); ++ri) {
-          const float ry = y + static_cast<float>(ri) * kRowH;
-          if (ry + kRowH < clip_y0 || ry > clip_y1) continue;
-          const Row& row = lane.rows[ri];
-          boxes.clear();
-          query_row(row, lod, boxes);
-          for (const DrawBox& b : boxes) {
-            const Span& s = row.spans[b.first];
-            float x0 = X(b.t0), x1 = X(b.t1);
-            if (x1 - x0 < 1.0f) x1 = x0 + 1.0f;
-            const ImU32 col = tl.color(s);
-            const ImVec2 a(x0, ry + 1), z(x1, ry + kRowH - 1);
-            dl->AddRectFilled(a, z, col);
-            ++app.last.boxes;
-            if (b.merged()) {
-              // merged runs: the first span's colour with a dark zigzag-free stripe at the bottom
-              dl->AddRectFilled(ImVec2(x0, z.y - 4), z, darker(col, 0.55f));
-              ++app.last.merged_boxes;
-              app.last.spans_in_merged += b.count;
-            } else {
-              if (x1 - x0 >= 6.0f) dl->AddRect(a, z, darker(col, 0.6f));
-              if (x1 - x0 >= 40.0f) {
-                std::string_view n = tl.name(s);
-                ImVec4 clip(std::max(x0, track_x0) + 2, ry, std::min(x1, track_x1) - 2, ry + kRowH);
-                dl->AddText(nullptr, 0.0f, ImVec2(std::max(x0, track_x0) + 3, ry + 2), text_on(col), n.data(),
-                            n.data() + n.size(), 0.0f, &clip);
-                ++app.last.labels;
-              }
-              if (app.opt.highlight_waits && s.has_stage() && is_wait(static_cast<Stage>(s.stage))) {
-                dl->AddRect(ImVec2(x0 - 1, ry), ImVec2(x1 + 1, ry + kRowH), kWaitOutline, 0.0f, 0, 2.0f);
-                waits.emplace_back(x0, x1);
-              }
-            }
-            if (app.sel.active && app.sel.process == pi && app.sel.lane == li && app.sel.row == ri &&
-                app.sel.index >= b.first && app.sel.index < b.first + b.count)
-              dl->AddRect(ImVec2(x0 - 2, ry - 1), ImVec2(x1 + 2, ry + kRowH + 1), IM_COL32(255, 255, 255, 255), 0.0f,
-                          0, 2.0f);
-            if (mouse_in_tracks && mouse.y >= ry && mouse.y < ry + kRowH && mouse.x >= x0 - 1 && mouse.x <= x1 + 1)
-              hover = Hover{pi, li, ri, b};
-          }
-        }
-      }
-      y += lane_h + kLaneGap;
-      alt = !alt;
-    }
-    if (app.opt.show_counters) y += draw_counter_tracks(app, p, dl, top.x, track_x0, track_w, y);
-    // waits: a red band along the bottom of the process header, so stalls stand out even when lanes scroll away
-    if (app.opt.highlight_waits)
-      for (const auto& w : waits)
-        dl->AddRectFilled(ImVec2(w.first, header_y + kHeaderH - 5), ImVec2(std::max(w.second, w.first + 2), header_y + kHeaderH),
-                          kWaitOutline);
-    // step boundaries over the whole process
-    if (app.opt.show_step_marks && !p.steps.empty()) {
-      auto it = std::lower_bound(p.steps.begin(), p.steps.end(), v.t0,
-                                 [](const StepMark& m, int64_t t) { return m.t1 < t; });
-      float last_x = -1e9f;
-      for (; it != p.steps.end() && it->t0 <= v.t1; ++it) {
-        float x = X(it->t0);
-        if (x - last_x < 6.0f) continue;
-        dl->AddLine(ImVec2(x, proc_top), ImVec2(x, y), kStepLine);
-        if (x - last_x > 60.0f && x >= track_x0 && x < track_x1 - 30) {
-          char buf[32];
-          std::snprintf(buf, sizeof(buf), "step %u", it->step);
-          dl->AddText(ImVec2(x + 3, header_y + 3), IM_COL32(255, 230, 150, 255), buf);
-        }
-        last_x = x;
-      }
-    }
-    y += 6.0f;
-  }
-  if (tl.processes.empty())
-    dl->AddText(ImVec2(track_x0 + 10, y + 10), IM_COL32(220, 220, 220, 255), "the trace holds no spans");
-
+  std::optional<Hit> hit;
+  const float bottom = draw_processes(app, dl, t, start.y, m, hit);
   ImGui::SetCursorScreenPos(start);
-  ImGui::Dummy(ImVec2(width - scrollbar, std::max(1.0f, y - start.y)));
+  ImGui::Dummy(ImVec2(width - scrollbar, std::max(1.0f, bottom - start.y)));
 
-  // interaction
-  if (hovered && io.MouseWheel != 0.0f) {
-    if (io.KeyShift) {
-      ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * kRowH * 3);
-    } else if (mouse.x >= track_x0) {
-      double anchor = (mouse.x - track_x0) / track_w;
-      v.zoom(anchor, std::pow(0.8, static_cast<double>(io.MouseWheel)));
-    }
-  }
-  if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
-    app.press_in_tracks = true;
-    app.dragged = false;
-  }
-  if (app.press_in_tracks && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 3.0f)) {
-    ImVec2 d = ImGui::GetMouseDragDelta(ImGuiMouseButton_Left);
-    v.pan_px(d.x, track_w);
-    ImGui::SetScrollY(ImGui::GetScrollY() - d.y);
-    ImGui::ResetMouseDragDelta(ImGuiMouseButton_Left);
-    app.dragged = true;
-  }
-  if (app.press_in_tracks && ImGui::IsMouseReleased(ImGuiMouseButton_Left)) {
-    if (!app.dragged) {
-      if (hover && !hover->box.merged()) {
-        const Span& s = tl.processes[hover->process].lanes[hover->lane].rows[hover->row].spans[hover->box.first];
-        app.sel = Selection{true, hover->process, hover->lane, hover->row, hover->box.first, s.name};
-      } else if (hover) {  // a merged run: zoom onto it
-        v.fit(hover->box.t0, hover->box.t1, 0.1);
-      } else {
-        app.sel.active = false;
-      }
-    }
-    app.press_in_tracks = false;
-  }
-  if (hover && !app.dragged) tooltip(app, *hover);
-  if (mouse_in_tracks) {
-    dl->AddLine(ImVec2(mouse.x, clip_y0), ImVec2(mouse.x, clip_y1), IM_COL32(255, 255, 255, 40));
-  }
+  handle_input(app, t, hovered, m, hit);
+  if (hit && !app.dragged) tooltip(app, *hit);
+  if (m.in_tracks) dl->AddLine(ImVec2(m.pos.x, t.clip_y0), ImVec2(m.pos.x, t.clip_y1), IM_COL32(255, 255, 255, 40));
   ImGui::EndChild();
   ImGui::PopStyleColor();
   ImGui::PopStyleVar();

@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "traces/run_folder.h"
 #include "traces/timeline.h"
 
 using namespace ddp;
@@ -214,4 +215,53 @@ TEST(Timeline, NameColoursAreStableAndOpaque) {
   EXPECT_EQ(stage_for_chrome_event("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy"),
             static_cast<uint8_t>(Stage::memcpy_h2d));
   EXPECT_EQ(stage_for_chrome_event("aten::mm", "cpu_op"), kNoStage);
+}
+
+// A rank with a GPU stream lane (named kernels, one unnamed) and a comm lane with a bucketed allreduce, built in
+// memory as the profiler writes it: CUDA events carry their interned name id in Event::bucket and their correlation
+// id in Event::item.
+TEST(Timeline, CudaSpansFromARunAreNamedByTheirKernelNotShownAsBuckets) {
+  RankTrace r;
+  r.rank = 0;
+  r.world = 1;
+  r.lanes = {"comm", "gpu0/stream7"};
+  r.meta["gpu_name/1"] = "void gemm<float>(float const*)";
+  r.meta["gpu_name/4"] = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+  auto gpu = [](Stage s, int64_t t0, int64_t t1, uint32_t correlation, uint16_t name_id) {
+    Event e = make_span(s, 1, t0, t1);
+    e.item = correlation;
+    e.bucket = name_id;
+    return e;
+  };
+  Event allreduce = make_span(Stage::allreduce, 0, 1'000, 5'000);
+  allreduce.bucket = 3;
+  r.events = {allreduce, gpu(Stage::kernel, 10'000, 20'000, 11, 1), gpu(Stage::nccl, 20'000, 30'000, 12, 4),
+              gpu(Stage::kernel, 30'000, 31'000, 13, kNoName), gpu(Stage::kernel, 40'000, 45'000, 14, 1)};
+  RunTrace run;
+  run.ranks.push_back(r);
+
+  Timeline tl = timeline_from_run(run);
+  ASSERT_EQ(tl.processes.size(), 1u);
+  const Process& p = tl.processes[0];
+  ASSERT_EQ(p.lanes.size(), 2u);
+  ASSERT_EQ(p.lanes[1].name, "gpu0/stream7");
+  ASSERT_EQ(p.lanes[1].rows.size(), 1u);
+  const std::vector<Span>& k = p.lanes[1].rows[0].spans;
+  ASSERT_EQ(k.size(), 4u);
+  EXPECT_EQ(tl.name(k[0]), "void gemm<float>(float const*)");
+  EXPECT_EQ(tl.name(k[1]), "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(tl.name(k[2]), "kernel") << "an unnamed CUDA event falls back to its stage's name";
+  EXPECT_EQ(k[0].name, k[3].name) << "one interned name per kernel";
+  for (const Span& s : k) EXPECT_EQ(s.bucket, kNoBucket) << tl.name(s) << ": a name id is not a bucket";
+  EXPECT_EQ(k[0].stage, static_cast<uint8_t>(Stage::kernel));
+  EXPECT_EQ(k[1].stage, static_cast<uint8_t>(Stage::nccl));
+  EXPECT_EQ(tl.color(k[0]), stage_color(Stage::kernel));
+  EXPECT_EQ(p.stages[static_cast<size_t>(Stage::kernel)].count, 3u);
+
+  // Other spans keep their bucket; a click on a kernel counts that kernel only.
+  ASSERT_EQ(p.lanes[0].rows.size(), 1u);
+  EXPECT_EQ(p.lanes[0].rows[0].spans[0].bucket, 3);
+  SpanStats gemm = span_stats(tl, k[0].name);
+  EXPECT_EQ(gemm.count, 2u);
+  EXPECT_EQ(gemm.total_ns, 15'000);
 }

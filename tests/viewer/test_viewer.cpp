@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <imgui.h>
 #include <stb/stb_image.h>
@@ -38,8 +39,8 @@ std::string make_run(const std::string& name) {
   return dir;
 }
 
-const std::string kKineto = std::string(DDP_SHARED_DIR) + "/fixtures/kineto/alexnet_1gpu_kineto.json.gz";
-const std::string kKinetoCpu = std::string(DDP_SHARED_DIR) + "/fixtures/kineto/cpu_only_kineto.json.gz";
+const std::string kKineto = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/alexnet_1gpu_kineto.json.gz";
+const std::string kKinetoCpu = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/cpu_only_kineto.json.gz";
 
 struct Exit {
   int code = -1;
@@ -202,16 +203,35 @@ TEST(ViewerStalls, AnalysisJsonIsReadAndJumps) {
   fs::remove_all(dir);
 }
 
+// The synthetic run plants a slow loader on rank 1 (its compute waits twice as long for input as rank 0's, see
+// SyntheticRunOptions::wait_data_ns): the stalls panel must name rank 1's input pipeline as the worst cause.
 TEST(ViewerStalls, RunFolderIsAnalysed) {
   std::string dir = make_run("analysis");
   App app;
   std::string err;
   ASSERT_TRUE(app.load(dir, err)) << err;
   EXPECT_FALSE(app.stall_source.empty());
+  ASSERT_FALSE(app.stalls.empty()) << "the planted slow loader is not detected";
   for (const auto& s : app.stalls) {
     EXPECT_GE(s.lost_ms, 0);
     EXPECT_FALSE(s.stage.empty());
   }
+  auto is_input_stage = [](const std::string& name) {
+    std::optional<Stage> st = stage_from_name(name);
+    return st && (is_data_stage(*st) || *st == Stage::wait_data);
+  };
+  auto worst_input_loss = [&](int rank) {
+    double lost = 0;
+    for (const auto& s : app.stalls)
+      if (s.rank == rank && is_input_stage(s.stage)) lost = std::max(lost, s.lost_ms);
+    return lost;
+  };
+  const StallItem& top = app.stalls.front();  // ranked by time lost
+  EXPECT_EQ(top.rank, 1) << top.stage << ": " << top.text;
+  EXPECT_TRUE(is_input_stage(top.stage)) << top.stage << ": " << top.text;
+  EXPECT_GT(top.lost_ms, 0);
+  EXPECT_GT(worst_input_loss(1), worst_input_loss(0)) << "rank 1's loader is the slow one";
+  EXPECT_TRUE(top.has_time);
   fs::remove_all(dir);
 }
 

@@ -1,0 +1,88 @@
+#include "traces/chrome_json_text.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ddp::chrome_json {
+namespace {
+
+constexpr int64_t kMaxNs = int64_t{1} << 61;
+
+int64_t micros_text_to_ns_raw(std::string_view t, double fallback) {
+  size_t i = 0;
+  bool neg = false;
+  if (i < t.size() && t[i] == '-') {
+    neg = true;
+    ++i;
+  }
+  int64_t whole = 0;
+  size_t digits = 0;
+  while (i < t.size() && is_digit(t[i])) {
+    whole = whole * 10 + (t[i] - '0');
+    ++i;
+    if (++digits > 15) break;
+  }
+  int64_t frac = 0;
+  int frac_digits = 0;
+  bool round_up = false;
+  if (i < t.size() && t[i] == '.') {
+    ++i;
+    while (i < t.size() && is_digit(t[i])) {
+      if (frac_digits < 3) {
+        frac = frac * 10 + (t[i] - '0');
+        ++frac_digits;
+      } else if (frac_digits == 3) {
+        round_up = t[i] >= '5';
+        ++frac_digits;
+      }
+      ++i;
+    }
+  }
+  if (i != t.size()) {  // exponent or a huge number: go through the double
+    double ns = fallback * 1000.0;
+    if (!std::isfinite(ns)) return 0;
+    if (ns >= 9.2e18) return std::numeric_limits<int64_t>::max();
+    if (ns <= -9.2e18) return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(std::llround(ns));
+  }
+  while (frac_digits < 3) {
+    frac *= 10;
+    ++frac_digits;
+  }
+  int64_t ns = whole * 1000 + frac + (round_up ? 1 : 0);
+  return neg ? -ns : ns;
+}
+
+}  // namespace
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+void append_utf8(std::string& s, uint32_t cp) {
+  if (cp < 0x80) {
+    s.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    s.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    s.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    s.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+int64_t micros_text_to_ns(std::string_view t, double fallback) {
+  return std::clamp(micros_text_to_ns_raw(t, fallback), -kMaxNs, kMaxNs);
+}
+
+}  // namespace ddp::chrome_json

@@ -1,0 +1,20 @@
+#pragma once
+// Inside the Chrome reader: the pieces of JSON text the parser decodes (digits, \u escapes, timestamps).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ddp::chrome_json {
+
+inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+// The value of a hex digit, or -1.
+int hex_value(char c);
+void append_utf8(std::string& s, uint32_t cp);
+
+// Microseconds as written in a trace ("123", "123.456", "1.2e3") to nanoseconds. Decimal text is converted exactly
+// (no float rounding) so our own export round-trips to the nanosecond; other forms (exponents, huge numbers) go
+// through `fallback`, the value as parsed to a double. Clamped to +-2^61 ns (73 years), so sums and differences of
+// two timestamps cannot overflow.
+int64_t micros_text_to_ns(std::string_view t, double fallback);
+
+}  // namespace ddp::chrome_json
