@@ -5,7 +5,7 @@
 #include <map>
 #include <sstream>
 
-#include "runtime/common/parse_int.h"
+#include "traces/parse_int.h"
 #include "runtime/verify/check_ids.h"
 
 namespace ddp {

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "runtime/common/parse_int.h"
+#include "traces/parse_int.h"
 
 namespace ddp {
 namespace {

@@ -1,0 +1,117 @@
+"""The seed's job in Python, profiled with PyTorch's own profiler: one Kineto trace per rank.
+
+MLP 128-512-2, AdamW lr 1e-3, batch 64 per rank, DistributedSampler, DataLoader with 2 workers, DDP over gloo,
+torch.profiler around the steps (wait 1, warmup 1, active N), one trace per rank written by
+tensorboard_trace_handler (<worker>.<pid>.<ts>.pt.trace.json) or export_chrome_trace (--export-name).
+
+Planted causes (--plant), so tests know the answer the analysis must find:
+  slow-data:R      rank R's Dataset sleeps per sample (the DataLoader cannot keep up)
+  slow-forward:R   rank R sleeps inside forward
+  slow-optimizer:R rank R sleeps inside the optimizer step
+Run under torchrun:  torchrun --nproc-per-node 2 kineto_job.py --out DIR [--plant slow-data:1] [--steps 30]
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.profiler import ProfilerActivity, profile, record_function, schedule, tensorboard_trace_handler
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+class Synthetic(Dataset):
+    def __init__(self, n, features, seed, sleep_s):
+        g = torch.Generator().manual_seed(seed)
+        self.x = torch.randn(n, features, generator=g)
+        self.y = (self.x[:, 0] > 0).long()
+        self.sleep_s = sleep_s
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        return self.x[i], self.y[i]
+
+
+class MLP(nn.Module):
+    def __init__(self, features, hidden, sleep_s):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, 2))
+        self.sleep_s = sleep_s
+
+    def forward(self, x):
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        return self.net(x)
+
+
+def planted(spec, rank):
+    """{'slow-data': seconds, ...} for this rank."""
+    out = {}
+    for p in spec:
+        kind, r = p.split(":")
+        if int(r) == rank:
+            out[kind] = True
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--plant", action="append", default=[])
+    ap.add_argument("--export-name", default="", help="write <out>/<name>rank<R>.json with export_chrome_trace")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    p = planted(args.plant, rank)
+    data = Synthetic(10000, 128, 0, 0.0004 if p.get("slow-data") else 0.0)
+    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=0)
+    loader = DataLoader(data, batch_size=64, sampler=sampler, num_workers=args.workers, drop_last=True,
+                        persistent_workers=args.workers > 0)
+    model = DDP(MLP(128, 512, 0.004 if p.get("slow-forward") else 0.0))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    slow_opt = 0.004 if p.get("slow-optimizer") else 0.0
+
+    os.makedirs(args.out, exist_ok=True)
+    active = args.steps
+    handler = None if args.export_name else tensorboard_trace_handler(args.out, worker_name=f"rank{rank}")
+    prof = profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
+                   on_trace_ready=handler, record_shapes=False)
+    steps = 0
+    epoch = 0
+    with prof:
+        while steps < active + 2:
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                if slow_opt:
+                    with record_function("slow_optimizer_sleep"):
+                        time.sleep(slow_opt)
+                opt.step()
+                prof.step()
+                steps += 1
+                if steps >= active + 2:
+                    break
+            epoch += 1
+    if args.export_name:
+        prof.export_chrome_trace(os.path.join(args.out, f"{args.export_name}rank{rank}.json"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
