@@ -86,10 +86,11 @@ inline ThreadBuffer* this_thread_buffer() {
   return b;
 }
 
-inline void set_context(uint16_t epoch, uint32_t step, uint8_t micro) {
+// The calling thread's step context from now on. One struct, not three integers a caller could transpose.
+inline void set_context(const StepContext& ctx) {
   if (!recording()) return;
   ThreadBuffer* b = this_thread_buffer();
-  if (b) b->ctx = {step, epoch, micro};
+  if (b) b->ctx = ctx;
 }
 
 // Records one finished span. t0/t1 are ticks().

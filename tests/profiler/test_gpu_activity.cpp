@@ -408,7 +408,7 @@ TEST(GpuRecording, EventsNamesAndLanesReachTheTraceFile) {
   std::string why;
   EXPECT_FALSE(prof::gpu_start(std::make_unique<prof::FakeActivitySource>(ctl), go, why));
   EXPECT_NE(why.find("already"), std::string::npos);
-  prof::set_context(0, 6, 0);
+  prof::set_context({/*step=*/6, /*epoch=*/0, /*micro=*/0});
   prof::gpu_mark_step({6, 0, 0});
   const auto t = static_cast<uint64_t>(prof::monotonic_ns());
   { prof::Span sp(Stage::forward); }

@@ -30,7 +30,7 @@ TEST(Recorder, SpansFromSeveralThreadsLandOnTheirLanes) {
   const int per_thread = 20000;
   auto work = [&](int id) {
     prof::name_this_thread("worker/" + std::to_string(id));
-    prof::set_context(1, 100 + static_cast<uint32_t>(id), 0);
+    prof::set_context({/*step=*/100 + static_cast<uint32_t>(id), /*epoch=*/1, /*micro=*/0});
     for (int i = 0; i < per_thread; ++i) {
       prof::Span s(id == 0 ? Stage::forward : Stage::transform);
       s.bytes(static_cast<uint64_t>(i));
