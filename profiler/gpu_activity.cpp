@@ -412,59 +412,6 @@ void ActivityCollector::resolve(bool force, bool age) {
   pending_.resize(keep);
 }
 
-// ---- fake source ---------------------------------------------------------------------------------------------------
-
-bool FakeActivitySource::start(RecordSink sink, std::string& error) {
-  std::lock_guard<std::mutex> lock(c_->mu);
-  if (c_->fail_start) {
-    error = c_->fail_reason;
-    return false;
-  }
-  sink_ = std::move(sink);
-  c_->started = true;
-  return true;
-}
-
-void FakeActivitySource::push(Control& c, std::vector<ActivityRecord> batch) {
-  std::lock_guard<std::mutex> lock(c.mu);
-  for (auto& r : batch) {
-    if (r.name.empty()) continue;
-    c.names.push_back(std::make_unique<std::string>(r.name));
-    r.name = *c.names.back();
-  }
-  c.batches.push_back(std::move(batch));
-}
-
-void FakeActivitySource::flush(bool) {
-  std::vector<std::vector<ActivityRecord>> batches;
-  {
-    std::lock_guard<std::mutex> lock(c_->mu);
-    if (!c_->started || c_->stopped) return;
-    ++c_->flushes;
-    batches.swap(c_->batches);
-  }
-  for (const auto& b : batches) sink_(b.data(), b.size());
-}
-
-void FakeActivitySource::stop() {
-  flush(true);
-  std::lock_guard<std::mutex> lock(c_->mu);
-  c_->stopped = true;
-}
-
-bool FakeActivitySource::clock_pair(uint64_t& source_ts, int64_t& mono) {
-  std::lock_guard<std::mutex> lock(c_->mu);
-  if (c_->identity_clock) return false;
-  mono = monotonic_ns();
-  source_ts = static_cast<uint64_t>(mono + c_->clock_offset_ns);
-  return true;
-}
-
-uint64_t FakeActivitySource::dropped() const {
-  std::lock_guard<std::mutex> lock(c_->mu);
-  return c_->dropped;
-}
-
 // ---- process-wide ------------------------------------------------------------------------------------------------
 
 namespace {

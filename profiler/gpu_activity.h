@@ -3,7 +3,7 @@
 //
 //   ActivitySource  --ActivityRecord batches-->  ActivityCollector  --Events per lane-->  EventSink (the recorder)
 //
-// A source (CUPTI in CUDA builds, FakeActivitySource in tests) delivers plain records with timestamps in its own
+// A source (CUPTI in CUDA builds; tests/support/fake_activity_source.h in tests) delivers plain records with timestamps in its own
 // clock. The collector maps them onto CLOCK_MONOTONIC ns (ClockMap), gives each a lane ("gpu0/stream7" for GPU work,
 // "cuda_api/0" for a host thread's API calls and synchronisation waits), stamps the optimizer step that was current
 // when the work was launched, interns kernel/API names and writes the events. Event fields for CUDA activity:
@@ -210,38 +210,6 @@ class ActivityCollector {
   std::condition_variable wake_;
   bool quit_ = false;
   std::thread thread_;
-};
-
-// A source driven by tests: `push` queues records (names are copied), flush/stop deliver them in order, and the
-// clock is a settable linear function of CLOCK_MONOTONIC (or identity).
-class FakeActivitySource final : public ActivitySource {
- public:
-  struct Control {
-    std::mutex mu;
-    std::vector<std::vector<ActivityRecord>> batches;  // delivered one batch per sink call
-    std::vector<std::unique_ptr<std::string>> names;
-    bool fail_start = false;
-    std::string fail_reason = "fake source: told to fail";
-    bool identity_clock = false;
-    int64_t clock_offset_ns = 0;   // source_ts = monotonic + offset (when not identity)
-    uint64_t dropped = 0;
-    int flushes = 0;
-    bool started = false, stopped = false;
-  };
-  explicit FakeActivitySource(std::shared_ptr<Control> c) : c_(std::move(c)) {}
-  const char* name() const override { return "fake"; }
-  bool start(RecordSink sink, std::string& error) override;
-  void flush(bool force) override;
-  void stop() override;
-  bool clock_pair(uint64_t& source_ts, int64_t& monotonic_ns) override;
-  uint64_t dropped() const override;
-
-  // Queues one batch (copies the names it points to).
-  static void push(Control& c, std::vector<ActivityRecord> batch);
-
- private:
-  std::shared_ptr<Control> c_;
-  RecordSink sink_;
 };
 
 // ---- the process-wide GPU recorder, used by the runtime ----------------------------------------------------------
