@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -107,6 +108,54 @@ TEST(Recorder, FlushMakesEventsDurableBeforeStop) {
   for (auto& e : r.trace.events) n += e.is_span();
   EXPECT_EQ(n, 10u);
   prof::stop();
+}
+
+TEST(Recorder, AThreadRecordsAgainInALaterRecording) {
+  // stop() frees every thread's buffer; a thread that recorded before must notice without reading the freed buffer
+  // (under ASan a use-after-free shows here).
+  prof::RecorderConfig cfg;
+  cfg.path = temp_file("again.ddpt");
+  std::string err;
+  for (int recording = 0; recording < 2; ++recording) {
+    ASSERT_TRUE(prof::start(cfg, err)) << err;
+    { prof::Span s(Stage::optimizer); }
+    prof::stop();
+  }
+  auto r = read_trace_file(cfg.path);
+  ASSERT_TRUE(r.ok()) << r.message;
+  size_t spans = 0;
+  for (const auto& e : r.trace.events) spans += e.is_span();
+  EXPECT_EQ(spans, 1u);
+}
+
+TEST(Recorder, FlushFromAnotherThreadIsSafeWhileRecordingStartsAndStops) {
+  // The SIGTERM thread calls flush() whenever the signal comes, also while the main thread is inside stop(): flush
+  // must never reach a recorder that stop() is destroying (under ASan a use-after-free shows here at once).
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> flushes{0};
+  std::thread flusher([&] {
+    while (!done.load()) {
+      prof::flush();
+      flushes.fetch_add(1);
+    }
+  });
+  prof::RecorderConfig cfg;
+  cfg.path = temp_file("flush_race.ddpt");
+  cfg.flush_ms = 1;
+  cfg.ring_events = 64;
+  const int cycles = 200;
+  for (int i = 0; i < cycles; ++i) {
+    std::string err;
+    ASSERT_TRUE(prof::start(cfg, err)) << err;
+    for (int k = 0; k < 20; ++k) prof::Span s(Stage::forward);
+    prof::stop();
+  }
+  done.store(true);
+  flusher.join();
+  EXPECT_GT(flushes.load(), 0u);
+  auto r = read_trace_file(cfg.path);  // the last cycle's trace is whole
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_TRUE(r.trace.complete);
 }
 
 TEST(Clock, TicksConvertCloseToMonotonic) {
