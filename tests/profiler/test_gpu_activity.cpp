@@ -10,6 +10,7 @@
 #include "profiler/gpu_activity.h"
 #include "profiler/span.h"
 #include "tests/support/fake_activity_source.h"
+#include "tests/support/memory_event_sink.h"
 #include "traces/trace_reader.h"
 
 namespace {
@@ -25,35 +26,7 @@ std::string temp_file(const char* name) {
   return (d / name).string();
 }
 
-// Keeps what the collector writes.
-struct MemorySink final : prof::EventSink {
-  std::vector<std::string> lane_names;
-  std::map<uint16_t, std::string> names;
-  std::vector<Event> got;
-  int max_lanes = 250;
-  int lane(const std::string& name) override {
-    for (size_t i = 0; i < lane_names.size(); ++i)
-      if (lane_names[i] == name) return static_cast<int>(i);
-    if (static_cast<int>(lane_names.size()) >= max_lanes) return -1;
-    lane_names.push_back(name);
-    return static_cast<int>(lane_names.size() - 1);
-  }
-  void name(uint16_t id, const std::string& text) override { names[id] = text; }
-  void events(uint8_t lane, const Event* e, size_t n) override {
-    for (size_t i = 0; i < n; ++i) {
-      EXPECT_EQ(e[i].lane, lane);
-      got.push_back(e[i]);
-    }
-  }
-  const std::string& lane_of(const Event& e) const { return lane_names.at(e.lane); }
-  const std::string& name_of(const Event& e) const { return names.at(e.bucket); }
-  std::vector<Event> with(Stage s) const {
-    std::vector<Event> v;
-    for (const auto& e : got)
-      if (e.stage_id() == s) v.push_back(e);
-    return v;
-  }
-};
+using MemorySink = ddp::testing::MemoryEventSink;
 
 ActivityRecord api(uint32_t corr, uint32_t thread, uint64_t t0, uint64_t t1, const char* name = "cudaLaunchKernel") {
   ActivityRecord r;
