@@ -82,12 +82,32 @@ TEST(Recorder, FullRingDropsAndCountsInsteadOfBlocking) {
   EXPECT_EQ(r.trace.events.size() + st.dropped, 1000u);
 }
 
-TEST(Recorder, NotRecordingCostsNothingAndWritesNothing) {
+TEST(Recorder, WithRecordingOffNothingIsAllocatedOrRecorded) {
   EXPECT_FALSE(prof::recording());
-  for (int i = 0; i < 10; ++i) prof::Span s(Stage::forward);  // no recorder: must be a no-op
-  std::string err;
+  // A thread that spans, sets its context and counts while nothing records gets no buffer: the off path allocates
+  // nothing and has nowhere to write.
+  std::thread([] {
+    for (int i = 0; i < 10; ++i) prof::Span s(Stage::forward);
+    prof::set_context({/*step=*/1, /*epoch=*/0, /*micro=*/0});
+    prof::record_counter(Counter::host_rss_bytes, 1);
+    prof::name_this_thread("idle");
+    EXPECT_EQ(prof::t_buffer, nullptr);
+  }).join();
+  for (int i = 0; i < 10; ++i) prof::Span s(Stage::forward);  // on this thread too: none of these reach a recording
   prof::RecorderConfig cfg;
-  cfg.path = "/nonexistent-dir/x.ddpt";
+  cfg.path = temp_file("off_then_on.ddpt");
+  cfg.sample_host_memory = false;
+  std::string err;
+  ASSERT_TRUE(prof::start(cfg, err)) << err;
+  { prof::Span s(Stage::backward); }
+  prof::stop();
+  auto r = read_trace_file(cfg.path);
+  ASSERT_TRUE(r.ok()) << r.message;
+  size_t spans = 0;
+  for (const auto& e : r.trace.events) spans += e.is_span();
+  EXPECT_EQ(spans, 1u) << "only the span made while recording";
+
+  cfg.path = "/nonexistent-dir/x.ddpt";  // a recording that cannot start leaves recording off
   EXPECT_FALSE(prof::start(cfg, err));
   EXPECT_FALSE(err.empty());
   EXPECT_FALSE(prof::recording());
