@@ -1,5 +1,7 @@
-// The CUPTI activity source (builds with DDP_PROFILE_CUPTI=1 only). CUPTI hands us buffers to fill; completed buffers
-// come back on CUPTI's thread or inside cuptiActivityFlushAll, and we translate their records into ActivityRecords.
+// The CUPTI activity source (builds with DDP_PROFILE_CUPTI=1 only). CUPTI hands us buffers to fill and gives them back
+// completed, on its own thread or inside cuptiActivityFlushAll. As Kineto does, the completion callback only queues
+// the buffer (CompletedBuffers, bounded); the collector's thread takes the queue in flush()/stop() and translates the
+// records there (cupti_records.h), so CUPTI's thread never waits on our translation or on the collector's lock.
 // Every CUPTI call's result is checked: start() fails with one line naming the call and CUPTI's reason, flush/stop
 // report the first failure once and carry on. The driver is probed through dlopen first, so a machine without a GPU
 // or driver gets "no NVIDIA driver" rather than a CUPTI error code, and nothing here links libcuda.
@@ -10,12 +12,13 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "profiler/clock.h"
+#include "profiler/completed_buffers.h"
+#include "profiler/cupti_records.h"
 #include "profiler/gpu_activity.h"
 
 namespace ddp::prof {
@@ -23,6 +26,10 @@ namespace {
 
 constexpr size_t kBufferBytes = 4u << 20;
 constexpr size_t kAlign = 8;
+// Completed buffers waiting for the collector's thread (it takes them every flush, 200 ms by default): 32 x 4 MiB holds
+// several hundred thousand records. A collector that falls this far behind loses buffers, counted, rather than let
+// the training process's memory grow without bound.
+constexpr size_t kMaxQueuedBuffers = 32;
 
 std::string cupti_error(const char* call, CUptiResult r) {
   const char* text = nullptr;
@@ -60,36 +67,46 @@ std::string probe_driver() {
   return "";  // the library stays loaded: CUDA itself will use it
 }
 
-MemKind mem_kind(uint8_t k) {
-  switch (k) {
-    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return MemKind::pageable;
-    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return MemKind::pinned;
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return MemKind::device;
-    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return MemKind::array;
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return MemKind::managed;
-    default: return MemKind::unknown;
-  }
-}
-
-SyncKind sync_kind(CUpti_ActivitySynchronizationType t) {
-  switch (t) {
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return SyncKind::event_synchronize;
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return SyncKind::stream_wait_event;
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return SyncKind::stream_synchronize;
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return SyncKind::context_synchronize;
-    default: return SyncKind::unknown;
-  }
-}
-
 uint64_t CUPTIAPI monotonic_timestamp() { return static_cast<uint64_t>(monotonic_ns()); }
 
-class CuptiSource;
-std::atomic<CuptiSource*> g_source{nullptr};
-// Held while a completed buffer is parsed and while stop() detaches the source: CUPTI delivers buffers on its own
-// thread, and one that arrives as recording stops must not reach a source (or its sink) being destroyed.
-std::mutex g_delivery_mu;
+// Records in a buffer, counted without translating them (a buffer refused while the queue is full).
+uint64_t count_records(uint8_t* buffer, size_t valid) {
+  uint64_t n = 0;
+  CUpti_Activity* rec = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) ++n;
+  return n;
+}
+
+// Process-wide, as CUPTI's callbacks are: they reach only this queue, never a source, so a buffer completing while a
+// source is destroyed touches nothing freed. A source opens it at start and closes it at stop. Never destroyed: CUPTI
+// may still complete a buffer while the process exits.
+CompletedBuffers& completed_buffers() {
+  static CompletedBuffers* queue = new CompletedBuffers(kMaxQueuedBuffers);
+  return *queue;
+}
+
+void CUPTIAPI on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kAlign, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;  // as many as fit
+}
+
+// CUPTI's thread (or the thread inside cuptiActivityFlushAll): queue the buffer and return.
+void CUPTIAPI on_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  size_t cupti_lost = 0;
+  // Asked here, not when the buffer is translated: the context may be gone by then.
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &cupti_lost) == CUPTI_SUCCESS) completed_buffers().count_lost(cupti_lost);
+  if (valid > 0) {
+    switch (completed_buffers().offer({buffer, valid})) {
+      case CompletedBuffers::Offer::queued: return;  // the queue owns it now
+      case CompletedBuffers::Offer::full: completed_buffers().count_lost(count_records(buffer, valid)); break;
+      case CompletedBuffers::Offer::closed: break;  // no source is recording
+    }
+  }
+  std::free(buffer);
+}
+
+std::atomic<bool> g_source_running{false};  // one CUPTI source per process: CUPTI's callbacks are global
 
 class CuptiSource final : public ActivitySource {
  public:
@@ -102,16 +119,19 @@ class CuptiSource final : public ActivitySource {
       error = "CUPTI: " + why + "; GPU activity is not recorded";
       return false;
     }
-    CuptiSource* expected = nullptr;
-    if (!g_source.compare_exchange_strong(expected, this)) {
+    bool expected = false;
+    if (!g_source_running.compare_exchange_strong(expected, true)) {
       error = "CUPTI: another activity source is already running in this process";
       return false;
     }
     sink_ = std::move(sink);
+    lost_at_start_ = completed_buffers().lost();
+    completed_buffers().open();
     auto fail = [&](const char* call, CUptiResult r) {
       error = "CUPTI: " + cupti_error(call, r) + "; GPU activity is not recorded";
       disable_all();
-      g_source.store(nullptr);
+      completed_buffers().close();
+      g_source_running.store(false);
       return false;
     };
     // The timestamp callback goes first, so every record is on CLOCK_MONOTONIC; when it cannot be registered the
@@ -141,16 +161,18 @@ class CuptiSource final : public ActivitySource {
   void flush(bool force) override {
     if (!running_) return;
     check("cuptiActivityFlushAll", cuptiActivityFlushAll(force ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0));
+    deliver_completed();
   }
 
   void stop() override {
     if (!running_) return;
     disable_all();
-    // The flush delivers on this thread (through on_buffer_completed): detach only after it, under the lock.
+    // The forced flush completes every buffer (onto the queue, on this thread); later completions are refused.
     check("cuptiActivityFlushAll", cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+    completed_buffers().close();
+    deliver_completed();
     running_ = false;
-    std::lock_guard<std::mutex> lock(g_delivery_mu);
-    g_source.store(nullptr);
+    g_source_running.store(false);
   }
 
   bool clock_pair(uint64_t& source_ts, int64_t& mono) override {
@@ -164,125 +186,33 @@ class CuptiSource final : public ActivitySource {
     return true;
   }
 
-  uint64_t dropped() const override { return dropped_.load(); }
+  uint64_t dropped() const override { return completed_buffers().lost() - lost_at_start_; }
 
  private:
-  static void CUPTIAPI on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-    *buffer = static_cast<uint8_t*>(std::aligned_alloc(kAlign, kBufferBytes));
-    *size = *buffer ? kBufferBytes : 0;
-    *max_records = 0;  // as many as fit
-  }
-
-  static void CUPTIAPI on_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
-    {
-      std::lock_guard<std::mutex> lock(g_delivery_mu);
-      CuptiSource* self = g_source.load();
-      if (self && valid > 0) self->parse(ctx, stream, buffer, valid);
+  // Translates the queued buffers and hands their records to the sink, oldest buffer first. Flushes may come from
+  // two threads (the collector's periodic flush, a SIGTERM flush): one translates at a time.
+  void deliver_completed() {
+    std::lock_guard<std::mutex> lock(deliver_mu_);
+    for (CompletedBuffer& b : completed_buffers().take()) {
+      deliver(b);
+      std::free(b.data);
     }
-    std::free(buffer);
   }
 
-  void parse(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t valid) {
+  void deliver(const CompletedBuffer& b) {
     batch_.clear();
     CUpti_Activity* rec = nullptr;
     for (;;) {
-      CUptiResult r = cuptiActivityGetNextRecord(buffer, valid, &rec);
+      CUptiResult r = cuptiActivityGetNextRecord(b.data, b.valid, &rec);
       if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;
       if (r != CUPTI_SUCCESS) {
         check("cuptiActivityGetNextRecord", r);
         break;
       }
       ActivityRecord a;
-      if (translate(rec, a)) batch_.push_back(a);
+      if (translate_cupti_record(rec, api_names_, a)) batch_.push_back(a);
     }
     if (!batch_.empty() && sink_) sink_(batch_.data(), batch_.size());
-    size_t lost = 0;
-    if (cuptiActivityGetNumDroppedRecords(ctx, stream, &lost) == CUPTI_SUCCESS) dropped_ += lost;
-  }
-
-  // The fields every device-side record (kernel, memcpy, memset) carries under the same names.
-  template <typename Record>
-  static void device_fields(const Record* r, ActivityRecord& a) {
-    a.device = r->deviceId;
-    a.stream = r->streamId;
-    a.correlation = r->correlationId;
-    a.start = r->start;
-    a.end = r->end;
-  }
-  template <typename Record>
-  static void memcpy_fields(const Record* m, ActivityRecord& a) {
-    a.kind = ActivityKind::memcpy;
-    a.src = mem_kind(m->srcKind);
-    a.dst = mem_kind(m->dstKind);
-    a.bytes = m->bytes;
-    device_fields(m, a);
-  }
-
-  bool translate(const CUpti_Activity* rec, ActivityRecord& a) {
-    switch (rec->kind) {
-      case CUPTI_ACTIVITY_KIND_KERNEL:
-      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-        auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-        a.kind = ActivityKind::kernel;
-        device_fields(k, a);
-        a.name = k->name ? k->name : "";
-        return true;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        memcpy_fields(reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec), a);
-        return true;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-        memcpy_fields(reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(rec), a);
-        a.peer = true;
-        return true;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMSET: {
-        auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-        a.kind = ActivityKind::memset;
-        a.dst = mem_kind(static_cast<uint8_t>(m->memoryKind));
-        a.bytes = m->bytes;
-        device_fields(m, a);
-        return true;
-      }
-      case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-        auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(rec);
-        a.kind = ActivityKind::sync;
-        a.sync = sync_kind(s->type);
-        a.stream = s->streamId;
-        a.correlation = s->correlationId;
-        a.start = s->start;
-        a.end = s->end;
-        return true;
-      }
-      case CUPTI_ACTIVITY_KIND_RUNTIME:
-      case CUPTI_ACTIVITY_KIND_DRIVER: {
-        auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
-        const bool runtime = rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
-        a.kind = runtime ? ActivityKind::runtime_api : ActivityKind::driver_api;
-        a.thread = api->threadId;
-        a.correlation = api->correlationId;
-        a.start = api->start;
-        a.end = api->end;
-        a.name = api_name(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, api->cbid);
-        return true;
-      }
-      default: return false;
-    }
-  }
-
-  // cuptiGetCallbackName's string, cached per (domain, cbid); the cache outlives the delivery call.
-  const std::string& api_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-    auto key = (static_cast<uint64_t>(domain) << 32) | cbid;
-    auto it = api_names_.find(key);
-    if (it != api_names_.end()) return it->second;
-    const char* n = nullptr;
-    std::string s;
-    if (cuptiGetCallbackName(domain, cbid, &n) == CUPTI_SUCCESS && n)
-      s = n;
-    else
-      s = (domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "cudaRuntime#" : "cuDriver#") + std::to_string(cbid);
-    return api_names_.emplace(key, std::move(s)).first->second;
   }
 
   void disable_all() {
@@ -300,10 +230,11 @@ class CuptiSource final : public ActivitySource {
   RecordSink sink_;
   bool running_ = false;
   bool monotonic_ = false;
+  uint64_t lost_at_start_ = 0;
   std::vector<CUpti_ActivityKind> enabled_;
-  std::vector<ActivityRecord> batch_;
-  std::map<uint64_t, std::string> api_names_;
-  std::atomic<uint64_t> dropped_{0};
+  std::mutex deliver_mu_;
+  std::vector<ActivityRecord> batch_;  // under deliver_mu_
+  CuptiApiNames api_names_;            // under deliver_mu_
   std::atomic<bool> reported_{false};
 };
 

@@ -16,6 +16,7 @@ namespace ddp::prof {
 std::atomic<bool> g_recording{false};
 std::atomic<uint32_t> g_generation{1};
 thread_local ThreadBuffer* t_buffer = nullptr;
+thread_local uint32_t t_buffer_generation = 0;
 
 namespace {
 struct Recorder {
@@ -35,7 +36,22 @@ struct Recorder {
   std::atomic<bool> write_failed{false};
 };
 
-Recorder* g_rec = nullptr;
+// The running recorder. stop() frees it while other threads may still reach for it (the SIGTERM thread's flush(), the
+// GPU collector writing events): every use off the hot path holds g_lifetime_mu, and stop() retires the recorder
+// under it, so no thread can be inside a recorder that is being freed. The pointer is atomic for the unlocked
+// "is anything running" checks.
+std::mutex g_lifetime_mu;
+std::atomic<Recorder*> g_rec{nullptr};
+
+// Runs `use` on the running recorder, if there is one, holding it alive meanwhile. Returns whether it ran.
+template <typename Use>
+bool with_recorder(Use&& use) {
+  std::lock_guard<std::mutex> lock(g_lifetime_mu);
+  Recorder* r = g_rec.load(std::memory_order_acquire);
+  if (!r) return false;
+  use(*r);
+  return true;
+}
 
 uint64_t round_pow2(uint64_t v) {
   uint64_t p = 1;
@@ -70,8 +86,13 @@ void drain_locked(Recorder& r) {
   }
 }
 
+// The writer thread drains every thread's ring into the trace and samples the host memory counter. Its own lane holds
+// only that counter's events, so the lane is named for what a reader finds on it, not for the thread: "memory" is an
+// output (docs/run-folder.md, docs/stalls.md, the integration test's lane list), kept as it is.
+constexpr const char* kMemoryCounterLane = "memory";
+
 void writer_loop(Recorder& r) {
-  name_this_thread("memory");
+  name_this_thread(kMemoryCounterLane);
   std::unique_lock<std::mutex> lock(r.wake_mu);
   while (!r.stopping) {
     r.wake.wait_for(lock, std::chrono::milliseconds(r.cfg.flush_ms));
@@ -88,78 +109,97 @@ void writer_loop(Recorder& r) {
 }  // namespace
 
 bool start(const RecorderConfig& cfg, std::string& error) {
-  if (g_rec) {
+  std::lock_guard<std::mutex> lock(g_lifetime_mu);
+  if (g_rec.load()) {
     error = "recorder already started";
     return false;
   }
-  auto* r = new Recorder();
+  auto r = std::make_unique<Recorder>();
   r->cfg = cfg;
-  if (!r->writer.open(cfg.path, cfg.rank, cfg.world, error)) {
-    delete r;
-    return false;
-  }
+  if (!r->writer.open(cfg.path, cfg.rank, cfg.world, error)) return false;
   r->converter.add(sample_clock_pair());
-  g_rec = r;
+  Recorder& rec = *r;
+  g_rec.store(r.release(), std::memory_order_release);
   g_generation.fetch_add(1);
   g_recording.store(true);
-  r->writer_thread = std::thread(writer_loop, std::ref(*r));
+  // The writer names its lane through with_recorder: it waits for this lock, by then the recorder is published.
+  rec.writer_thread = std::thread(writer_loop, std::ref(rec));
   return true;
 }
 
 void flush() {
-  Recorder* r = g_rec;
-  if (!r) return;
-  std::lock_guard<std::mutex> d(r->drain_mu);
-  drain_locked(*r);
+  with_recorder([](Recorder& r) {
+    std::lock_guard<std::mutex> d(r.drain_mu);
+    drain_locked(r);
+  });
 }
 
-RecorderStats stop() {
+namespace {
+// Ends the writer thread. Not under g_lifetime_mu: the writer takes it (attaching its buffer, naming its lane).
+void stop_writer(Recorder& r) {
+  {
+    std::lock_guard<std::mutex> lock(r.wake_mu);
+    r.stopping = true;
+  }
+  r.wake.notify_all();
+  if (r.writer_thread.joinable()) r.writer_thread.join();
+}
+
+// Drains what is left and writes the end chunk. Under g_lifetime_mu.
+RecorderStats finish_trace(Recorder& r) {
   RecorderStats s;
-  Recorder* r = g_rec;
-  if (!r) return s;
   {
-    std::lock_guard<std::mutex> lock(r->wake_mu);
-    r->stopping = true;
+    std::lock_guard<std::mutex> d(r.drain_mu);
+    drain_locked(r);
   }
-  r->wake.notify_all();
-  if (r->writer_thread.joinable()) r->writer_thread.join();
+  for (auto& b : r.buffers) s.dropped += b->dropped.load();
+  s.events = r.writer.events_written();
+  r.writer.write_end(s.events, s.dropped);
+  s.bytes = r.writer.bytes_written();
+  r.writer.close();
+  return s;
+}
+}  // namespace
+
+RecorderStats stop() {
+  Recorder* r = g_rec.load(std::memory_order_acquire);
+  if (!r) return {};
+  stop_writer(*r);
   g_recording.store(false);
-  {
-    std::lock_guard<std::mutex> d(r->drain_mu);
-    drain_locked(*r);
-  }
-  for (auto& b : r->buffers) s.dropped += b->dropped.load();
-  s.events = r->writer.events_written();
-  r->writer.write_end(s.events, s.dropped);
-  s.bytes = r->writer.bytes_written();
-  r->writer.close();
+  std::lock_guard<std::mutex> lock(g_lifetime_mu);
+  RecorderStats s = finish_trace(*r);
   g_generation.fetch_add(1);  // detaches every thread's buffer pointer
-  g_rec = nullptr;
+  g_rec.store(nullptr, std::memory_order_release);
   delete r;
   return s;
 }
 
 ThreadBuffer* attach_thread() {
-  Recorder* r = g_rec;
-  if (!r || !recording()) return nullptr;
-  std::lock_guard<std::mutex> lock(r->lanes_mu);
-  if (r->next_lane >= 250) return nullptr;  // lane ids are one byte
-  auto b = std::make_unique<ThreadBuffer>();
-  uint64_t cap = round_pow2(r->cfg.ring_events < 64 ? 64 : r->cfg.ring_events);
-  b->ring_storage.reset(new Event[cap]);
-  b->ring = b->ring_storage.get();
-  b->mask = cap - 1;
-  b->lane = static_cast<uint8_t>(r->next_lane++);
-  b->generation = g_generation.load();
-  t_buffer = b.get();
-  r->writer.write_lane(b->lane, "thread " + std::to_string(b->lane));
-  r->buffers.push_back(std::move(b));
-  return t_buffer;
+  if (!recording()) return nullptr;
+  ThreadBuffer* attached = nullptr;
+  with_recorder([&](Recorder& r) {
+    std::lock_guard<std::mutex> lock(r.lanes_mu);
+    if (r.next_lane >= 250) return;  // lane ids are one byte
+    auto b = std::make_unique<ThreadBuffer>();
+    uint64_t cap = round_pow2(r.cfg.ring_events < 64 ? 64 : r.cfg.ring_events);
+    b->ring_storage.reset(new Event[cap]);
+    b->ring = b->ring_storage.get();
+    b->mask = cap - 1;
+    b->lane = static_cast<uint8_t>(r.next_lane++);
+    r.writer.write_lane(b->lane, "thread " + std::to_string(b->lane));
+    attached = b.get();
+    r.buffers.push_back(std::move(b));
+  });
+  if (!attached) return nullptr;
+  t_buffer = attached;
+  t_buffer_generation = g_generation.load();
+  return attached;
 }
 
 void name_this_thread(const std::string& lane_name) {
   ThreadBuffer* b = recording() ? this_thread_buffer() : nullptr;
-  if (b && g_rec) g_rec->writer.write_lane(b->lane, lane_name);  // a later name chunk replaces the default
+  if (!b) return;
+  with_recorder([&](Recorder& r) { r.writer.write_lane(b->lane, lane_name); });  // replaces the default name
 }
 
 void record_counter(Counter counter, uint64_t value) {
@@ -181,35 +221,41 @@ void record_counter(Counter counter, uint64_t value) {
 }
 
 int external_lane(const std::string& name) {
-  Recorder* r = g_rec;
-  if (!r || !recording()) return -1;
-  std::lock_guard<std::mutex> lock(r->lanes_mu);
-  auto it = r->external.find(name);
-  if (it != r->external.end()) return it->second;
-  if (r->next_lane >= 250) return -1;
-  int lane = r->next_lane++;
-  r->external.emplace(name, lane);
-  r->writer.write_lane(static_cast<uint8_t>(lane), name);
+  if (!recording()) return -1;
+  int lane = -1;
+  with_recorder([&](Recorder& r) {
+    std::lock_guard<std::mutex> lock(r.lanes_mu);
+    auto it = r.external.find(name);
+    if (it != r.external.end()) {
+      lane = it->second;
+      return;
+    }
+    if (r.next_lane >= 250) return;
+    lane = r.next_lane++;
+    r.external.emplace(name, lane);
+    r.writer.write_lane(static_cast<uint8_t>(lane), name);
+  });
   return lane;
 }
 
 void record_external(uint8_t lane, const Event* events, size_t count) {
-  Recorder* r = g_rec;
-  if (!r || count == 0) return;
+  if (count == 0) return;
   std::vector<Event> v(events, events + count);
   for (Event& e : v) e.lane = lane;
-  if (!r->writer.write_events(lane, v.data(), v.size()) && !r->write_failed) {
-    r->write_failed = true;
-    std::fprintf(stderr, "ddp_profile: rank %u: writing the trace failed; later events are lost\n", r->cfg.rank);
-  }
+  with_recorder([&](Recorder& r) {
+    if (!r.writer.write_events(lane, v.data(), v.size()) && !r.write_failed) {
+      r.write_failed = true;
+      std::fprintf(stderr, "ddp_profile: rank %u: writing the trace failed; later events are lost\n", r.cfg.rank);
+    }
+  });
 }
 
 void record_clock(const format::ClockPayload& clock) {
-  if (g_rec) g_rec->writer.write_clock(clock);
+  with_recorder([&](Recorder& r) { r.writer.write_clock(clock); });
 }
 
 void record_meta(const std::string& key, const std::string& value) {
-  if (g_rec) g_rec->writer.write_meta(key, value);
+  with_recorder([&](Recorder& r) { r.writer.write_meta(key, value); });
 }
 
 }  // namespace ddp::prof

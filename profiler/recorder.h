@@ -43,7 +43,6 @@ struct ThreadBuffer {
   std::atomic<uint64_t> dropped{0};   // single writer (the owner): plain increments, read at stop()
   Event* ring = nullptr;              // owned by ring_storage
   uint64_t mask = 0;
-  uint32_t generation = 0;
   uint8_t lane = 0;
   StepContext ctx;
   alignas(64) std::atomic<uint64_t> tail{0};  // written by the drainer
@@ -65,6 +64,9 @@ struct ThreadBuffer {
 extern std::atomic<bool> g_recording;
 extern std::atomic<uint32_t> g_generation;
 extern thread_local ThreadBuffer* t_buffer;
+// The recording t_buffer belongs to. Kept beside the pointer, not in the buffer: a thread that recorded in an earlier
+// recording must see that its buffer is stale without reading it (stop() freed it).
+extern thread_local uint32_t t_buffer_generation;
 
 inline bool recording() { return g_recording.load(std::memory_order_relaxed); }
 
@@ -72,7 +74,8 @@ inline bool recording() { return g_recording.load(std::memory_order_relaxed); }
 bool start(const RecorderConfig& cfg, std::string& error);
 // Drains everything, writes the end chunk and closes the file. Call after recording threads are done.
 RecorderStats stop();
-// Drains every buffer now; safe from any thread (used on SIGTERM and before exiting on a failure).
+// Drains every buffer now; safe from any thread at any time, also while another thread is in start() or stop() (the
+// SIGTERM thread and a failing rank call it whenever they must). Blocks; never call it from a signal handler.
 void flush();
 
 // Names the calling thread's lane ("main", "loader/0", "comm", ...). Lanes are numbered in order of first use.
@@ -81,15 +84,16 @@ ThreadBuffer* attach_thread();  // slow path: first event of a thread in this re
 
 inline ThreadBuffer* this_thread_buffer() {
   ThreadBuffer* b = t_buffer;
-  if (__builtin_expect(b == nullptr || b->generation != g_generation.load(std::memory_order_relaxed), 0))
+  if (__builtin_expect(b == nullptr || t_buffer_generation != g_generation.load(std::memory_order_relaxed), 0))
     b = attach_thread();
   return b;
 }
 
-inline void set_context(uint16_t epoch, uint32_t step, uint8_t micro) {
+// The calling thread's step context from now on. One struct, not three integers a caller could transpose.
+inline void set_context(const StepContext& ctx) {
   if (!recording()) return;
   ThreadBuffer* b = this_thread_buffer();
-  if (b) b->ctx = {step, epoch, micro};
+  if (b) b->ctx = ctx;
 }
 
 // Records one finished span. t0/t1 are ticks().

@@ -9,6 +9,8 @@
 #include "profiler/clock.h"
 #include "profiler/gpu_activity.h"
 #include "profiler/span.h"
+#include "tests/support/fake_activity_source.h"
+#include "tests/support/memory_event_sink.h"
 #include "traces/trace_reader.h"
 
 namespace {
@@ -24,35 +26,7 @@ std::string temp_file(const char* name) {
   return (d / name).string();
 }
 
-// Keeps what the collector writes.
-struct MemorySink final : prof::EventSink {
-  std::vector<std::string> lane_names;
-  std::map<uint16_t, std::string> names;
-  std::vector<Event> got;
-  int max_lanes = 250;
-  int lane(const std::string& name) override {
-    for (size_t i = 0; i < lane_names.size(); ++i)
-      if (lane_names[i] == name) return static_cast<int>(i);
-    if (static_cast<int>(lane_names.size()) >= max_lanes) return -1;
-    lane_names.push_back(name);
-    return static_cast<int>(lane_names.size() - 1);
-  }
-  void name(uint16_t id, const std::string& text) override { names[id] = text; }
-  void events(uint8_t lane, const Event* e, size_t n) override {
-    for (size_t i = 0; i < n; ++i) {
-      EXPECT_EQ(e[i].lane, lane);
-      got.push_back(e[i]);
-    }
-  }
-  const std::string& lane_of(const Event& e) const { return lane_names.at(e.lane); }
-  const std::string& name_of(const Event& e) const { return names.at(e.bucket); }
-  std::vector<Event> with(Stage s) const {
-    std::vector<Event> v;
-    for (const auto& e : got)
-      if (e.stage_id() == s) v.push_back(e);
-    return v;
-  }
-};
+using MemorySink = ddp::testing::MemoryEventSink;
 
 ActivityRecord api(uint32_t corr, uint32_t thread, uint64_t t0, uint64_t t1, const char* name = "cudaLaunchKernel") {
   ActivityRecord r;
@@ -170,7 +144,7 @@ TEST(GpuRecords, StagesLanesAndNames) {
 // ---- collector with the fake source ----------------------------------------------------------------------------
 
 struct Rig {
-  std::shared_ptr<prof::FakeActivitySource::Control> ctl = std::make_shared<prof::FakeActivitySource::Control>();
+  std::shared_ptr<ddp::testing::FakeActivitySource::Control> ctl = std::make_shared<ddp::testing::FakeActivitySource::Control>();
   MemorySink sink;
   std::unique_ptr<prof::ActivityCollector> col;
   explicit Rig(bool identity = true, int64_t offset = 0) {
@@ -178,9 +152,9 @@ struct Rig {
     ctl->clock_offset_ns = offset;
     prof::CollectorOptions o;
     o.flush_ms = 0;  // the test flushes
-    col = std::make_unique<prof::ActivityCollector>(std::make_unique<prof::FakeActivitySource>(ctl), sink, o);
+    col = std::make_unique<prof::ActivityCollector>(std::make_unique<ddp::testing::FakeActivitySource>(ctl), sink, o);
   }
-  void push(std::vector<ActivityRecord> b) { prof::FakeActivitySource::push(*ctl, std::move(b)); }
+  void push(std::vector<ActivityRecord> b) { ddp::testing::FakeActivitySource::push(*ctl, std::move(b)); }
 };
 
 TEST(ActivityCollector, KernelLinksToTheApiCallThatLaunchedIt) {
@@ -376,15 +350,15 @@ TEST(ActivityCollector, FailingSourceReportsWhy) {
 }
 
 TEST(ActivityCollector, PeriodicFlushThreadDeliversWithoutExplicitFlush) {
-  auto ctl = std::make_shared<prof::FakeActivitySource::Control>();
+  auto ctl = std::make_shared<ddp::testing::FakeActivitySource::Control>();
   ctl->identity_clock = true;
   MemorySink sink;
   prof::CollectorOptions o;
   o.flush_ms = 5;
-  prof::ActivityCollector col(std::make_unique<prof::FakeActivitySource>(ctl), sink, o);
+  prof::ActivityCollector col(std::make_unique<ddp::testing::FakeActivitySource>(ctl), sink, o);
   std::string err;
   ASSERT_TRUE(col.start(err)) << err;
-  prof::FakeActivitySource::push(*ctl, {api(1, 1, 0, 1), kernel(1, 2, 3)});
+  ddp::testing::FakeActivitySource::push(*ctl, {api(1, 1, 0, 1), kernel(1, 2, 3)});
   for (int i = 0; i < 400 && col.stats().events_written < 2; ++i) usleep(5'000);
   EXPECT_EQ(col.stats().events_written, 2u);
   col.stop();
@@ -399,20 +373,20 @@ TEST(GpuRecording, EventsNamesAndLanesReachTheTraceFile) {
   std::string err;
   ASSERT_TRUE(prof::start(cfg, err)) << err;
   prof::name_this_thread("main");
-  auto ctl = std::make_shared<prof::FakeActivitySource::Control>();
+  auto ctl = std::make_shared<ddp::testing::FakeActivitySource::Control>();
   ctl->identity_clock = true;
   prof::GpuRecordingOptions go;
   go.flush_ms = 0;
-  ASSERT_TRUE(prof::gpu_start(std::make_unique<prof::FakeActivitySource>(ctl), go, err)) << err;
+  ASSERT_TRUE(prof::gpu_start(std::make_unique<ddp::testing::FakeActivitySource>(ctl), go, err)) << err;
   EXPECT_TRUE(prof::gpu_recording());
   std::string why;
-  EXPECT_FALSE(prof::gpu_start(std::make_unique<prof::FakeActivitySource>(ctl), go, why));
+  EXPECT_FALSE(prof::gpu_start(std::make_unique<ddp::testing::FakeActivitySource>(ctl), go, why));
   EXPECT_NE(why.find("already"), std::string::npos);
-  prof::set_context(0, 6, 0);
+  prof::set_context({/*step=*/6, /*epoch=*/0, /*micro=*/0});
   prof::gpu_mark_step({6, 0, 0});
   const auto t = static_cast<uint64_t>(prof::monotonic_ns());
   { prof::Span sp(Stage::forward); }
-  prof::FakeActivitySource::push(*ctl, {api(9, 1, t, t + 100), kernel(9, t + 200, t + 900, "relu_kernel", 0, 7)});
+  ddp::testing::FakeActivitySource::push(*ctl, {api(9, 1, t, t + 100), kernel(9, t + 200, t + 900, "relu_kernel", 0, 7)});
   prof::gpu_flush();
   prof::CollectorStats gs = prof::gpu_stop();
   EXPECT_FALSE(prof::gpu_recording());
@@ -443,9 +417,9 @@ TEST(GpuRecording, EventsNamesAndLanesReachTheTraceFile) {
 }
 
 TEST(GpuRecording, RefusesWithoutARunningRecorder) {
-  auto ctl = std::make_shared<prof::FakeActivitySource::Control>();
+  auto ctl = std::make_shared<ddp::testing::FakeActivitySource::Control>();
   std::string why;
-  EXPECT_FALSE(prof::gpu_start(std::make_unique<prof::FakeActivitySource>(ctl), {}, why));
+  EXPECT_FALSE(prof::gpu_start(std::make_unique<ddp::testing::FakeActivitySource>(ctl), {}, why));
   EXPECT_NE(why.find("recorder"), std::string::npos);
   prof::gpu_mark_step({1, 0, 0});  // no-ops
   prof::gpu_flush();

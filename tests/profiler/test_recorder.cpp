@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -30,7 +31,7 @@ TEST(Recorder, SpansFromSeveralThreadsLandOnTheirLanes) {
   const int per_thread = 20000;
   auto work = [&](int id) {
     prof::name_this_thread("worker/" + std::to_string(id));
-    prof::set_context(1, 100 + static_cast<uint32_t>(id), 0);
+    prof::set_context({/*step=*/100 + static_cast<uint32_t>(id), /*epoch=*/1, /*micro=*/0});
     for (int i = 0; i < per_thread; ++i) {
       prof::Span s(id == 0 ? Stage::forward : Stage::transform);
       s.bytes(static_cast<uint64_t>(i));
@@ -81,12 +82,32 @@ TEST(Recorder, FullRingDropsAndCountsInsteadOfBlocking) {
   EXPECT_EQ(r.trace.events.size() + st.dropped, 1000u);
 }
 
-TEST(Recorder, NotRecordingCostsNothingAndWritesNothing) {
+TEST(Recorder, WithRecordingOffNothingIsAllocatedOrRecorded) {
   EXPECT_FALSE(prof::recording());
-  for (int i = 0; i < 10; ++i) prof::Span s(Stage::forward);  // no recorder: must be a no-op
-  std::string err;
+  // A thread that spans, sets its context and counts while nothing records gets no buffer: the off path allocates
+  // nothing and has nowhere to write.
+  std::thread([] {
+    for (int i = 0; i < 10; ++i) prof::Span s(Stage::forward);
+    prof::set_context({/*step=*/1, /*epoch=*/0, /*micro=*/0});
+    prof::record_counter(Counter::host_rss_bytes, 1);
+    prof::name_this_thread("idle");
+    EXPECT_EQ(prof::t_buffer, nullptr);
+  }).join();
+  for (int i = 0; i < 10; ++i) prof::Span s(Stage::forward);  // on this thread too: none of these reach a recording
   prof::RecorderConfig cfg;
-  cfg.path = "/nonexistent-dir/x.ddpt";
+  cfg.path = temp_file("off_then_on.ddpt");
+  cfg.sample_host_memory = false;
+  std::string err;
+  ASSERT_TRUE(prof::start(cfg, err)) << err;
+  { prof::Span s(Stage::backward); }
+  prof::stop();
+  auto r = read_trace_file(cfg.path);
+  ASSERT_TRUE(r.ok()) << r.message;
+  size_t spans = 0;
+  for (const auto& e : r.trace.events) spans += e.is_span();
+  EXPECT_EQ(spans, 1u) << "only the span made while recording";
+
+  cfg.path = "/nonexistent-dir/x.ddpt";  // a recording that cannot start leaves recording off
   EXPECT_FALSE(prof::start(cfg, err));
   EXPECT_FALSE(err.empty());
   EXPECT_FALSE(prof::recording());
@@ -107,6 +128,54 @@ TEST(Recorder, FlushMakesEventsDurableBeforeStop) {
   for (auto& e : r.trace.events) n += e.is_span();
   EXPECT_EQ(n, 10u);
   prof::stop();
+}
+
+TEST(Recorder, AThreadRecordsAgainInALaterRecording) {
+  // stop() frees every thread's buffer; a thread that recorded before must notice without reading the freed buffer
+  // (under ASan a use-after-free shows here).
+  prof::RecorderConfig cfg;
+  cfg.path = temp_file("again.ddpt");
+  std::string err;
+  for (int recording = 0; recording < 2; ++recording) {
+    ASSERT_TRUE(prof::start(cfg, err)) << err;
+    { prof::Span s(Stage::optimizer); }
+    prof::stop();
+  }
+  auto r = read_trace_file(cfg.path);
+  ASSERT_TRUE(r.ok()) << r.message;
+  size_t spans = 0;
+  for (const auto& e : r.trace.events) spans += e.is_span();
+  EXPECT_EQ(spans, 1u);
+}
+
+TEST(Recorder, FlushFromAnotherThreadIsSafeWhileRecordingStartsAndStops) {
+  // The SIGTERM thread calls flush() whenever the signal comes, also while the main thread is inside stop(): flush
+  // must never reach a recorder that stop() is destroying (under ASan a use-after-free shows here at once).
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> flushes{0};
+  std::thread flusher([&] {
+    while (!done.load()) {
+      prof::flush();
+      flushes.fetch_add(1);
+    }
+  });
+  prof::RecorderConfig cfg;
+  cfg.path = temp_file("flush_race.ddpt");
+  cfg.flush_ms = 1;
+  cfg.ring_events = 64;
+  const int cycles = 200;
+  for (int i = 0; i < cycles; ++i) {
+    std::string err;
+    ASSERT_TRUE(prof::start(cfg, err)) << err;
+    for (int k = 0; k < 20; ++k) prof::Span s(Stage::forward);
+    prof::stop();
+  }
+  done.store(true);
+  flusher.join();
+  EXPECT_GT(flushes.load(), 0u);
+  auto r = read_trace_file(cfg.path);  // the last cycle's trace is whole
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_TRUE(r.trace.complete);
 }
 
 TEST(Clock, TicksConvertCloseToMonotonic) {
