@@ -351,7 +351,7 @@ class Trainer {
     at::Tensor step_loss;
     for (int micro = 0; micro < job_.accum_steps; ++micro) {
       const prof::StepContext ctx{static_cast<uint32_t>(step), static_cast<uint16_t>(epoch), static_cast<uint8_t>(micro)};
-      prof::set_context(ctx.epoch, ctx.step, ctx.micro);
+      prof::set_context(ctx);
       prof::gpu_mark_step(ctx);
 
       StagedBatch* batch = next_batch();
