@@ -17,6 +17,7 @@ inline const char* kManifestFile = "manifest.json";
 inline const char* kChromeTraceFile = "trace.json";
 inline const char* kRunStatusFile = "run_status.json";  // the supervisor's verdict: exit code, culprit, per-rank exits
 inline const char* kChecksFile = "checks.json";         // --check's results
+inline const char* kCheckMainRun = "main";              // --check: the verification run the ladder judges
 inline const char* kLogsDir = "logs";
 inline const char* kProgressDir = "progress";
 inline const char* kVerifyDir = "verify";

@@ -12,6 +12,9 @@ struct ImDrawList;
 
 namespace ddp::viewer {
 
+// "rank R", or "all ranks" for a cause or flag of every rank at once (the analysis' rank -1).
+std::string who_label(int rank);
+
 // One root cause of a stall, as the stalls panel lists it (from traces/analysis.h or an analysis.json file).
 struct StallItem {
   int rank = -1;

@@ -88,8 +88,15 @@ void draw_memory_panel(App& app) {
   ImGui::TextUnformatted("Memory and counters");
   ImGui::Separator();
   bool any = false;
-  if (ImGui::BeginTable("counters", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY)) {
-    ImGui::TableSetupColumn("counter");
+  // The counter's name column is as wide as its longest "process: counter" label (stretched columns cut it off).
+  float name_width = ImGui::CalcTextSize("counter").x;
+  for (const Process& p : app.tl.processes)
+    for (const CounterSeries& c : p.counters)
+      name_width = std::max(name_width, ImGui::CalcTextSize((p.name + ": " + c.name).c_str()).x);
+  if (ImGui::BeginTable("counters", 5,
+                        ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY |
+                            ImGuiTableFlags_ScrollX | ImGuiTableFlags_SizingFixedFit)) {
+    ImGui::TableSetupColumn("counter", ImGuiTableColumnFlags_WidthFixed, name_width);
     ImGui::TableSetupColumn("first");
     ImGui::TableSetupColumn("last");
     ImGui::TableSetupColumn("peak");

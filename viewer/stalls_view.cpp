@@ -9,6 +9,9 @@
 
 namespace ddp::viewer {
 
+// A cause or flag of every rank at once (the analysis says rank -1) reads "all ranks", not "rank -1".
+std::string who_label(int rank) { return rank < 0 ? std::string("all ranks") : "rank " + std::to_string(rank); }
+
 void load_stalls_for_run(App& app, const RunTrace& run) {
   Analysis a = analyze(run);
   app.stalls.clear();
@@ -26,7 +29,7 @@ void load_stalls_for_run(App& app, const RunTrace& run) {
   }
   app.stall_flags.clear();
   for (const StallFlag& f : a.flags)
-    app.stall_flags.push_back(f.id + " (rank " + std::to_string(f.rank) + "): " + f.message);
+    app.stall_flags.push_back(f.id + " (" + who_label(f.rank) + "): " + f.message);
   app.stall_verdict = a.verdict;
   app.stall_source = "analysis of " + std::to_string(a.steps) + " steps";
 }
@@ -102,8 +105,8 @@ void draw_stalls_panel(App& app) {
   for (size_t i = 0; i < app.stalls.size(); ++i) {
     const StallItem& s = app.stalls[i];
     char label[160];
-    std::snprintf(label, sizeof(label), "%5.1f%%  %8.2f ms  rank %d  %s##cause%zu", 100.0 * s.share, s.lost_ms,
-                  s.rank, s.stage.c_str(), i);
+    std::snprintf(label, sizeof(label), "%5.1f%%  %8.2f ms  %s  %s##cause%zu", 100.0 * s.share, s.lost_ms,
+                  who_label(s.rank).c_str(), s.stage.c_str(), i);
     auto st = stage_from_name(s.stage);
     ImGui::PushStyleColor(ImGuiCol_Text, st ? ImGui::ColorConvertU32ToFloat4(stage_color(*st)) : ImVec4(1, 1, 1, 1));
     if (ImGui::Selectable(label)) app.jump_to(s);

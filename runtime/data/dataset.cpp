@@ -13,6 +13,11 @@ int64_t Dataset::sample_floats() const {
 
 bool is_image_dataset(const JobConfig& job) { return job.dataset.rfind("images", 0) == 0; }
 
+void fit_job_to_dataset(JobConfig& job, const Dataset& data) {
+  job.classes = data.classes();
+  if (!is_image_dataset(job)) job.features = data.sample_floats();
+}
+
 std::unique_ptr<Dataset> open_dataset(const JobConfig& job, std::string& error) {
   if (is_image_dataset(job)) {
     auto d = std::make_unique<ImageFolder>();

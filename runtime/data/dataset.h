@@ -24,6 +24,8 @@ class Dataset {
   // Shape of one sample as the model sees it: {F} for tabular data, {C, H, W} for images.
   virtual std::vector<int64_t> sample_shape() const = 0;
   int64_t sample_floats() const;
+  // Classes the labels come from (0..classes-1): what the model's output layer is sized to.
+  virtual int64_t classes() const = 0;
   // The stored bytes of samples `idx` (appended to `out`, which is cleared first). Returns bytes read.
   virtual uint64_t read(const int64_t* idx, size_t n, RawBatch& out) const = 0;
   // Decodes/augments/normalises into x (n * sample_floats() floats). Random augmentation is a pure function of
@@ -35,5 +37,7 @@ class Dataset {
 // Opens the job's dataset: the .ddpd file (synthetic or user's) or an image folder (--dataset images[:DIR]).
 std::unique_ptr<Dataset> open_dataset(const JobConfig& job, std::string& error);
 bool is_image_dataset(const JobConfig& job);
+// Sizes the job from its data: the class count (the model's output layer) and, for a .ddpd file, its features.
+void fit_job_to_dataset(JobConfig& job, const Dataset& data);
 
 }  // namespace ddp

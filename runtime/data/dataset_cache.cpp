@@ -54,7 +54,8 @@ bool ensure_dataset(const JobConfig& job, DatasetPath where, std::string& error,
   }
   DatasetFile f;
   if (!f.open(job.data_path, error)) return false;
-  if (f.features() != job.features) {
+  // The default cache file is named by --features; a user's file says its own shape (fit_job_to_dataset).
+  if (where == DatasetPath::default_cache && f.features() != job.features) {
     error = job.data_path + " has " + std::to_string(f.features()) + " features, the job expects " +
             std::to_string(job.features) + " (--features)";
     return false;

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -122,15 +124,38 @@ bool DatasetFile::open(const std::string& path, std::string& error) {
     error = "cannot open dataset " + path + ": " + std::strerror(errno);
     return false;
   }
+  return read_header(error) && check_labels(error);
+}
+
+bool DatasetFile::read_header(std::string& error) {
+  const std::string& path = path_;
   off_t size = ::lseek(fd_, 0, SEEK_END);
   if (size < static_cast<off_t>(sizeof(header_)) || !pread_all(fd_, &header_, sizeof(header_), 0) ||
       std::memcmp(header_.magic, kMagic, 8) != 0) {
     error = path + " is not a ddp_profile dataset (.ddpd)";
     return false;
   }
-  if (header_.version != 1 || header_.features == 0 || header_.samples == 0) {
-    error = path + ": unsupported dataset version or empty dataset";
+  if ((header_.version != 1 && header_.version != 2) || header_.features == 0 || header_.samples == 0) {
+    error = path + ": unsupported dataset version " + std::to_string(header_.version) + " or empty dataset";
     return false;
+  }
+  shape_ = {static_cast<int64_t>(header_.features)};
+  if (header_.version == 2) {
+    const uint32_t rank = header_.shape_rank;
+    int64_t product = 1;
+    if (rank >= 1 && rank <= 4) {
+      shape_.assign(header_.shape, header_.shape + rank);
+      for (int64_t d : shape_) product *= d;
+    }
+    if (rank < 1 || rank > 4 || product != static_cast<int64_t>(header_.features)) {
+      error = path + ": the header's sample shape (rank " + std::to_string(rank) + ") does not hold " +
+              std::to_string(header_.features) + " features";
+      return false;
+    }
+    if (header_.classes < 2) {
+      error = path + ": the header says " + std::to_string(header_.classes) + " classes (at least 2)";
+      return false;
+    }
   }
   uint64_t need = header_.record_offset + header_.samples * record_bytes();
   if (header_.stats_offset + 2ull * header_.features * sizeof(float) > header_.record_offset ||
@@ -147,6 +172,89 @@ bool DatasetFile::open(const std::string& path, std::string& error) {
   std_.assign(stats.begin() + header_.features, stats.end());
   for (float& s : std_)
     if (!(s > 0)) s = 1;
+  return true;
+}
+
+bool DatasetFile::check_labels(std::string& error) {
+  // One sequential pass in large blocks: the labels are the last 4 bytes of each fixed-size record.
+  const size_t rec = record_bytes();
+  const uint64_t per_block = std::max<uint64_t>(1, (8u << 20) / rec);
+  const int64_t limit = header_.version == 2 ? static_cast<int64_t>(header_.classes) : INT32_MAX;
+  int64_t top = 1;
+  std::vector<char> block;
+  for (uint64_t i0 = 0; i0 < header_.samples; i0 += per_block) {
+    const uint64_t n = std::min<uint64_t>(per_block, header_.samples - i0);
+    block.resize(n * rec);
+    if (!pread_all(fd_, block.data(), block.size(), header_.record_offset + i0 * rec)) {
+      error = path_ + ": cannot read records at sample " + std::to_string(i0);
+      return false;
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+      int32_t label;
+      std::memcpy(&label, block.data() + i * rec + rec - sizeof(label), sizeof(label));
+      if (label < 0 || label >= limit) {
+        error = path_ + ": sample " + std::to_string(i0 + i) + " has label " + std::to_string(label) + ", outside [0, " +
+                (header_.version == 2 ? std::to_string(limit) + ") (the header's class count)" : "2^31)");
+        return false;
+      }
+      top = std::max<int64_t>(top, label);
+    }
+  }
+  // Version 1 carries no class count: the labels seen say it (at least 2, as the default binary task has).
+  classes_ = header_.version == 2 ? static_cast<int64_t>(header_.classes) : top + 1;
+  return true;
+}
+
+bool write_dataset_file(const std::string& path, const std::vector<int64_t>& shape, int64_t classes,
+                        const std::vector<float>& x, const std::vector<int32_t>& labels, std::string& error) {
+  int64_t features = 1;
+  for (int64_t d : shape) features *= d;
+  const size_t n = labels.size();
+  if (shape.empty() || shape.size() > 4 || features <= 0 || x.size() != n * static_cast<size_t>(features) || n == 0) {
+    error = "write_dataset_file: " + std::to_string(x.size()) + " floats do not make " + std::to_string(n) +
+            " samples of the given shape";
+    return false;
+  }
+  DatasetHeader h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.version = 2;
+  h.features = static_cast<uint32_t>(features);
+  h.samples = n;
+  h.stats_offset = sizeof(h);
+  h.record_offset = sizeof(h) + 2 * features * sizeof(float);
+  h.classes = static_cast<uint32_t>(classes);
+  h.shape_rank = static_cast<uint32_t>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) h.shape[i] = static_cast<uint32_t>(shape[i]);
+  std::vector<double> sum(features, 0.0), sq(features, 0.0);
+  for (size_t i = 0; i < n; ++i)
+    for (int64_t f = 0; f < features; ++f) {
+      const double v = x[i * features + f];
+      sum[f] += v;
+      sq[f] += v * v;
+    }
+  std::vector<float> stats(2 * features);
+  for (int64_t f = 0; f < features; ++f) {
+    const double m = sum[f] / static_cast<double>(n);
+    stats[f] = static_cast<float>(m);
+    stats[features + f] = static_cast<float>(std::sqrt(std::max(sq[f] / static_cast<double>(n) - m * m, 1e-12)));
+  }
+  const size_t rec = features * sizeof(float) + sizeof(int32_t);
+  std::vector<char> records(n * rec);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(records.data() + i * rec, x.data() + i * features, features * sizeof(float));
+    std::memcpy(records.data() + i * rec + features * sizeof(float), &labels[i], sizeof(int32_t));
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  bool ok = fd >= 0 && pwrite_all(fd, &h, sizeof(h), 0) &&
+            pwrite_all(fd, stats.data(), stats.size() * sizeof(float), h.stats_offset) &&
+            pwrite_all(fd, records.data(), records.size(), h.record_offset);
+  if (fd >= 0) ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot write dataset " + path + ": " + std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
   return true;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The on-disk dataset format (.ddpd), documented in docs/data-format.md so users can bring their own data:
-//   header (64 bytes): magic "DDPDATA1", u32 version=1, u32 features F, u64 samples N, u64 record_offset,
-//                      u64 stats_offset, 24 reserved bytes
+//   header (64 bytes): magic "DDPDATA1", u32 version (1 or 2), u32 features F, u64 samples N, u64 record_offset,
+//                      u64 stats_offset, then version 2: u32 classes C, u32 shape rank R, u32 shape[4]
+//                      (version 1: 24 zero bytes: shape {F}, classes from the labels)
 //   stats:   float32 mean[F], float32 std[F]   (used by the loader's normalising transform)
 //   records: N x (float32 x[F], int32 label)   (fixed size, so any sample is one pread)
 #include <cstdint>
@@ -19,7 +20,9 @@ struct DatasetHeader {
   uint64_t samples;
   uint64_t record_offset;
   uint64_t stats_offset;
-  uint8_t reserved[24];
+  uint32_t classes;      // version 2: labels are 0..classes-1
+  uint32_t shape_rank;   // version 2: 1..4 dimensions of one sample, their product is `features`
+  uint32_t shape[4];
 };
 static_assert(sizeof(DatasetHeader) == 64);
 
@@ -29,13 +32,19 @@ static_assert(sizeof(DatasetHeader) == 64);
 bool write_synthetic_dataset(const std::string& path, int64_t samples, int64_t features, uint64_t seed,
                              std::string& error);
 
-// Read-only, thread-safe random access to a dataset file.
+// Writes a version 2 file: `x` holds samples x prod(shape) floats, `labels` one per sample in [0, classes).
+bool write_dataset_file(const std::string& path, const std::vector<int64_t>& shape, int64_t classes,
+                        const std::vector<float>& x, const std::vector<int32_t>& labels, std::string& error);
+
+// Read-only, thread-safe random access to a dataset file. open() checks every label, so a label the model cannot
+// take is refused before training (naming the first bad sample), not found by a rank mid-run.
 class DatasetFile : public Dataset {
  public:
   ~DatasetFile() override;
   bool open(const std::string& path, std::string& error);
   int64_t samples() const override { return static_cast<int64_t>(header_.samples); }
-  std::vector<int64_t> sample_shape() const override { return {features()}; }
+  std::vector<int64_t> sample_shape() const override { return shape_; }
+  int64_t classes() const override { return classes_; }
   // Dataset: the records as stored, then float features normalised with the file's statistics.
   uint64_t read(const int64_t* idx, size_t n, RawBatch& out) const override;
   void transform(const RawBatch& raw, const int64_t* idx, size_t n, int epoch, float* x) const override;
@@ -48,7 +57,12 @@ class DatasetFile : public Dataset {
  private:
   int fd_ = -1;
   DatasetHeader header_{};
+  bool read_header(std::string& error);
+  bool check_labels(std::string& error);
+
   std::vector<float> mean_, std_;
+  std::vector<int64_t> shape_;
+  int64_t classes_ = 0;
   std::string path_;
 };
 

@@ -99,6 +99,12 @@ bool ImageFolder::open(const std::string& dir, uint64_t seed, std::string& error
   return true;
 }
 
+int64_t ImageFolder::classes() const {
+  int64_t top = 1;
+  for (int64_t l : labels_) top = std::max(top, l);
+  return top + 1;
+}
+
 uint64_t ImageFolder::read(const int64_t* idx, size_t n, RawBatch& out) const {
   out.bytes.clear();
   out.offsets.assign(1, 0);

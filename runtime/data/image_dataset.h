@@ -18,6 +18,8 @@ class ImageFolder : public Dataset {
  public:
   bool open(const std::string& dir, uint64_t seed, std::string& error);
   int64_t samples() const override { return static_cast<int64_t>(files_.size()); }
+  // Classes from the index's labels (at least 2, as a binary task has).
+  int64_t classes() const override;
   std::vector<int64_t> sample_shape() const override { return {3, kImageCrop, kImageCrop}; }
   uint64_t read(const int64_t* idx, size_t n, RawBatch& out) const override;
   void transform(const RawBatch& raw, const int64_t* idx, size_t n, int epoch, float* x) const override;

@@ -1,5 +1,6 @@
 #include "runtime/launch/offline_commands.h"
 
+#include <filesystem>
 #include <iostream>
 
 #include "traces/analysis.h"
@@ -58,10 +59,20 @@ int run_analyze(const Command& cmd) {
   return 0;
 }
 
+// A --check folder holds several runs; its main run (the one the numerics and sampler checks judge) is what --diff
+// compares.
+std::string diffable_run(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(in_run(dir, kChecksFile), ec) && fs::is_directory(in_run(dir, kCheckMainRun), ec))
+    return in_run(dir, kCheckMainRun);
+  return dir;
+}
+
 int run_diff(const Command& cmd) {
   DiffRun a, b;
   std::string err;
-  for (auto [dir, run] : {std::pair{cmd.diff_dirs[0], &a}, std::pair{cmd.diff_dirs[1], &b}})
+  for (auto [dir, run] : {std::pair{diffable_run(cmd.diff_dirs[0]), &a}, std::pair{diffable_run(cmd.diff_dirs[1]), &b}})
     if (!load_diff_run(dir, *run, err)) {
       std::cerr << "ddp_profile: " << err << "\n";
       return 1;

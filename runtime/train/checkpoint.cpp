@@ -53,16 +53,32 @@ c10::IValue get(const GenericDict& d, const std::string& key, const std::string&
   return it->value();
 }
 
+// Item paths: dict keys (strings or ints, as optimizer.state_dict()'s parameter indices) and the index of a list of
+// dicts (param_groups) join with '.'; anything else (tensors, numbers, tuples, plain lists) is one item.
 void list_items(const c10::IValue& v, const std::string& prefix, std::vector<std::string>& out) {
+  auto child = [&](const std::string& k) { return prefix.empty() ? k : prefix + "." + k; };
   if (v.isGenericDict()) {
     for (const auto& kv : v.toGenericDict()) {
-      std::string k = kv.key().isString() ? kv.key().toStringRef() : kv.key().tagKind();
-      list_items(kv.value(), prefix.empty() ? k : prefix + "." + k, out);
+      const c10::IValue& key = kv.key();
+      list_items(kv.value(), child(key.isString() ? key.toStringRef()
+                                   : key.isInt()  ? std::to_string(key.toInt())
+                                                  : key.tagKind()),
+                 out);
     }
+  } else if (v.isList() && !v.toListRef().empty() && v.toListRef().front().isGenericDict()) {
+    const auto& items = v.toListRef();
+    for (size_t i = 0; i < items.size(); ++i) list_items(items[i], child(std::to_string(i)), out);
   } else {
     out.push_back(prefix);
   }
 }
+
+// optimizer.state_dict() of torch.optim.AdamW, exactly (torch 2.x): state keyed by the parameter's index with a
+// float32 0-dim `step`, one param group with every option AdamW's load_state_dict restores — decoupled_weight_decay
+// above all, without which PyTorch would run the group as plain Adam.
+const char* const kAdamWGroupKeys[] = {"lr",         "betas",          "eps",   "weight_decay",           "amsgrad",
+                                       "maximize",   "foreach",        "capturable", "differentiable", "fused",
+                                       "decoupled_weight_decay", "params"};
 
 template <typename Opt>
 torch::optim::AdamWParamState* adam_state(Opt& opt, const at::Tensor& p) {
@@ -100,28 +116,46 @@ void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t 
   root.insert("model", m);
 
   if (!omitted("optimizer")) {
-    GenericDict state = new_dict();
+    // torch.optim.AdamW(model.parameters()).load_state_dict(ckpt["optimizer"]) takes this as it is; our parameter
+    // names, which PyTorch's layout lacks, stand beside it in "optimizer_param_names" (index -> name).
+    GenericDict state(c10::IntType::get(), c10::AnyType::get());
+    // Untyped lists: typed ones pickle as TorchScript's build_intlist, which weights_only loading refuses.
+    c10::impl::GenericList indices(c10::AnyType::get()), names(c10::AnyType::get());
+    int64_t index = 0;
     for (const auto& [name, param] : model.named_parameters()) {
-      auto* s = adam_state(opt, param);
-      if (!s) continue;  // no step taken yet
-      GenericDict ps = new_dict();
-      if (!omitted("optimizer.step")) ps.insert("step", s->step());
-      ps.insert("exp_avg", s->exp_avg().detach().cpu().clone());
-      ps.insert("exp_avg_sq", s->exp_avg_sq().detach().cpu().clone());
-      state.insert(name, ps);
+      indices.push_back(index);
+      names.push_back(name);
+      if (auto* s = adam_state(opt, param)) {  // none before the first step
+        GenericDict ps = new_dict();
+        if (!omitted("optimizer.step"))
+          ps.insert("step", at::scalar_tensor(static_cast<double>(s->step()), at::kFloat));
+        ps.insert("exp_avg", s->exp_avg().detach().cpu().clone());
+        ps.insert("exp_avg_sq", s->exp_avg_sq().detach().cpu().clone());
+        state.insert(index, ps);
+      }
+      ++index;
     }
     auto& o = static_cast<torch::optim::AdamWOptions&>(opt.param_groups().at(0).options());
     GenericDict group = new_dict();
     group.insert("lr", o.lr());
-    group.insert("beta1", std::get<0>(o.betas()));
-    group.insert("beta2", std::get<1>(o.betas()));
+    group.insert("betas", c10::ivalue::Tuple::create({std::get<0>(o.betas()), std::get<1>(o.betas())}));
     group.insert("eps", o.eps());
     group.insert("weight_decay", o.weight_decay());
     group.insert("amsgrad", o.amsgrad());
+    group.insert("maximize", false);
+    group.insert("foreach", c10::IValue());
+    group.insert("capturable", false);
+    group.insert("differentiable", false);
+    group.insert("fused", c10::IValue());
+    group.insert("decoupled_weight_decay", true);
+    group.insert("params", indices);
+    c10::impl::GenericList groups(c10::AnyType::get());
+    groups.push_back(group);
     GenericDict od = new_dict();
     od.insert("state", state);
-    od.insert("param_group", group);
+    od.insert("param_groups", groups);
     root.insert("optimizer", od);
+    root.insert("optimizer_param_names", names);
   }
   GenericDict sc = new_dict();
   sc.insert("scale", scaler.scale);
@@ -195,15 +229,20 @@ TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, 
   for (auto& [k, t] : model.named_parameters()) t.copy_(get(m, k, file).toTensor());
   for (auto& [k, t] : model.named_buffers()) t.copy_(get(m, k, file).toTensor());
 
+  // PyTorch's layout: state keyed by the parameter's index in model.parameters() order (also what a Python job's
+  // optimizer.state_dict() saves).
   GenericDict od = get(root, "optimizer", file).toGenericDict();
   GenericDict state = get(od, "state", file).toGenericDict();
   auto& st = opt.state();
+  int64_t index = -1;
   for (auto& [name, param] : model.named_parameters()) {
-    auto it = state.find(name);
+    ++index;
+    auto it = state.find(index);
     if (it == state.end()) continue;
     GenericDict ps = it->value().toGenericDict();
     auto s = std::make_unique<torch::optim::AdamWParamState>();
-    s->step(get(ps, "step", file + " optimizer state of " + name).toInt());
+    const c10::IValue step = get(ps, "step", file + " optimizer state of " + name);
+    s->step(step.isTensor() ? static_cast<int64_t>(step.toTensor().item<double>()) : step.toInt());
     s->exp_avg(get(ps, "exp_avg", file).toTensor().to(param.device()).clone());
     s->exp_avg_sq(get(ps, "exp_avg_sq", file).toTensor().to(param.device()).clone());
     st[compat::optimizer_state_key<decltype(st)>(param)] = std::move(s);
@@ -226,10 +265,12 @@ std::vector<std::string> expected_checkpoint_items(Model& model) {
   std::vector<std::string> items = {"format"};
   for (const auto& [k, t] : model.named_parameters()) items.push_back("model." + k);
   for (const auto& [k, t] : model.named_buffers()) items.push_back("model." + k);
-  for (const auto& [k, t] : model.named_parameters())
-    for (const char* f : {"step", "exp_avg", "exp_avg_sq"}) items.push_back("optimizer.state." + k + "." + f);
-  for (const char* f : {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"})
-    items.push_back(std::string("optimizer.param_group.") + f);
+  const size_t params = model.named_parameters().size();
+  for (size_t i = 0; i < params; ++i)
+    for (const char* f : {"step", "exp_avg", "exp_avg_sq"})
+      items.push_back("optimizer.state." + std::to_string(i) + "." + f);
+  for (const char* f : kAdamWGroupKeys) items.push_back(std::string("optimizer.param_groups.0.") + f);
+  items.push_back("optimizer_param_names");
   for (const char* f : {"scale", "growth_tracker", "enabled"}) items.push_back(std::string("scaler.") + f);
   for (const char* f : {"epoch", "global_step", "batches_in_epoch", "rank", "world_size"})
     items.push_back(std::string("progress.") + f);

@@ -5,7 +5,6 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
-#include <torch/nn/modules/linear.h>
 
 #include <filesystem>
 #include <stdexcept>
@@ -31,9 +30,12 @@ Model::Model(const JobConfig& job, const std::vector<int64_t>& sample_shape) {
     return;
   }
   if (images) throw std::invalid_argument("--model " + job.model + " cannot take image samples; use cnn");
-  const int64_t features = sample_shape.at(0);
+  int64_t features = 1;
+  for (int64_t d : sample_shape) features *= d;
   if (job.model == "mlp" || job.model == "mlp-bn") {
     seq_ = torch::nn::Sequential();
+    // Samples of another shape ({H, W}, {C, L}, ...) are flattened, as nn.Flatten does before an MLP.
+    if (sample_shape.size() > 1) seq_->push_back("flatten", torch::nn::Flatten());
     seq_->push_back("fc1", torch::nn::Linear(features, job.hidden));
     if (job.model == "mlp-bn") seq_->push_back("bn1", torch::nn::BatchNorm1d(job.hidden));
     seq_->push_back("relu", torch::nn::ReLU());

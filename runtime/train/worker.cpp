@@ -606,6 +606,7 @@ int run_worker(const Command& cmd) {
 
     std::unique_ptr<Dataset> dataset = open_dataset(s.job, err);
     if (!dataset) throw std::runtime_error(err);
+    fit_job_to_dataset(s.job, *dataset);
     auto metas = dist.exchange("meta_start", nlohmann::json({{"host", host_name()}, {"pid", ::getpid()}}).dump());
     if (s.env.rank == 0) write_start_manifest(s, dataset->sample_shape(), metas);
     g_progress.set_state(RankState::running);

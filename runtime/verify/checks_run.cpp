@@ -177,11 +177,22 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
 }
 
 // --- checkpoint.resume ----------------------------------------------------------------------------------------
+// Dict keys are names, or parameter indices in the optimizer's state (PyTorch's layout).
+std::string key_text(const c10::IValue& k) { return k.isString() ? k.toStringRef() : k.isInt() ? std::to_string(k.toInt()) : k.tagKind(); }
+
 std::string compare_trees(const c10::IValue& a, const c10::IValue& b, const std::string& path) {
+  if ((a.isList() && b.isList()) || (a.isTuple() && b.isTuple())) {
+    const auto& ea = a.isList() ? a.toListRef() : a.toTupleRef().elements();
+    const auto& eb = b.isList() ? b.toListRef() : b.toTupleRef().elements();
+    if (ea.size() != eb.size()) return path.substr(0, path.size() - 1) + " differs in length";
+    for (size_t i = 0; i < ea.size(); ++i)
+      if (std::string d = compare_trees(ea[i], eb[i], path + std::to_string(i) + "."); !d.empty()) return d;
+    return {};
+  }
   if (a.isGenericDict() && b.isGenericDict()) {
     auto da = a.toGenericDict(), db = b.toGenericDict();
     for (const auto& kv : da) {
-      std::string k = kv.key().toStringRef();
+      std::string k = key_text(kv.key());
       auto it = db.find(kv.key());
       if (it == db.end()) return path + k + " missing in the resumed run";
       std::string d = compare_trees(kv.value(), it->value(), path + k + ".");
@@ -297,19 +308,20 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
     return 1;
   }
   const DatasetPath where = dataset_path_source(cmd.job);
-  if (cmd.job.data_path.empty()) cmd.job.data_path = default_data_path(out + "/main", cmd.job);
+  if (cmd.job.data_path.empty()) cmd.job.data_path = default_data_path(in_run(out, kCheckMainRun), cmd.job);
   cmd.job.data_path = absolute_path(cmd.job.data_path);
   if (!ensure_dataset(cmd.job, where, err, true)) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 2;  // the user's input: the ladder does not start
   }
+  if (std::unique_ptr<Dataset> data = open_dataset(cmd.job, err)) fit_job_to_dataset(cmd.job, *data);
   const JobConfig& job = cmd.job;
   const int world = job.nproc;
   auto wanted = [&](const std::string& id) {
     return cmd.checks.empty() || std::find(cmd.checks.begin(), cmd.checks.end(), id) != cmd.checks.end();
   };
   std::vector<CheckResult> results;
-  const std::string main_dir = out + "/main";
+  const std::string main_dir = in_run(out, kCheckMainRun);
   bool need_main = false;
   for (const CheckInfo& c : kChecks) need_main |= c.judged_on_main_run && wanted(c.id);
   RunOutcome main_run;

@@ -45,4 +45,21 @@ TEST(Diff, OneVariableIsLocatedTwoDistributedVariablesWarn) {
   r = ddptest::run({kExe, "--diff", a, a + "-missing"}, a + ".bad.log", 60);
   EXPECT_EQ(r.code, 1) << r.output;
 }
+
+// Two --check folders compare their main runs (each holds several runs; before, --diff said "nothing to compare").
+TEST(Diff, CheckFoldersCompareTheirMainRuns) {
+  std::string a = fresh_dir("check_a"), b = fresh_dir("check_b");
+  for (auto [dir, lr] : {std::pair{a, "0.001"}, std::pair{b, "0.002"}}) {
+    auto r = ddptest::run({kExe, "--check", "--checks", "env.manifest", "--out", dir, "--max-steps", "4", "--lr", lr},
+                          dir + ".log", 300);
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  auto r = ddptest::run({kExe, "--diff", a, b, "--json"}, b + ".diff.log", 120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = ddptest::printed_json(r.output);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  bool lr_listed = false;
+  for (const auto& d : j["config"]["differences"]) lr_listed |= d["key"] == "config.lr";
+  EXPECT_TRUE(lr_listed) << j["config"].dump();
+}
 }  // namespace

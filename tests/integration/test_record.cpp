@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "integration_support.h"
+#include "runtime/data/dataset_file.h"
 #include "runtime/launch/progress.h"
 #include "traces/run_folder.h"
 #include "traces/summary.h"
@@ -254,6 +256,48 @@ TEST(Record, ImageFolderTrainsTheCnnWithDecodeOnTheWorkers) {
     EXPECT_EQ(counts[Stage::step], 512u / 2 / 32);
     EXPECT_EQ(counts[Stage::transform], counts[Stage::step]) << "decode + crop on the loader lanes";
   }
+}
+
+// The user's own data: 10 classes and samples of shape {3, 4} (a version 2 .ddpd). The model is sized from the file;
+// before, rank 0 failed mid-run with "Target 4 is out of bounds" (classes were fixed at 2).
+TEST(Record, YourOwnDataOfAnyShapeAndClassCountTrains) {
+  std::string d = fresh_dir("own_data");
+  fs::create_directories(d);
+  std::vector<float> x(256 * 12);
+  std::vector<int32_t> y(256);
+  for (size_t i = 0; i < y.size(); ++i) {
+    y[i] = static_cast<int32_t>(i % 10);
+    for (size_t f = 0; f < 12; ++f) x[i * 12 + f] = static_cast<float>((i * 31 + f * 7) % 13) - 6.0f;
+  }
+  std::string err;
+  ASSERT_TRUE(write_dataset_file(d + "/ten.ddpd", {3, 4}, 10, x, y, err)) << err;
+  auto r = run({kExe, "--record", "--out", d + "/run", "--data", d + "/ten.ddpd", "--batch-size", "16", "--max-steps",
+                "4"},
+               d + ".log", 300);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto m = read_json(d + "/run/manifest.json");
+  EXPECT_EQ(m["config"]["classes"], 10);
+  EXPECT_EQ(m["config"]["features"], 12);
+  EXPECT_EQ(m["ranks"][0]["batch"]["x"]["shape"], nlohmann::json({16, 3, 4}));
+
+  // scripts/to_ddpd.py brings numpy arrays in one command (Debian's python3-numpy; skipped without it).
+  if (std::system("/usr/bin/python3 -c 'import numpy' > /dev/null 2>&1") != 0) {
+    std::cout << "[ SKIPPED  ] to_ddpd.py: /usr/bin/python3 has no numpy (apt install python3-numpy)\n";
+    return;
+  }
+  const std::string npz = d + "/arrays.npz", out = d + "/from_numpy.ddpd";
+  r = run({"/usr/bin/python3", "-c",
+           "import numpy as np; r = np.random.default_rng(0); "
+           "np.savez('" + npz + "', x=r.normal(size=(200, 2, 5)).astype('f8'), y=r.integers(0, 4, 200))"},
+          d + ".npz.log", 60);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run({"/usr/bin/python3", std::string(DDP_SOURCE_DIR) + "/scripts/to_ddpd.py", npz, out}, d + ".conv.log", 60);
+  ASSERT_EQ(r.code, 0) << r.output;
+  DatasetFile f;
+  ASSERT_TRUE(f.open(out, err)) << err;
+  EXPECT_EQ(f.sample_shape(), (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(f.samples(), 200);
+  EXPECT_EQ(f.classes(), 4);
 }
 
 TEST(Record, BadInputGetsOneClearErrorAndNonZeroExit) {

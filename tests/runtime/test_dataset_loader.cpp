@@ -46,6 +46,47 @@ TEST(DatasetFile, WriteReadRoundTripIsDeterministic) {
   EXPECT_THROW(f.read(&bad, 1, raw), std::out_of_range);
 }
 
+// Version 2 carries the sample shape and the class count; every label is checked when the file is opened, so a
+// label the model cannot take is named up front instead of failing a rank mid-run ("Target 4 is out of bounds").
+TEST(DatasetFile, Version2CarriesShapeAndClassesAndLabelsAreCheckedOnOpen) {
+  std::string d = temp_dir(), err;
+  const std::vector<int64_t> shape = {2, 3};
+  std::vector<float> x(12 * 6);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7);
+  std::vector<int32_t> y = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 4, 2};
+  ASSERT_TRUE(ddp::write_dataset_file(d + "/ten.ddpd", shape, 10, x, y, err)) << err;
+  ddp::DatasetFile f;
+  ASSERT_TRUE(f.open(d + "/ten.ddpd", err)) << err;
+  EXPECT_EQ(f.sample_shape(), shape);
+  EXPECT_EQ(f.classes(), 10);
+  EXPECT_EQ(f.sample_floats(), 6);
+
+  y[7] = 10;  // outside [0, 10)
+  ASSERT_TRUE(ddp::write_dataset_file(d + "/bad.ddpd", shape, 10, x, y, err)) << err;
+  ddp::DatasetFile bad;
+  EXPECT_FALSE(bad.open(d + "/bad.ddpd", err));
+  EXPECT_NE(err.find("sample 7 has label 10"), std::string::npos) << err;
+
+  // A version 1 file (no shape or class count in its header) still loads: shape {F}, classes from its labels.
+  y[7] = 7;
+  ASSERT_TRUE(ddp::write_dataset_file(d + "/v1.ddpd", shape, 10, x, y, err)) << err;
+  {
+    std::fstream io(d + "/v1.ddpd", std::ios::in | std::ios::out | std::ios::binary);
+    ddp::DatasetHeader h{};
+    io.read(reinterpret_cast<char*>(&h), sizeof(h));
+    h.version = 1;
+    h.classes = h.shape_rank = 0;
+    std::memset(h.shape, 0, sizeof(h.shape));
+    io.seekp(0);
+    io.write(reinterpret_cast<const char*>(&h), sizeof(h));
+  }
+  ddp::DatasetFile v1;
+  ASSERT_TRUE(v1.open(d + "/v1.ddpd", err)) << err;
+  EXPECT_EQ(v1.sample_shape(), std::vector<int64_t>{6});
+  EXPECT_EQ(v1.classes(), 10);
+  fs::remove_all(d);
+}
+
 TEST(DatasetFile, DamagedFilesAreRejectedWithAReason) {
   std::string d = temp_dir(), err;
   ASSERT_TRUE(ddp::write_synthetic_dataset(d + "/a.ddpd", 100, 8, 1, err));

@@ -203,6 +203,12 @@ TEST(ViewerStalls, AnalysisJsonIsReadAndJumps) {
   fs::remove_all(dir);
 }
 
+// A cause of every rank at once (rank -1 in the analysis) is labelled as such, not "rank -1".
+TEST(ViewerStalls, AllRanksCauseIsNamedSo) {
+  EXPECT_EQ(who_label(-1), "all ranks");
+  EXPECT_EQ(who_label(1), "rank 1");
+}
+
 // The synthetic run plants a slow loader on rank 1 (its compute waits twice as long for input as rank 0's, see
 // SyntheticRunOptions::wait_data_ns): the stalls panel must name rank 1's input pipeline as the worst cause.
 TEST(ViewerStalls, RunFolderIsAnalysed) {
