@@ -47,15 +47,26 @@ std::vector<std::string> resume_args(const std::string& d) {
           "--expect", d + "/checkpoints/step6", "--steps", "6"};
 }
 
+// "1.13" of "1.13.0a0" or "1.13.1".
+std::string major_minor(const std::string& v) {
+  const auto second_dot = v.find('.', v.find('.') + 1);
+  return v.substr(0, second_dot);
+}
+
 TEST(PyTorchInterop, DebiansPyTorchResumesOurCheckpointBitwise) {
-  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "Debian's python3-torch is not installed (apt install python3-torch)";
+  auto probe = ddptest::run({"/usr/bin/python3", "-c", "import torch; print(torch.__version__)"},
+                            fresh_dir("interop_probe") + ".log", 60);
+  if (probe.code != 0) GTEST_SKIP() << "Debian's python3-torch is not installed (apt install python3-torch)";
   const std::string d = record_with_checkpoints("interop_debian");
+  // Bitwise when Python's torch is the LibTorch we were built on; the CUDA tier builds on another one, whose
+  // kernels round differently: then within float rounding.
+  const std::string ours = read_json(d + "/manifest.json")["versions"]["libtorch"];
+  const bool same_torch = major_minor(ours) == major_minor(probe.output.substr(0, probe.output.find('\n')));
   // Debian's torchrun does not start under Python 3.11: two ranks started by hand with the env:// variables.
   const std::string port = std::to_string(20000 + ::getpid() % 20000);
   std::vector<ddptest::Proc> ranks;
   for (int r = 0; r < 2; ++r) {
-    std::vector<std::string> args = {"/usr/bin/python3", kScript};
+    std::vector<std::string> args = {"/usr/bin/python3", kScript, "--atol", same_torch ? "0" : "1e-5"};
     for (const auto& a : resume_args(d)) args.push_back(a);
     ranks.push_back(ddptest::start(args, d + ".rank" + std::to_string(r) + ".log",
                                    {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", std::to_string(r)},
@@ -65,7 +76,7 @@ TEST(PyTorchInterop, DebiansPyTorchResumesOurCheckpointBitwise) {
     const int code = ddptest::wait(ranks[r], 300);
     const std::string out = ddptest::read_file(ranks[r].log);
     EXPECT_EQ(code, 0) << out;
-    EXPECT_NE(out.find("parameters bitwise equal to ddp_profile's"), std::string::npos) << out;
+    if (same_torch) EXPECT_NE(out.find("parameters bitwise equal to ddp_profile's"), std::string::npos) << out;
   }
 }
 
