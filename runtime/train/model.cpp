@@ -130,6 +130,37 @@ std::vector<std::string> Model::layer_kinds() const {
   return kinds;
 }
 
+int Model::set_dropout(bool enabled) {
+  int switched = 0;
+  // By class name, as PyTorch spells its dropout modules (a user's "NetWithDropout" is not one).
+  auto is_dropout = [](std::string type) {
+    type = type.substr(type.find_last_of(".:") == std::string::npos ? 0 : type.find_last_of(".:") + 1);
+    if (type.size() > 4 && type.compare(type.size() - 4, 4, "Impl") == 0) type.resize(type.size() - 4);
+    for (const char* d : {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"})
+      if (type == d) return true;
+    return false;
+  };
+  if (script_) {
+    for (auto m : script_->modules())
+      if (m.type()->name() && is_dropout(m.type()->name()->name())) {
+        m.train(enabled);
+        ++switched;
+      }
+    return switched;
+  }
+  for (const auto& m : seq_->modules(/*include_self=*/false))
+    if (is_dropout(m->name())) {
+      m->train(enabled);
+      ++switched;
+    }
+  return switched;
+}
+
+bool Model::forward_is_stochastic(const at::Tensor& x) {
+  torch::NoGradGuard ng;
+  return !at::equal(forward(x), forward(x));
+}
+
 void Model::to(const at::Device& device) {
   if (script_) script_->to(device);
   else seq_->to(device);

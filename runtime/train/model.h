@@ -38,6 +38,14 @@ class Model {
   void to(const at::Device& device);
   const std::string& description() const { return description_; }
 
+  // Dropout (any submodule whose type is a Dropout: nn.Dropout, Dropout1d/2d/3d, AlphaDropout...) on or off, the rest
+  // of the model staying in train mode (BatchNorm keeps its batch statistics). Returns how many were switched. The
+  // numerics check compares ranks with a single-process reference, which cannot draw the ranks' masks.
+  int set_dropout(bool enabled);
+  // True when two train-mode forwards of the same input differ (dropout or any other randomness in forward). Runs on
+  // a copy of nothing: call it on a model whose state may change (BatchNorm's running statistics do).
+  bool forward_is_stochastic(const at::Tensor& x);
+
  private:
   torch::nn::Sequential seq_{nullptr};
   std::optional<torch::jit::Module> script_;

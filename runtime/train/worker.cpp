@@ -124,6 +124,22 @@ class StageScope {
   prof::Span span_;
 };
 
+// Dropout modules off for one scope (when `off`), back on at its end.
+class DropoutOff {
+ public:
+  DropoutOff(Model& m, bool off) : model_(off ? &m : nullptr) {
+    if (model_) model_->set_dropout(false);
+  }
+  ~DropoutOff() {
+    if (model_) model_->set_dropout(true);
+  }
+  DropoutOff(const DropoutOff&) = delete;
+  DropoutOff& operator=(const DropoutOff&) = delete;
+
+ private:
+  Model* model_;
+};
+
 // --plant: the deliberate faults a --check rehearsal asks for, resolved once before the loop.
 struct PlantedFaults {
   bool no_set_epoch, broken_shard, skip_allreduce, ckpt_no_rng, ckpt_no_step;
@@ -342,6 +358,9 @@ class Trainer {
     const auto t0 = std::chrono::steady_clock::now();
     prof::Span step_span(Stage::step);
     const bool dump = verify_.dumping(step);
+    // A verified step runs with dropout off: the numerics check's single-process reference cannot draw the ranks'
+    // masks (numerics.reference says so in its summary). Other steps train as the model says.
+    DropoutOff dropout_off(model_, dump);
     NamedTensors pre_params;
     std::vector<NamedTensors> acts;
     if (dump)

@@ -44,13 +44,16 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in, nullptr, false);
 }
 
-CheckResult failed(const std::string& id, const std::string& why) {
+CheckResult result(const std::string& id, CheckStatus status, const std::string& why) {
   CheckResult r;
   r.id = id;
-  r.status = CheckStatus::fail;
+  r.status = status;
   r.summary = why;
   return r;
 }
+CheckResult failed(const std::string& id, const std::string& why) { return result(id, CheckStatus::fail, why); }
+// Nothing wrong was found, but the check could not judge: said, never a pass or a false fail.
+CheckResult warned(const std::string& id, const std::string& why) { return result(id, CheckStatus::warn, why); }
 
 std::vector<std::string> with(std::vector<std::string> args, std::initializer_list<std::string> more) {
   args.insert(args.end(), more);
@@ -96,6 +99,22 @@ std::vector<double> values(const at::Tensor& t) {
 }
 
 // --- numerics.reference ---------------------------------------------------------------------------------------
+// Whether the model's train-mode forward is random, and whether switching its Dropout modules off makes it
+// deterministic (then ranks and reference compare with dropout off; otherwise nothing can be compared).
+struct RandomForward {
+  int dropout_modules = 0;      // Dropout modules switched off for the comparison (0 when the forward is not random)
+  bool beyond_dropout = false;  // still random with dropout off
+};
+
+RandomForward probe_random_forward(const JobConfig& job, const std::vector<int64_t>& shape, const at::Tensor& x) {
+  RandomForward rf;
+  Model probe(job, shape);  // its own copy: train-mode forwards move BatchNorm's running statistics
+  if (!probe.forward_is_stochastic(x)) return rf;
+  rf.dropout_modules = probe.set_dropout(false);
+  rf.beyond_dropout = probe.forward_is_stochastic(x);
+  return rf;
+}
+
 CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int world, bool shard_ok) {
   std::string err;
   std::unique_ptr<Dataset> dataset = open_dataset(job, err);
@@ -110,6 +129,7 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
   if (job.loss_reduction == "sum") ce.reduction(torch::kSum);
   std::vector<NumericsEvidence> evidence;
   const std::vector<int64_t> shape = data.sample_shape();
+  RandomForward random_forward;
   for (int64_t step = 0; step < kVerifySteps; ++step) {
     std::vector<c10::impl::GenericDict> dumps;
     for (int r = 0; r < world; ++r) {
@@ -120,6 +140,7 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
     if (static_cast<int>(dumps.size()) != world) break;
     // The reference: one process, the same pre-step weights, the union of what the ranks consumed at this step.
     Model ref(job, shape);
+    ref.set_dropout(false);  // as the ranks ran their verified steps (worker.cpp): masks cannot be replayed here
     {
       torch::NoGradGuard ng;
       auto p0 = dumps[0].at("params").toGenericDict();
@@ -144,6 +165,14 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
       data.read(idx.data(), idx.size(), raw);
       data.transform(raw, idx.data(), idx.size(), epoch, x.data_ptr<float>());
       at::Tensor y = at::tensor(raw.labels, at::kLong);
+      if (step == 0 && micro == 0) {
+        random_forward = probe_random_forward(job, shape, x);
+        if (random_forward.beyond_dropout)
+          return warned("numerics.reference",
+                        "not compared: the model's forward draws random numbers outside Dropout modules (two forwards "
+                        "of one batch differ even with dropout off), so the ranks and a single-process reference "
+                        "cannot see the same values; check this model with its randomness removed");
+      }
       std::vector<std::pair<std::string, at::Tensor>> acts;
       at::Tensor loss = torch::nn::functional::cross_entropy(ref.forward(x, &acts), y, ce);
       if (job.accum_steps > 1) loss = loss / job.accum_steps;
@@ -173,7 +202,14 @@ CheckResult numerics_reference(const JobConfig& job, const std::string& dir, int
     }
   }
   if (evidence.empty()) return failed("numerics.reference", "no tensor dumps in " + in_run(dir, kVerifyDir));
-  return judge_numerics(evidence, world, kRtol, kAtol);
+  CheckResult r = judge_numerics(evidence, world, kRtol, kAtol);
+  if (random_forward.dropout_modules > 0) {
+    // Say exactly what was compared: the same model with its Dropout modules off, everything else in train mode.
+    r.summary += " (the forward is stochastic: compared with its " + std::to_string(random_forward.dropout_modules) +
+                 " Dropout module(s) off in the verified steps, BatchNorm and the rest in train mode)";
+    r.details["dropout_off_modules"] = random_forward.dropout_modules;
+  }
+  return r;
 }
 
 // --- checkpoint.resume ----------------------------------------------------------------------------------------

@@ -112,4 +112,33 @@ TEST(Check, TorchScriptModelPassesNumericsAndCheckpoints) {
   ASSERT_FALSE(j.is_discarded());
   for (const auto& c : j["checks"]) EXPECT_EQ(c["status"], "pass") << c["id"] << ": " << c["summary"];
 }
+
+// A model with Dropout: ranks and the single-process reference draw different masks, so comparing them as they are
+// is meaningless (it was a false "fail ... activations first diverge at layer output"). The verified steps run with
+// the Dropout modules off on both sides, the check says so, and a real fault in such a model still fails.
+TEST(Check, DropoutModelIsComparedWithDropoutOffAndAFaultStillFails) {
+  std::string d = fresh_dir("dropout");
+  std::string model = d + ".pt";
+  auto made = ddptest::run({DDP_MAKE_SCRIPT_MODEL_EXE, model, "--dropout"}, d + ".make.log", 120);
+  ASSERT_EQ(made.code, 0) << made.output;
+  auto r = ddptest::run({kExe, "--check", "--checks", "numerics.reference,numerics.rank_sync", "--out", d, "--model",
+                         model, "--max-steps", "5"},
+                        d + ".log", 600);
+  EXPECT_EQ(r.code, 0) << r.output;
+  auto j = checks_of(d);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  ASSERT_EQ(j["checks"][0]["id"], "numerics.reference");
+  EXPECT_EQ(j["checks"][0]["status"], "pass") << j["checks"][0]["summary"];
+  EXPECT_NE(j["checks"][0]["summary"].get<std::string>().find("1 Dropout module(s) off"), std::string::npos)
+      << j["checks"][0]["summary"];
+
+  // Planted: the ranks sum their loss where the reference means it.
+  r = ddptest::run({kExe, "--check", "--checks", "numerics.reference", "--out", d + "-sum", "--model", model,
+                    "--max-steps", "5", "--loss-reduction", "sum"},
+                   d + "-sum.log", 600);
+  EXPECT_EQ(r.code, 1) << r.output;
+  auto bad = checks_of(d + "-sum");
+  ASSERT_FALSE(bad.is_discarded()) << r.output;
+  EXPECT_EQ(bad["checks"][0]["status"], "fail") << bad["checks"][0]["summary"];
+}
 }  // namespace

@@ -76,7 +76,9 @@ TEST(PyTorchInterop, DebiansPyTorchResumesOurCheckpointBitwise) {
     const int code = ddptest::wait(ranks[r], 300);
     const std::string out = ddptest::read_file(ranks[r].log);
     EXPECT_EQ(code, 0) << out;
-    if (same_torch) EXPECT_NE(out.find("parameters bitwise equal to ddp_profile's"), std::string::npos) << out;
+    if (same_torch) {
+      EXPECT_NE(out.find("parameters bitwise equal to ddp_profile's"), std::string::npos) << out;
+    }
   }
 }
 

@@ -18,6 +18,26 @@ std::string save_script_mlp(const std::string& name) {
   return p.string();
 }
 
+TEST(Model, DropoutIsDetectedAndSwitchedOffAlone) {
+  auto d = std::filesystem::temp_directory_path() / ("ddp_model_dropout_" + std::to_string(::getpid()) + ".pt");
+  torch::manual_seed(3);
+  ddp::testing::script_mlp_with_dropout(16, 0.1, 0.5).save(d.string());
+  ddp::JobConfig job;
+  job.model = d.string();
+  ddp::Model m(job, {128});
+  at::Tensor x = torch::randn({8, 128});
+  EXPECT_TRUE(m.forward_is_stochastic(x));
+  EXPECT_EQ(m.set_dropout(false), 1);
+  EXPECT_FALSE(m.forward_is_stochastic(x));
+  EXPECT_EQ(m.set_dropout(true), 1);
+  EXPECT_TRUE(m.forward_is_stochastic(x));
+  ddp::JobConfig mlp;
+  ddp::Model plain(mlp, {128});
+  EXPECT_FALSE(plain.forward_is_stochastic(x));
+  EXPECT_EQ(plain.set_dropout(false), 0);
+  std::filesystem::remove(d);
+}
+
 TEST(Model, BuiltInMlpHasTheSeedShape) {
   ddp::JobConfig job;
   ddp::Model m(job, {128});
