@@ -51,6 +51,11 @@ GradSync::GradSync(std::vector<at::Tensor> params, Allreduce allreduce, int worl
     int64_t n = b.offsets.back() + params_[b.params.back()].numel();
     b.flat = at::zeros({n}, params_[b.params.front()].options());
   }
+  copied_in_.assign(params_.size(), 0);
+  {
+    torch::NoGradGuard ng;
+    for (size_t k = 0; k < params_.size(); ++k) params_[k].mutable_grad() = grad_view(k);
+  }
   for (size_t k = 0; k < params_.size(); ++k) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
     if (!acc) throw std::invalid_argument("GradSync: parameter " + std::to_string(k) + " does not require grad");
@@ -69,6 +74,28 @@ GradSync::~GradSync() {
   if (comm_.joinable()) comm_.join();
 }
 
+at::Tensor GradSync::grad_view(size_t k) const {
+  const Bucket& b = buckets_[bucket_of_[k]];
+  size_t i = 0;
+  while (b.params[i] != k) ++i;
+  return b.flat.narrow(0, b.offsets[i], params_[k].numel()).view_as(params_[k]);
+}
+
+bool GradSync::grad_is_view(size_t k) const {
+  const at::Tensor& g = params_[k].grad();
+  const Bucket& b = buckets_[bucket_of_[k]];
+  size_t i = 0;
+  while (b.params[i] != k) ++i;
+  return g.defined() && g.data_ptr() == static_cast<char*>(b.flat.data_ptr()) + b.offsets[i] * b.flat.element_size();
+}
+
+void GradSync::zero_grad() {
+  torch::NoGradGuard ng;
+  for (Bucket& b : buckets_) b.flat.zero_();
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (!grad_is_view(k)) params_[k].mutable_grad() = grad_view(k);
+}
+
 std::vector<uint64_t> GradSync::bucket_bytes() const {
   std::vector<uint64_t> v;
   for (const auto& b : buckets_) v.push_back(b.bytes);
@@ -81,8 +108,7 @@ void GradSync::begin_backward(bool sync, const prof::StepContext& ctx) {
   if (!sync) return;
   for (Bucket& b : buckets_) b.pending = b.params.size();
   launched_ = 0;
-  std::lock_guard<std::mutex> lock(mu_);
-  completed_ = 0;
+  step_works_.clear();
 }
 
 void GradSync::on_grad_ready(size_t param) {
@@ -96,8 +122,12 @@ void GradSync::launch(size_t bi) {
   Bucket& b = buckets_[bi];
   uint64_t t0 = prof::recording() ? prof::ticks() : 0;
   for (size_t i = 0; i < b.params.size(); ++i) {
-    const at::Tensor& g = params_[b.params[i]].grad();
-    b.flat.narrow(0, b.offsets[i], g.numel()).copy_(g.reshape({-1}));
+    const size_t k = b.params[i];
+    copied_in_[k] = !grad_is_view(k);
+    if (copied_in_[k]) {
+      const at::Tensor& g = params_[k].grad();
+      b.flat.narrow(0, b.offsets[i], g.numel()).copy_(g.reshape({-1}));
+    }
   }
   b.flat.div_(world_);
   std::vector<at::Tensor> v{b.flat};
@@ -105,9 +135,11 @@ void GradSync::launch(size_t bi) {
   calls_.fetch_add(1);
   bytes_.fetch_add(b.bytes);
   ++launched_;
+  CompletionStamp t1 = std::make_shared<std::atomic<uint64_t>>(0);
+  step_works_.emplace_back(work, t1);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({bi, std::move(work), t0, ctx_});
+    queue_.push_back({bi, std::move(work), t0, ctx_, std::move(t1)});
   }
   cv_.notify_all();
 }
@@ -121,7 +153,10 @@ void GradSync::comm_loop() {
   // collective and returns at once: the span's end is then the moment a poll of isCompleted() sees it done, which
   // leaves the launches free-running. Polls back off from 20 to 200 µs while a collective is in flight.
   std::deque<Launched> in_flight;
+  // The span ends at the first sighting of completion: this thread's, or finish()'s when it saw it first.
   auto record = [&](const Launched& l, uint64_t t1) {
+    uint64_t first = 0;
+    if (!l.t1->compare_exchange_strong(first, t1)) t1 = first;
     if (l.t0)
       prof::record_span(Stage::allreduce, l.t0, t1, buckets_[l.bucket].bytes, static_cast<uint16_t>(l.bucket), 0,
                         &l.ctx);
@@ -157,11 +192,6 @@ void GradSync::comm_loop() {
       for (Launched& l : fresh) {
         l.work->wait();
         const uint64_t t1 = l.t0 ? prof::ticks() : 0;
-        {
-          std::lock_guard<std::mutex> g(mu_);
-          ++completed_;
-        }
-        cv_.notify_all();
         if (in_flight.empty() && done(l))
           record(l, t1);  // in launch order: an earlier bucket still in flight is recorded first
         else
@@ -198,15 +228,23 @@ void GradSync::finish() {
                              "] received no gradient in this backward, so their buckets were never reduced");
   }
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return completed_ == launched_ || error_; });
-    if (error_) std::rethrow_exception(error_);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_) std::rethrow_exception(error_);  // a collective of an earlier step failed (seen by polling)
+  }
+  // This thread waits on the works itself: on Gloo wait() returns when the collective is done (one wake-up, no
+  // hand-off through the comm thread); on NCCL it orders this thread's stream after it and returns.
+  for (auto& [work, t1] : step_works_) {
+    work->wait();
+    uint64_t unseen = 0;
+    if (prof::recording() && work->isCompleted()) t1->compare_exchange_strong(unseen, prof::ticks());
   }
   for (Bucket& b : buckets_)
-    for (size_t i = 0; i < b.params.size(); ++i) {
-      at::Tensor g = params_[b.params[i]].mutable_grad();
-      g.copy_(b.flat.narrow(0, b.offsets[i], g.numel()).view_as(g));
-    }
+    for (size_t i = 0; i < b.params.size(); ++i)
+      if (copied_in_[b.params[i]]) {
+        at::Tensor g = params_[b.params[i]].mutable_grad();
+        g.copy_(b.flat.narrow(0, b.offsets[i], g.numel()).view_as(g));
+      }
+  step_works_.clear();
   sync_ = false;
 }
 

@@ -2,9 +2,15 @@
 // Bucketed gradient allreduce that overlaps backward, as DDP's reducer does: parameters are assigned to buckets in
 // reverse registration order (gradients become ready roughly in that order during backward); a post-hook on each
 // parameter's gradient accumulator marks it ready, and a bucket whose gradients are all ready is averaged and
-// allreduced immediately, while backward continues. A comm thread waits on the launched works in order and records
-// one `allreduce` span per bucket, from launch to completion (seen by polling on NCCL, whose wait() does not block
-// the host). On no_sync micro-steps the hooks do nothing.
+// allreduced immediately, while backward continues. On no_sync micro-steps the hooks do nothing.
+//
+// The gradients live in the buckets (DDP's gradient_as_bucket_view): each parameter's .grad is a view of its bucket's
+// flat tensor, so backward accumulates straight into what is reduced, in place, and nothing is copied in or out.
+// zero_grad() zeroes the buckets (an optimizer's own zero_grad may drop the views; a gradient that is not a view at
+// launch is copied in and back, so correctness never depends on it). finish() waits on the works itself; a comm thread
+// also waits on them, in order, to record one `allreduce` span per bucket from launch to completion (the first of the
+// two to see a collective complete stamps its end; NCCL's wait() does not block the host, so there completion is seen
+// by polling).
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -43,6 +49,8 @@ class GradSync {
   // After a syncing backward: waits for every bucket (the caller's wait_comm) and writes the averaged gradients
   // back. Throws when a collective failed or a parameter never received a gradient.
   void finish();
+  // Zeroes every gradient (the buckets), keeping .grad a view of them: call instead of the optimizer's zero_grad.
+  void zero_grad();
 
   size_t bucket_count() const { return buckets_.size(); }
   std::vector<uint64_t> bucket_bytes() const;
@@ -59,18 +67,25 @@ class GradSync {
     size_t pending = 0;
     uint64_t bytes = 0;
   };
+  // When a collective was seen complete (ticks; 0 until then): by the comm thread or by finish(), whichever first.
+  using CompletionStamp = std::shared_ptr<std::atomic<uint64_t>>;
   struct Launched {
     size_t bucket;
     c10::intrusive_ptr<c10d::Work> work;
     uint64_t t0;
     prof::StepContext ctx;
+    CompletionStamp t1;
   };
   void launch(size_t b);
   void comm_loop();
+  at::Tensor grad_view(size_t param) const;  // the parameter's slice of its bucket, shaped like the parameter
+  bool grad_is_view(size_t param) const;
 
   std::vector<at::Tensor> params_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
   std::vector<size_t> bucket_of_;
+  std::vector<char> copied_in_;  // per parameter: its gradient was not a bucket view at launch (copied back at finish)
+  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, CompletionStamp>> step_works_;  // launched this backward
   std::vector<Bucket> buckets_;
   Allreduce allreduce_;
   int world_ = 1;
@@ -83,7 +98,6 @@ class GradSync {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Launched> queue_;
-  size_t completed_ = 0;  // works whose wait() returned: their results are ordered before the training stream's next use
   bool stop_ = false;
   std::exception_ptr error_;
 };

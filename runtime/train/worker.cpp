@@ -466,7 +466,7 @@ class Trainer {
     }
     StageScope stage(Stage::optimizer);
     if (take_step) opt_.step();
-    opt_.zero_grad();
+    sync_.zero_grad();  // the gradients are views of the allreduce buckets: zeroed there, in place
     sleep_ms(slow_.optimizer);
   }
 

@@ -153,6 +153,45 @@ TEST(GradSync, BlockingWaitEndsTheSpanRightAfterWait) {
   EXPECT_LE(spans[0].t1, finish_returned);
 }
 
+// The gradients are views of the buckets (nothing copied in or out); a gradient an optimizer dropped (set_to_none)
+// is copied in and back, so the result never depends on it; zero_grad() restores the views.
+TEST(GradSync, GradientsAreBucketViewsAndADroppedOneIsStillReduced) {
+  Model m;
+  Collective c(/*blocking=*/true);
+  std::thread finisher;
+  GradSync sync({m.w, m.b}, c.fn(), 1, 25);
+  auto finish_all = [&] {
+    finisher = std::thread([&] {
+      while (c.launched().empty()) std::this_thread::sleep_for(100us);
+      for (auto& w : c.launched()) w->finish();
+    });
+    sync.finish();
+    finisher.join();
+  };
+  const void* w_grad = m.w.grad().data_ptr();
+  sync.begin_backward(true, prof::StepContext{});
+  m.backward();
+  finish_all();
+  EXPECT_EQ(m.w.grad().data_ptr(), w_grad) << "backward accumulated into the bucket view";
+  EXPECT_TRUE(torch::equal(m.w.grad(), torch::ones({4, 3}) * 2));
+
+  sync.zero_grad();
+  EXPECT_EQ(m.w.grad().data_ptr(), w_grad);
+  EXPECT_EQ(m.w.grad().abs().sum().item<float>(), 0.0f);
+
+  m.w.mutable_grad() = torch::Tensor();  // what zero_grad(set_to_none=true) does
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.works.clear();
+  }
+  sync.begin_backward(true, prof::StepContext{});
+  m.backward();
+  finish_all();
+  EXPECT_TRUE(torch::equal(m.w.grad(), torch::ones({4, 3}) * 2)) << "a dropped gradient is reduced too";
+  sync.zero_grad();
+  EXPECT_EQ(m.w.grad().data_ptr(), w_grad) << "zero_grad puts the view back";
+}
+
 TEST(GradSync, AFailedCollectiveSeenByPollingFailsTheNextSync) {
   Model m;
   Collective c(/*blocking=*/false);
