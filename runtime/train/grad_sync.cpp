@@ -27,10 +27,11 @@ struct ReadyHook : torch::autograd::FunctionPostHook {
 
 GradSync::GradSync(std::vector<at::Tensor> params, Dist& dist, double bucket_mb)
     : GradSync(std::move(params), [&dist](std::vector<at::Tensor>& v) { return dist.allreduce(v); }, dist.world(),
-               bucket_mb) {}
+               bucket_mb, dist.backend() == "gloo") {}
 
-GradSync::GradSync(std::vector<at::Tensor> params, Allreduce allreduce, int world, double bucket_mb)
-    : params_(std::move(params)), allreduce_(std::move(allreduce)), world_(world) {
+GradSync::GradSync(std::vector<at::Tensor> params, Allreduce allreduce, int world, double bucket_mb,
+                   bool blocking_waits)
+    : params_(std::move(params)), allreduce_(std::move(allreduce)), world_(world), blocking_waits_(blocking_waits) {
   const uint64_t cap = static_cast<uint64_t>(bucket_mb * 1024 * 1024);
   bucket_of_.resize(params_.size());
   Bucket cur;
@@ -137,6 +138,8 @@ void GradSync::launch(size_t bi) {
   ++launched_;
   CompletionStamp t1 = std::make_shared<std::atomic<uint64_t>>(0);
   step_works_.emplace_back(work, t1);
+  // Unrecorded and blocking: no span to stamp and no failure to poll for (finish()'s wait() raises it).
+  if (!t0 && blocking_waits_) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({bi, std::move(work), t0, ctx_, std::move(t1)});

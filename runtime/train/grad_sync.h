@@ -39,7 +39,10 @@ class GradSync {
   using Allreduce = std::function<c10::intrusive_ptr<c10d::Work>(std::vector<at::Tensor>&)>;
 
   GradSync(std::vector<at::Tensor> params, Dist& dist, double bucket_mb);
-  GradSync(std::vector<at::Tensor> params, Allreduce allreduce, int world, double bucket_mb);
+  // blocking_waits: the works' wait() returns only when the collective is done (Gloo). Then, when nothing is being
+  // recorded, finish()'s own wait is all that is needed and the comm thread is not woken at all.
+  GradSync(std::vector<at::Tensor> params, Allreduce allreduce, int world, double bucket_mb,
+           bool blocking_waits = false);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -89,6 +92,7 @@ class GradSync {
   std::vector<Bucket> buckets_;
   Allreduce allreduce_;
   int world_ = 1;
+  bool blocking_waits_ = false;
   bool sync_ = false;
   prof::StepContext ctx_;
   size_t launched_ = 0;
