@@ -101,4 +101,11 @@ ProgressSnapshot read_progress(const std::string& path) {
   return s;
 }
 
+bool looks_like_comm_error(const std::string& reason) {
+  for (const char* k : {"Connection", "connection", "Gloo", "gloo", "peer", "Broken pipe", "NCCL", "Timed out",
+                        "timed out", "closed", "Socket", "socket"})
+    if (reason.find(k) != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace ddp

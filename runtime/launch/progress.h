@@ -56,4 +56,8 @@ struct ProgressSnapshot {
 };
 ProgressSnapshot read_progress(const std::string& path);
 
+// A failure reason that is what a rank reports when a peer went away (a closed connection, a collective's timeout):
+// the rank is then a victim, not the culprit.
+bool looks_like_comm_error(const std::string& reason);
+
 }  // namespace ddp

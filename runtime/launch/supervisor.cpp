@@ -87,13 +87,6 @@ bool is_collective_stage(int32_t stage) {
          stage == static_cast<int32_t>(Stage::wait_gpu);
 }
 
-bool looks_like_comm_error(const std::string& reason) {
-  for (const char* k : {"Connection", "connection", "Gloo", "gloo", "peer", "Broken pipe", "NCCL", "Timed out",
-                        "timed out", "closed", "Socket", "socket"})
-    if (reason.find(k) != std::string::npos) return true;
-  return false;
-}
-
 // Ctrl-C / SIGTERM to the supervisor: the ranks are ended like after a failure (SIGTERM, so they flush their
 // traces), the traces are exported, and the run exits 130.
 volatile sig_atomic_t g_interrupted = 0;

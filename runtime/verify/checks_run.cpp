@@ -225,7 +225,7 @@ CheckResult checkpoint_resume(const Command& cmd, const std::vector<std::string>
   bool ready = false;
   while (!ready && std::chrono::steady_clock::now() < deadline) {
     ready = read_progress(progress_file(killed, 0)).step >= kResumeKill + 2;
-    for (int r = 0; r < world; ++r) ready = ready && fs::exists(checkpoint_file(ck, r) + ".json");
+    for (int r = 0; r < world; ++r) ready = ready && fs::exists(checkpoint_sidecar(checkpoint_file(ck, r)));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   for (int r = 0; r < world; ++r) {
