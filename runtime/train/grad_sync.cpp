@@ -152,9 +152,11 @@ void GradSync::comm_loop() {
     const bool stopping = stop_ && queue_.empty();
     std::deque<Launched> fresh;
     fresh.swap(queue_);
+    const std::function<void(int)> on_wait = on_wait_;
     lock.unlock();
     try {
       for (Launched& l : fresh) {
+        if (on_wait) on_wait(static_cast<int>(l.bucket));
         l.work->wait();
         const uint64_t t1 = l.t0 ? prof::ticks() : 0;
         {
@@ -168,6 +170,7 @@ void GradSync::comm_loop() {
           in_flight.push_back(std::move(l));
         poll = std::chrono::microseconds(20);
       }
+      if (on_wait && !fresh.empty()) on_wait(-1);
       record_finished();
       if (stopping) {
         // Shutting down after the last step: give the last collectives a moment to finish and be recorded.
@@ -186,6 +189,11 @@ void GradSync::comm_loop() {
     }
     lock.lock();
   }
+}
+
+void GradSync::observe_waits(std::function<void(int)> f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_wait_ = std::move(f);
 }
 
 void GradSync::finish() {

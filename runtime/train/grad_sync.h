@@ -50,6 +50,9 @@ class GradSync {
   uint64_t bytes_reduced() const { return bytes_.load(); }
 
   void on_grad_ready(size_t param);  // called from the gradient accumulator hooks
+  // Told (on the comm thread) which bucket's collective it now waits for, and -1 when it waits for none: the
+  // heartbeat's bucket, which a hang report names ("rank 0 waits in allreduce (bucket 0, step 605)").
+  void observe_waits(std::function<void(int bucket)> f);
 
  private:
   struct Bucket {
@@ -67,6 +70,7 @@ class GradSync {
   };
   void launch(size_t b);
   void comm_loop();
+  std::function<void(int)> on_wait_;  // set under mu_, read by the comm thread after it took work under mu_
 
   std::vector<at::Tensor> params_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks

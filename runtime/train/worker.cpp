@@ -248,6 +248,7 @@ class Trainer {
         loader_(data, loader_options(s.job, dist.rank()), cuda::staging_allocator(s.device.is_cuda() && s.job.pinned)),
         h2d_(s.device, s.job.pinned) {
     if (job_.loss_reduction == "sum") ce_.reduction(torch::kSum);
+    sync_.observe_waits([](int bucket) { g_progress.bucket(bucket); });
     if (!job_.resume_from.empty()) resume();
     if (job_.verify_steps > 0) {
       verify_.open(s_.dir, rank_, job_.verify_steps);
@@ -395,7 +396,9 @@ class Trainer {
     const double loss = read_back(step_loss);
     if (s_.device.is_cuda()) cuda::record_memory_counters(s_.device.index());
     step_span.end();
-    step_ms_.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    step_ms_.push_back(std::chrono::duration<double, std::milli>(took).count());
+    g_progress.step_time(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
     if (verify_.enabled()) verify_.replica(step, tensors_hash(params_));
     return loss;
   }
