@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profiler/clock.h"
+#include "runtime/launch/job_inputs.h"
 #include "runtime/launch/progress.h"
 #include "runtime/data/dataset_cache.h"
 #include "runtime/launch/run_folder_setup.h"
@@ -361,6 +362,10 @@ int run_record(const Command& cmd_in, const std::vector<std::string>& args) {
   if (!prepare_run_folder(cmd.out_dir, error)) {
     std::cerr << "ddp_profile: " << error << "\n";
     return 1;
+  }
+  if (!validate_job_inputs(cmd.job, error)) {
+    std::cerr << "ddp_profile: " << error << "\n";
+    return 2;  // the user's input, refused before any rank starts
   }
   const DatasetPath where = dataset_path_source(cmd.job);
   if (cmd.job.data_path.empty()) cmd.job.data_path = default_data_path(cmd.out_dir, cmd.job);
