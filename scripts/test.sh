@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The torchrun integration tests run when scripts/torchrun_venv.sh has created its venv (they skip otherwise).
+torchrun_bin=${DDP_CACHE:-$HOME/.cache/ddp_profile}/torchvenv/bin/torchrun
+if [ -z "${DDP_TORCHRUN:-}" ] && [ -x "$torchrun_bin" ]; then export DDP_TORCHRUN=$torchrun_bin; fi
 (cd build && ctest --output-on-failure --timeout 900 -j1)
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDP_PROFILE_SANITIZE=ON -DDDP_PROFILE_RUNTIME=OFF \

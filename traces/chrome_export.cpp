@@ -1,8 +1,11 @@
 #include "traces/chrome_export.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -154,7 +157,10 @@ void metadata(Out& o, bool& first, const char* name, uint32_t pid, int tid, std:
 }  // namespace
 
 bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& stats, std::string& error) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  // Written beside the target and renamed over it when whole: a full disk leaves the previous trace.json (or none),
+  // never a truncated one.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(tmp.c_str(), "wb"), &std::fclose);
   if (!f) {
     error = "cannot write " + path + ": " + std::strerror(errno);
     return false;
@@ -263,8 +269,13 @@ bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& st
   o.raw("\n]}\n");
   o.flush();
   stats.bytes = o.written();
-  if (o.failed() || std::fflush(f.get()) != 0) {
-    error = "write to " + path + " failed: " + std::strerror(errno);
+  bool ok = !o.failed() && std::fflush(f.get()) == 0;
+  const int write_errno = errno;
+  ok = std::fclose(f.release()) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "write to " + path + " failed: " + std::strerror(ok ? errno : write_errno) +
+            (ok ? "" : " (the previous file, if any, is left as it was)");
+    std::remove(tmp.c_str());
     return false;
   }
   return true;

@@ -62,7 +62,7 @@ struct JobConfig {
   bool record = true;
   std::vector<SlowSpec> slow;
   FaultSpec fault;
-  double hang_timeout_s = 60;
+  double hang_timeout_s = 0;  // 0: automatic (runtime/launch/progress.h, hang_timeout_s)
   std::vector<int64_t> checkpoint_steps;
   std::string resume_from;  // a checkpoint folder (DIR/checkpoints/step<k>)
   int64_t verify_steps = 0;  // > 0: log samples and replica hashes, dump tensors of the first N steps

@@ -14,8 +14,10 @@ bool write_json_atomic(const std::string& path, const nlohmann::json& j, std::st
   {
     std::ofstream out(tmp);
     out << j.dump(2) << "\n";
+    out.close();  // a full disk may only show when the last block is written
     if (!out) {
       error = "cannot write " + tmp + ": " + std::strerror(errno);
+      std::remove(tmp.c_str());
       return false;
     }
   }

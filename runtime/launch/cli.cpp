@@ -152,7 +152,9 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_job->add_option("--slow", slow, "rank=R,stage=S,ms=M: slow a stage down (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   g_job->add_option("--inject-fault", fault, "rank=R,step=S,kind=throw|kill|hang|exit0");
-  g_job->add_option("--hang-timeout", j.hang_timeout_s, "seconds without progress before a rank counts as hung")
+  g_job->add_option("--hang-timeout", j.hang_timeout_s,
+                    "seconds without progress before a rank counts as hung (default: max(10, 20x the median step "
+                    "time); 60 before the first step)")
               ->check(CLI::Range(1.0, 86400.0));
   g_job->add_option("--resume-from", j.resume_from, "resume from a checkpoint folder (RUN/checkpoints/step<k>)");
   g_job->add_option("--verify-steps", j.verify_steps,

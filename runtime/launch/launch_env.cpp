@@ -78,6 +78,13 @@ bool read_launch_env(LaunchEnv& env, std::string& error) {
   else if (std::getenv("SLURM_PROCID")) env.method = "srun";
   else if (std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK")) env.method = "mpirun";
   else env.method = "env";
+  // PyTorch compares the text with str(True); so do we.
+  if (const char* a = std::getenv("TORCHELASTIC_USE_AGENT_STORE")) env.agent_store = std::string(a) == "True";
+  if (const char* c = std::getenv("TORCHELASTIC_RESTART_COUNT"); c && !parse_int(c, env.restart_count)) {
+    error = std::string("TORCHELASTIC_RESTART_COUNT must be an integer, got '") + c + "'";
+    return false;
+  }
+  if (const char* f = std::getenv("TORCHELASTIC_ERROR_FILE")) env.error_file = f;
   return true;
 }
 }  // namespace ddp

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -43,6 +44,8 @@ bool ProgressWriter::open(const std::string& path, int rank, std::string& error)
   rec_->epoch.store(0);
   rec_->stage.store(-1);
   rec_->last_ns.store(prof::monotonic_ns());
+  rec_->bucket.store(-1);
+  rec_->median_step_ns.store(0);
   rec_->state.store(static_cast<int32_t>(RankState::starting));
   rec_->magic = kMagic;
   return true;
@@ -60,6 +63,20 @@ void ProgressWriter::step(int64_t step, int epoch) {
   rec_->epoch.store(epoch, std::memory_order_relaxed);
   rec_->stage.store(static_cast<int32_t>(Stage::step), std::memory_order_relaxed);
   rec_->last_ns.store(prof::monotonic_ns(), std::memory_order_relaxed);
+}
+
+void ProgressWriter::bucket(int b) {
+  if (rec_) rec_->bucket.store(b, std::memory_order_relaxed);
+}
+
+void ProgressWriter::step_time(int64_t ns) {
+  if (!rec_) return;
+  constexpr size_t kRecent = 64;
+  if (recent_.size() < kRecent) recent_.push_back(ns);
+  else recent_[next_++ % kRecent] = ns;
+  std::vector<int64_t> v = recent_;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  rec_->median_step_ns.store(v[v.size() / 2], std::memory_order_relaxed);
 }
 
 void ProgressWriter::set_state(RankState s) {
@@ -96,9 +113,24 @@ ProgressSnapshot read_progress(const std::string& path) {
   s.epoch = r.epoch.load();
   s.stage = r.stage.load();
   s.last_ns = r.last_ns.load();
+  s.bucket = r.bucket.load();
+  s.median_step_ns = r.median_step_ns.load();
   r.reason[sizeof(r.reason) - 1] = 0;
   s.reason = r.reason;
   return s;
+}
+
+double hang_timeout_s(double user_timeout_s, int64_t slowest_median_step_ns) {
+  if (user_timeout_s > 0) return user_timeout_s;
+  if (slowest_median_step_ns <= 0) return kHangWarmupS;
+  return std::max(kHangFloorS, kHangStepFactor * static_cast<double>(slowest_median_step_ns) / 1e9);
+}
+
+bool looks_like_comm_error(const std::string& reason) {
+  for (const char* k : {"Connection", "connection", "Gloo", "gloo", "peer", "Broken pipe", "NCCL", "Timed out",
+                        "timed out", "closed", "Socket", "socket"})
+    if (reason.find(k) != std::string::npos) return true;
+  return false;
 }
 
 }  // namespace ddp

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "traces/stages.h"
 
@@ -21,9 +22,14 @@ struct ProgressRecord {
   std::atomic<int32_t> epoch;
   std::atomic<int32_t> stage;   // Stage, -1 before the first
   std::atomic<int64_t> last_ns;  // CLOCK_MONOTONIC of the last update
-  char reason[480];
+  // Carved out of the front of the former reason[480], so the record keeps its size and offsets.
+  std::atomic<int32_t> bucket;           // the gradient bucket whose allreduce the rank waits for, -1 none
+  int32_t unused;
+  std::atomic<int64_t> median_step_ns;   // median of the recent steps' durations, 0 before the first step
+  char reason[464];
 };
 static_assert(std::atomic<int64_t>::is_always_lock_free, "progress is shared between processes");
+static_assert(sizeof(ProgressRecord) == 520, "the heartbeat's layout is shared with running ranks: keep its size");
 
 std::string progress_file(const std::string& run_dir, int rank);
 
@@ -34,12 +40,16 @@ class ProgressWriter {
   bool open(const std::string& path, int rank, std::string& error);
   void stage(Stage s);
   void step(int64_t step, int epoch);
+  void bucket(int b);                  // from the comm thread: waiting for bucket b's allreduce (-1: none)
+  void step_time(int64_t ns);          // a step's duration; keeps the median of the recent ones
   void set_state(RankState s);
   void fail(const std::string& reason);  // state = failed, reason kept (truncated to fit)
   ProgressRecord* record() { return rec_; }
 
  private:
   ProgressRecord* rec_ = nullptr;
+  std::vector<int64_t> recent_;  // the last steps' durations (a ring)
+  size_t next_ = 0;
 };
 
 // The supervisor's side: a read-only snapshot of a rank's record (all fields zero when missing).
@@ -51,9 +61,23 @@ struct ProgressSnapshot {
   int32_t epoch = 0;
   int32_t stage = -1;
   int64_t last_ns = 0;
+  int32_t bucket = -1;
+  int64_t median_step_ns = 0;
   std::string reason;
   std::string stage_name() const;
 };
 ProgressSnapshot read_progress(const std::string& path);
+
+// How long a running rank may go without progress before the supervisor names it hung: the user's --hang-timeout
+// when given (> 0), otherwise max(kHangFloorS, kHangStepFactor x the slowest rank's median step time), and before
+// any rank completed a step at least kHangWarmupS (the first step pays for CUDA contexts, autotuning, a resume).
+constexpr double kHangFloorS = 10;
+constexpr double kHangStepFactor = 20;
+constexpr double kHangWarmupS = 60;
+double hang_timeout_s(double user_timeout_s, int64_t slowest_median_step_ns);
+
+// A failure reason that is what a rank reports when a peer went away (a closed connection, a collective's timeout):
+// the rank is then a victim, not the culprit.
+bool looks_like_comm_error(const std::string& reason);
 
 }  // namespace ddp

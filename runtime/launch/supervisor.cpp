@@ -11,12 +11,14 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "profiler/clock.h"
+#include "runtime/launch/job_inputs.h"
 #include "runtime/launch/progress.h"
 #include "runtime/data/dataset_cache.h"
 #include "runtime/launch/run_folder_setup.h"
@@ -87,11 +89,44 @@ bool is_collective_stage(int32_t stage) {
          stage == static_cast<int32_t>(Stage::wait_gpu);
 }
 
-bool looks_like_comm_error(const std::string& reason) {
-  for (const char* k : {"Connection", "connection", "Gloo", "gloo", "peer", "Broken pipe", "NCCL", "Timed out",
-                        "timed out", "closed", "Socket", "socket"})
-    if (reason.find(k) != std::string::npos) return true;
-  return false;
+// A process stopped by a signal (SIGSTOP, SIGTSTP) or held by a debugger: state T or t in /proc/PID/stat.
+bool process_stopped(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+  return stat[paren + 2] == 'T' || stat[paren + 2] == 't';
+}
+
+// What every rank was doing when `hung` stopped making progress: "stopped in forward at step 605 for 10.0 s; rank 0
+// waits in allreduce (bucket 0, step 605)". The collective a peer waits in says which rank it waits for; the hung
+// rank's stage says why it never arrived.
+std::string describe_hang(int hung, const std::vector<ProgressSnapshot>& snap, const std::vector<pid_t>& pids,
+                          int64_t now_ns) {
+  auto idle = [&](const ProgressSnapshot& s) { return static_cast<double>(now_ns - s.last_ns) / 1e9; };
+  char buf[256];
+  const ProgressSnapshot& h = snap[hung];
+  std::snprintf(buf, sizeof(buf), "stopped in %s at step %lld for %.1f s", h.stage_name().c_str(),
+                static_cast<long long>(h.step), idle(h));
+  std::string text = buf;
+  if (process_stopped(pids[hung])) text += " (its process is stopped: SIGSTOP or a debugger)";
+  for (size_t r = 0; r < snap.size(); ++r) {
+    if (static_cast<int>(r) == hung) continue;
+    const ProgressSnapshot& s = snap[r];
+    if (!s.present) std::snprintf(buf, sizeof(buf), "; rank %zu has not started", r);
+    else if (s.state == RankState::done) std::snprintf(buf, sizeof(buf), "; rank %zu had finished", r);
+    else if (is_collective_stage(s.stage) && s.bucket >= 0)
+      std::snprintf(buf, sizeof(buf), "; rank %zu waits in allreduce (bucket %d, step %lld)", r, s.bucket,
+                    static_cast<long long>(s.step));
+    else if (is_collective_stage(s.stage))
+      std::snprintf(buf, sizeof(buf), "; rank %zu waits in %s (step %lld)", r, s.stage_name().c_str(),
+                    static_cast<long long>(s.step));
+    else
+      std::snprintf(buf, sizeof(buf), "; rank %zu is in %s at step %lld (last progress %.1f s ago)", r,
+                    s.stage_name().c_str(), static_cast<long long>(s.step), idle(s));
+    text += buf;
+  }
+  return text;
 }
 
 // Ctrl-C / SIGTERM to the supervisor: the ranks are ended like after a failure (SIGTERM, so they flush their
@@ -144,7 +179,7 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
   int culprit = -1;
   std::string culprit_reason;
   clock::time_point first_failure{}, terminate_sent{}, fault_time{};
-  bool failure_seen = false, terminating = false, killed = false;
+  bool failure_seen = false, terminating = false, killed = false, hang_seen = false;
   std::vector<clock::time_point> exit_time(world);
   std::vector<ProgressSnapshot> last_progress(world);
 
@@ -192,17 +227,25 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
     auto now = clock::now();
     // Heartbeats: a rank that stopped making progress counts as failed.
     if (!failure_seen && !terminating) {
-      int64_t now_ns = prof::monotonic_ns();
+      const int64_t now_ns = prof::monotonic_ns();
+      std::vector<ProgressSnapshot> snap(world);
+      int64_t slowest_step = 0;
+      for (int r = 0; r < world; ++r)
+        if (!ranks[r].exited) {
+          snap[r] = progress_of(r);
+          slowest_step = std::max(slowest_step, snap[r].median_step_ns);
+        }
+      const double timeout_s = hang_timeout_s(job.hang_timeout_s, slowest_step);
       int hung = -1;
       int64_t oldest = INT64_MAX;
       for (int r = 0; r < world; ++r) {
-        if (ranks[r].exited) continue;
-        ProgressSnapshot s = progress_of(r);
-        if (!s.present || s.state != RankState::running) continue;
-        double idle_s = static_cast<double>(now_ns - s.last_ns) / 1e9;
-        if (idle_s < job.hang_timeout_s) continue;
-        // A rank blocked in a collective is a victim of a slower peer; prefer the one that is not.
-        int64_t key = s.last_ns - (is_collective_stage(s.stage) ? 0 : (int64_t{1} << 50));
+        const ProgressSnapshot& s = snap[r];
+        if (ranks[r].exited || !s.present || s.state != RankState::running) continue;
+        if (static_cast<double>(now_ns - s.last_ns) / 1e9 < timeout_s) continue;
+        // A stopped process (SIGSTOP, a debugger) is the culprit; a rank blocked in a collective is a victim of a
+        // slower peer; otherwise the one that has waited longest.
+        int64_t key = s.last_ns - (process_stopped(pids[r]) ? (int64_t{1} << 52) : 0) -
+                      (is_collective_stage(s.stage) ? 0 : (int64_t{1} << 50));
         if (key < oldest) {
           oldest = key;
           hung = r;
@@ -210,15 +253,12 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
       }
       if (hung >= 0) {
         culprit = hung;
-        ProgressSnapshot s = progress_of(hung);
-        char buf[200];
-        std::snprintf(buf, sizeof(buf), "stopped making progress for %.1f s", job.hang_timeout_s);
-        culprit_reason = std::string(buf) + " at epoch " + std::to_string(s.epoch) + " step " +
-                         std::to_string(s.step) + ", stage " + s.stage_name();
+        hang_seen = true;
+        culprit_reason = describe_hang(hung, snap, pids, now_ns);
         failure_seen = true;
         first_failure = now;
         fault_time = clock::now() - std::chrono::milliseconds(static_cast<int64_t>(
-                                        static_cast<double>(prof::monotonic_ns() - s.last_ns) / 1e6));
+                                        static_cast<double>(now_ns - snap[hung].last_ns) / 1e6));
       }
     }
     // After a short grace period (the peer's reaction to a failure can be reaped first), pick the culprit and end
@@ -284,7 +324,9 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
     if (culprit >= 0 && !ranks[culprit].signal && ranks[culprit].exit_code == 2 &&
         last_progress[culprit].state == RankState::starting)
       out.exit_code = 2;
-    if (culprit >= 0)
+    if (hang_seen)
+      out.message = "rank " + std::to_string(culprit) + " " + culprit_reason;
+    else if (culprit >= 0)
       out.message = "rank " + std::to_string(culprit) + " failed: " + culprit_reason;
     else
       out.message = "the run failed";
@@ -320,6 +362,10 @@ int run_record(const Command& cmd_in, const std::vector<std::string>& args) {
   if (!prepare_run_folder(cmd.out_dir, error)) {
     std::cerr << "ddp_profile: " << error << "\n";
     return 1;
+  }
+  if (!validate_job_inputs(cmd.job, error)) {
+    std::cerr << "ddp_profile: " << error << "\n";
+    return 2;  // the user's input, refused before any rank starts
   }
   const DatasetPath where = dataset_path_source(cmd.job);
   if (cmd.job.data_path.empty()) cmd.job.data_path = default_data_path(cmd.out_dir, cmd.job);

@@ -95,13 +95,6 @@ int cuda_device_of(const Model& model) {
 }
 }  // namespace
 
-std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
-  return in_run(run_dir, checkpoint_folder(step));
-}
-std::string checkpoint_file(const std::string& ckpt_dir, int rank) {
-  return in_run(ckpt_dir, checkpoint_rank_file(rank));
-}
-
 void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t seed, Model& model,
                      torch::optim::AdamW& opt, const LossScalerState& scaler, const TrainPosition& pos,
                      const std::vector<std::string>& omit) {
@@ -197,17 +190,17 @@ void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t 
                          {"epoch", pos.epoch},
                          {"batches_in_epoch", pos.batches_in_epoch}};
   std::string err;
-  if (!write_json_atomic(file + ".json", side, err)) throw std::runtime_error(err);
+  if (!write_json_atomic(checkpoint_sidecar(file), side, err)) throw std::runtime_error(err);
 }
 
 TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, Model& model,
                               torch::optim::AdamW& opt, LossScalerState& scaler) {
   const std::string file = checkpoint_file(ckpt_dir, rank);
   std::vector<char> bytes = read_bytes(file);
-  std::ifstream side_in(file + ".json");
+  std::ifstream side_in(checkpoint_sidecar(file));
   nlohmann::json side = nlohmann::json::parse(side_in, nullptr, false);
   if (side.is_discarded() || !side.contains("crc32"))
-    throw std::runtime_error("checkpoint " + file + " has no valid sidecar " + file + ".json");
+    throw std::runtime_error("checkpoint " + file + " has no valid sidecar " + checkpoint_sidecar(file));
   if (side["crc32"].get<uint32_t>() != crc32(bytes.data(), bytes.size()) || side["bytes"] != bytes.size())
     throw std::runtime_error("checkpoint " + file + " is damaged (checksum mismatch)");
   c10::IValue v = torch::pickle_load(bytes);

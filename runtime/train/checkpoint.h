@@ -10,6 +10,7 @@
 
 #include <torch/optim/adamw.h>
 
+#include "runtime/common/checkpoint_files.h"  // the names of its files, its sidecar
 #include "runtime/train/loss_scaler.h"
 #include "runtime/train/model.h"
 
@@ -20,9 +21,6 @@ struct TrainPosition {
   int64_t global_step = 0;        // optimizer steps completed
   int64_t batches_in_epoch = 0;   // micro-batches of `epoch` already consumed
 };
-
-std::string checkpoint_dir(const std::string& run_dir, int64_t step);
-std::string checkpoint_file(const std::string& ckpt_dir, int rank);
 
 // Writes rank `rank`'s checkpoint into ckpt_dir. `omit` names top-level items to leave out (planted faults).
 void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t seed, Model& model,

@@ -2,7 +2,6 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if DDP_PROFILE_CUDA
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -11,6 +10,7 @@
 #include <stdexcept>
 
 #include "profiler/clock.h"
+#include "runtime/launch/rendezvous_store.h"
 #include "runtime/train/torch_compat.h"
 
 namespace ddp {
@@ -29,16 +29,49 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
   if (is_loopback(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname(master_addr);
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
+// c10d's store interface (what Gloo and NCCL rendezvous through) over our client of the rendezvous store.
+class ClientStore : public c10d::Store {
+ public:
+  ClientStore(const std::string& host, int port, std::chrono::milliseconds timeout)
+      : c10d::Store(timeout), host_(host), port_(port), c_(std::make_unique<StoreClient>()) {
+    std::string err;
+    if (!c_->connect(host, port, timeout, err)) throw std::runtime_error(err);
+  }
+#if TORCH_VERSION_MAJOR >= 2
+  // A second connection to the same store (torch >= 2 gives some users of a store their own).
+  c10::intrusive_ptr<c10d::Store> clone() override { return c10::make_intrusive<ClientStore>(host_, port_, timeout_); }
+#endif
+  void set(const std::string& key, const std::vector<uint8_t>& value) override { c_->set(key, value); }
+  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
+                                  const std::vector<uint8_t>& desired) override {
+    return c_->compare_set(key, expected, desired);
+  }
+  std::vector<uint8_t> get(const std::string& key) override { return c_->get(key, timeout_); }
+  int64_t add(const std::string& key, int64_t value) override { return c_->add(key, value); }
+  bool deleteKey(const std::string& key) override { return c_->remove(key); }
+  bool check(const std::vector<std::string>& keys) override { return c_->check(keys); }
+  int64_t getNumKeys() override { return c_->num_keys(); }
+  void wait(const std::vector<std::string>& keys) override { c_->wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    c_->wait(keys, timeout);
+  }
+
+ private:
+  const std::string host_;
+  const int port_;
+  std::unique_ptr<StoreClient> c_;
+};
 }  // namespace
 
 Dist::Dist(const DistOptions& opt) : opt_(opt) {
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<uint16_t>(opt.master_port);
-  so.isServer = opt.rank == 0;
-  so.numWorkers = static_cast<size_t>(opt.world);
-  so.waitWorkers = true;
-  so.timeout = opt.timeout;
-  store_ = c10::make_intrusive<c10d::TCPStore>(opt.master_addr, so);
+  std::string err;
+  if (opt.rank == 0 && !opt.agent_store) {
+    server_ = std::make_unique<StoreServer>();
+    if (!server_->start(opt.master_addr, opt.master_port, err)) throw std::runtime_error(err);
+  }
+  store_ = c10::make_intrusive<c10d::PrefixStore>(
+      "ddp_profile/attempt" + std::to_string(opt.attempt),
+      c10::make_intrusive<ClientStore>(opt.master_addr, server_ ? server_->port() : opt.master_port, opt.timeout));
   auto gloo = [&](const std::string& prefix) {
     auto go = c10d::ProcessGroupGloo::Options::create(opt.timeout);
     go->devices.push_back(gloo_device(opt.master_addr));

@@ -1,5 +1,7 @@
 #pragma once
-// The process group of one rank: TCPStore rendezvous (MASTER_ADDR/MASTER_PORT), Gloo on CPU, NCCL on GPU, plus
+// The process group of one rank: a key-value store rendezvous at MASTER_ADDR:MASTER_PORT (runtime/launch/
+// rendezvous_store.h: rank 0 serves it on that one address, or under torchrun every rank is a client of the agent's
+// store), Gloo on CPU, NCCL on GPU, plus
 // the small collectives the runtime needs around training (barrier, broadcast, clock ping-pong, string exchange).
 // Control traffic always goes over Gloo on CPU tensors: NCCL takes CUDA tensors only, and its wait() does not block
 // the host, so neither a barrier nor a clock ping-pong could be timed through it.
@@ -22,6 +24,7 @@ class Work;
 }  // namespace c10d
 
 namespace ddp {
+class StoreServer;
 
 struct DistOptions {
   int rank = 0;
@@ -31,6 +34,11 @@ struct DistOptions {
   std::string backend = "gloo";  // gloo | nccl
   int cuda_device = -1;          // the rank's GPU (NCCL binds its communicator to it)
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // torchrun's agent already serves the store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE): rank 0 connects too.
+  bool agent_store = false;
+  // The launcher's attempt (TORCHELASTIC_RESTART_COUNT): its keys are kept apart from an earlier attempt's, which
+  // stay in a store that outlives the worker group.
+  int attempt = 0;
 };
 
 class Dist {
@@ -57,6 +65,7 @@ class Dist {
 
  private:
   DistOptions opt_;
+  std::unique_ptr<StoreServer> server_;  // rank 0, unless the launcher serves the store
   c10::intrusive_ptr<c10d::Store> store_;
   // The concrete Gloo/NCCL group: a c10d::ProcessGroup in 1.13, a c10d::Backend from 2.0 on (same collectives).
 #if TORCH_VERSION_MAJOR >= 2

@@ -137,7 +137,7 @@ void GradSync::launch(size_t bi) {
   bytes_.fetch_add(b.bytes);
   ++launched_;
   CompletionStamp t1 = std::make_shared<std::atomic<uint64_t>>(0);
-  step_works_.emplace_back(work, t1);
+  step_works_.push_back({work, t1, bi});
   // Unrecorded and blocking: no span to stamp and no failure to poll for (finish()'s wait() raises it).
   if (!t0 && blocking_waits_) return;
   {
@@ -190,9 +190,11 @@ void GradSync::comm_loop() {
     const bool stopping = stop_ && queue_.empty();
     std::deque<Launched> fresh;
     fresh.swap(queue_);
+    const std::function<void(int)> on_wait = on_wait_;
     lock.unlock();
     try {
       for (Launched& l : fresh) {
+        if (on_wait) on_wait(static_cast<int>(l.bucket));
         l.work->wait();
         const uint64_t t1 = l.t0 ? prof::ticks() : 0;
         if (in_flight.empty() && done(l))
@@ -201,6 +203,7 @@ void GradSync::comm_loop() {
           in_flight.push_back(std::move(l));
         poll = std::chrono::microseconds(20);
       }
+      if (on_wait && !fresh.empty()) on_wait(-1);
       record_finished();
       if (stopping) {
         // Shutting down after the last step: give the last collectives a moment to finish and be recorded.
@@ -221,6 +224,11 @@ void GradSync::comm_loop() {
   }
 }
 
+void GradSync::observe_waits(std::function<void(int)> f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_wait_ = std::move(f);
+}
+
 void GradSync::finish() {
   if (!sync_) return;
   if (launched_ != buckets_.size()) {
@@ -230,17 +238,21 @@ void GradSync::finish() {
     throw std::runtime_error("gradient sync: parameters [" + missing +
                              "] received no gradient in this backward, so their buckets were never reduced");
   }
+  std::function<void(int)> on_wait;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_) std::rethrow_exception(error_);  // a collective of an earlier step failed (seen by polling)
+    on_wait = on_wait_;
   }
   // This thread waits on the works itself: on Gloo wait() returns when the collective is done (one wake-up, no
   // hand-off through the comm thread); on NCCL it orders this thread's stream after it and returns.
-  for (auto& [work, t1] : step_works_) {
+  for (auto& [work, t1, bucket] : step_works_) {
+    if (on_wait) on_wait(static_cast<int>(bucket));  // the heartbeat names the bucket this rank waits for
     work->wait();
     uint64_t unseen = 0;
     if (prof::recording() && work->isCompleted()) t1->compare_exchange_strong(unseen, prof::ticks());
   }
+  if (on_wait) on_wait(-1);
   for (Bucket& b : buckets_)
     for (size_t i = 0; i < b.params.size(); ++i)
       if (copied_in_[b.params[i]]) {

@@ -61,6 +61,9 @@ class GradSync {
   uint64_t bytes_reduced() const { return bytes_.load(); }
 
   void on_grad_ready(size_t param);  // called from the gradient accumulator hooks
+  // Told (on the comm thread) which bucket's collective it now waits for, and -1 when it waits for none: the
+  // heartbeat's bucket, which a hang report names ("rank 0 waits in allreduce (bucket 0, step 605)").
+  void observe_waits(std::function<void(int bucket)> f);
 
  private:
   struct Bucket {
@@ -83,12 +86,18 @@ class GradSync {
   void comm_loop();
   at::Tensor grad_view(size_t param) const;  // the parameter's slice of its bucket, shaped like the parameter
   bool grad_is_view(size_t param) const;
+  std::function<void(int)> on_wait_;  // set under mu_, read by the comm thread after it took work under mu_
 
   std::vector<at::Tensor> params_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
   std::vector<size_t> bucket_of_;
   std::vector<char> copied_in_;  // per parameter: its gradient was not a bucket view at launch (copied back at finish)
-  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, CompletionStamp>> step_works_;  // launched this backward
+  struct StepWork {
+    c10::intrusive_ptr<c10d::Work> work;
+    CompletionStamp t1;
+    size_t bucket;
+  };
+  std::vector<StepWork> step_works_;  // launched this backward, in launch order
   std::vector<Bucket> buckets_;
   Allreduce allreduce_;
   int world_ = 1;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -51,6 +52,22 @@ namespace {
 
 ProgressWriter g_progress;
 int g_rank = -1;
+int g_attempt = 0;           // TORCHELASTIC_RESTART_COUNT: injected faults fire on the first attempt only
+std::string g_error_file;    // TORCHELASTIC_ERROR_FILE: where torchrun reads a failed worker's message
+
+// torchrun's error handler reads {"message": {"message": ..., "extraInfo": {"timestamp": ...}}} from the worker's
+// error file and prints it in its failure summary (the py_callstack it would prefer is a Python traceback, which a
+// C++ worker has none of: it then shows the message). Without the file it can only say "error_file: <N/A>".
+// torchrun names the failure with the smallest timestamp its "Root Cause"; its timestamps are whole seconds, so a
+// rank that failed only because its peer went away (a victim, necessarily later) is dated one second on: with equal
+// seconds torchrun would otherwise blame whichever rank it lists first.
+void write_launcher_error_file(const std::string& message, bool victim) {
+  if (g_error_file.empty()) return;
+  const long long when = static_cast<long long>(std::time(nullptr)) + (victim ? 1 : 0);
+  nlohmann::json j = {{"message", {{"message", message}, {"extraInfo", {{"timestamp", std::to_string(when)}}}}}};
+  std::string err;
+  if (!write_json_atomic(g_error_file, j, err)) std::cerr << "ddp_profile: " << err << "\n";
+}
 
 // SIGTERM/SIGINT (the supervisor ending the run, or a user's Ctrl-C) are taken by one thread with sigwait, so the
 // trace is flushed with ordinary code rather than from inside a signal handler.
@@ -78,9 +95,11 @@ void start_signal_thread() {
                               (r->stage.load() >= 0 ? std::string(stage_name(static_cast<Stage>(r->stage.load())))
                                                     : std::string("startup"))
                         : std::string("startup");
-  std::cerr << "ddp_profile: rank " << g_rank << " (" << host_name() << ") failed at " << where << ": " << what
-            << std::endl;
+  const std::string line =
+      "rank " + std::to_string(g_rank) + " (" + host_name() + ") failed at " + where + ": " + what;
+  std::cerr << "ddp_profile: " << line << std::endl;
   g_progress.fail(what);
+  write_launcher_error_file(line, looks_like_comm_error(what));
   prof::gpu_flush();
   prof::flush();
   std::fflush(stdout);
@@ -95,7 +114,9 @@ void single_threaded_math() {
 }
 
 void maybe_inject_fault(const JobConfig& job, int rank, int64_t step) {
-  if (job.fault.rank != rank || job.fault.step != step) return;
+  // A restarted worker group (torchrun --max-restarts) runs without it: the rehearsal is of one failure and the
+  // recovery from it, not of a fault that recurs on every attempt.
+  if (job.fault.rank != rank || job.fault.step != step || g_attempt > 0) return;
   const std::string& k = job.fault.kind;
   std::cerr << "ddp_profile: rank " << rank << ": injecting fault '" << k << "' at step " << step << std::endl;
   if (k == "throw") throw std::runtime_error("injected fault (throw) at step " + std::to_string(step));
@@ -243,6 +264,7 @@ class Trainer {
         loader_(data, loader_options(s.job, dist.rank()), cuda::staging_allocator(s.device.is_cuda() && s.job.pinned)),
         h2d_(s.device, s.job.pinned) {
     if (job_.loss_reduction == "sum") ce_.reduction(torch::kSum);
+    sync_.observe_waits([](int bucket) { g_progress.bucket(bucket); });
     if (!job_.resume_from.empty()) resume();
     if (job_.verify_steps > 0) {
       verify_.open(s_.dir, rank_, job_.verify_steps);
@@ -393,7 +415,9 @@ class Trainer {
     const double loss = read_back(step_loss);
     if (s_.device.is_cuda()) cuda::record_memory_counters(s_.device.index());
     step_span.end();
-    step_ms_.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    step_ms_.push_back(std::chrono::duration<double, std::milli>(took).count());
+    g_progress.step_time(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
     if (verify_.enabled()) verify_.replica(step, tensors_hash(params_));
     return loss;
   }
@@ -548,6 +572,19 @@ void write_start_manifest(const RunSetup& s, const std::vector<int64_t>& sample_
   if (!write_json_atomic(s.dir + "/" + kManifestFile, manifest_at_start(ms), err)) throw std::runtime_error(err);
 }
 
+// A restarted worker group (torchrun --max-restarts, TORCHELASTIC_RESTART_COUNT > 0) continues from the run's latest
+// complete checkpoint; rank 0 picks it so that every rank resumes from the same step. "" when there is none.
+std::string restart_point(const RunSetup& s, Dist& dist) {
+  if (s.env.rank == 0) {
+    const std::string ckpt = latest_complete_checkpoint(s.dir, s.env.world);
+    std::printf("restart %d of the worker group: %s\n", s.env.restart_count,
+                ckpt.empty() ? "no complete checkpoint in the run folder, starting over" : ("resuming from " + ckpt).c_str());
+    std::fflush(stdout);
+    dist.store_set("restart_from", ckpt);
+  }
+  return dist.store_get("restart_from");
+}
+
 }  // namespace
 
 int run_worker(const Command& cmd) {
@@ -558,6 +595,8 @@ int run_worker(const Command& cmd) {
     return 2;
   }
   g_rank = s.env.rank;
+  g_attempt = s.env.restart_count;
+  g_error_file = s.env.error_file;
   s.job = cmd.job;
   s.job.nproc = s.env.world;
   // Device and backend per rank: NCCL with a GPU each, Gloo with CUDA tensors when ranks share a GPU, Gloo on CPU.
@@ -595,10 +634,13 @@ int run_worker(const Command& cmd) {
     dopt.master_port = s.env.master_port;
     dopt.backend = s.backend;
     dopt.cuda_device = s.plan.cuda ? s.plan.device_index : -1;
+    dopt.agent_store = s.env.agent_store;
+    dopt.attempt = s.env.restart_count;
     Dist dist(dopt);
     if (s.env.rank == 0) dist.store_set("run_dir", absolute_path(cmd.out_dir.empty() ? default_run_folder() : cmd.out_dir));
     s.dir = dist.store_get("run_dir");
     if (!prepare_run_folder(s.dir, err)) throw std::runtime_error(err);
+    if (s.env.restart_count > 0 && s.job.resume_from.empty()) s.job.resume_from = restart_point(s, dist);
     if (!g_progress.open(progress_file(s.dir, s.env.rank), s.env.rank, err)) throw std::runtime_error(err);
     const DatasetPath where = dataset_path_source(s.job);
     if (s.job.data_path.empty()) s.job.data_path = default_data_path(s.dir, s.job);

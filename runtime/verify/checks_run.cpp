@@ -22,6 +22,7 @@
 #include "runtime/train/epoch_batches.h"
 #include "runtime/launch/progress.h"
 #include "runtime/data/dataset_cache.h"
+#include "runtime/launch/job_inputs.h"
 #include "runtime/launch/run_folder_setup.h"
 #include "runtime/data/sampler.h"
 #include "runtime/train/verify_log.h"
@@ -272,7 +273,7 @@ CheckResult checkpoint_resume(const Command& cmd, const std::vector<std::string>
   bool ready = false;
   while (!ready && std::chrono::steady_clock::now() < deadline) {
     ready = read_progress(progress_file(killed, 0)).step >= kResumeKill + 2;
-    for (int r = 0; r < world; ++r) ready = ready && fs::exists(checkpoint_file(ck, r) + ".json");
+    for (int r = 0; r < world; ++r) ready = ready && fs::exists(checkpoint_sidecar(checkpoint_file(ck, r)));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   for (int r = 0; r < world; ++r) {
@@ -343,6 +344,10 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 1;
   }
+  if (!validate_job_inputs(cmd.job, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 2;  // the user's input: the ladder does not start
+  }
   const DatasetPath where = dataset_path_source(cmd.job);
   if (cmd.job.data_path.empty()) cmd.job.data_path = default_data_path(in_run(out, kCheckMainRun), cmd.job);
   cmd.job.data_path = absolute_path(cmd.job.data_path);
@@ -366,6 +371,11 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
     main_run = sub_run(cmd, main_dir,
                        with(job_args, {"--verify-steps", std::to_string(kVerifySteps), "--checkpoint-steps",
                                        std::to_string(kCheckpointStep)}));
+  }
+  // A usage error the ranks found (their stderr says which) is not eight failed checks: the ladder stops.
+  if (need_main && main_run.exit_code == 2) {
+    std::cerr << "ddp_profile: the check run stopped at a usage error (see above)\n";
+    return 2;
   }
   auto main_failed = [&](const std::string& id) {
     results.push_back(failed(id, "the check run failed: " + main_run.message));
