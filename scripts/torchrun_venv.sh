@@ -15,9 +15,18 @@ cache=${DDP_CACHE:-$HOME/.cache/ddp_profile}
 V=$cache/torchvenv
 if [ ! -x "$V/bin/torchrun" ]; then
   mkdir -p "$cache"
+  rm -rf "$V"
   python3 -m venv "$V"
-  "$V/bin/pip" install --no-deps "torch==$version"
-  "$V/bin/pip" install typing_extensions sympy mpmath filelock jinja2 networkx fsspec markupsafe numpy
-  "$V/bin/pip" install --no-deps nvidia-cusparselt-cu13 nvidia-nvshmem-cu13 "nvidia-cufile==1.15.*"
+  # The same wheel file build_cuda_tier.sh unpacks its LibTorch from: fetched once into the cache, used by both.
+  mkdir -p "$cache/wheels"
+  wheel=$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl 2>/dev/null | head -1 || true)
+  if [ -z "$wheel" ]; then
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+      --python-version 3.11 --implementation cp "torch==$version" -d "$cache/wheels"
+    wheel=$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl | head -1)
+  fi
+  "$V/bin/pip" install --quiet --no-deps "$wheel"
+  "$V/bin/pip" install --quiet typing_extensions sympy mpmath filelock jinja2 networkx fsspec markupsafe numpy
+  "$V/bin/pip" install --quiet --no-deps nvidia-cusparselt-cu13 nvidia-nvshmem-cu13 "nvidia-cufile==1.15.*"
 fi
 echo "$V/bin/torchrun"
