@@ -15,14 +15,40 @@ constexpr size_t kMaxLanes = 256;  // Event::lane is a byte
 
 // A trace can show one allreduce up to three times (record_param_comms, the dispatcher's c10d::allreduce_ and the
 // backend's gloo:/nccl:all_reduce); only the best source present is kept, so each collective counts once.
+// The size and process group of a kept collective come from the record_param_comms around it (same thread) when the
+// kept span has none (nccl:all_reduce inside record_param_comms carries no arguments).
+void take_size_from_param_comms(std::vector<KSpan>& kept, const std::vector<const KSpan*>& param_comms) {
+  for (KSpan& s : kept) {
+    if (s.stage != Stage::allreduce || s.bytes) continue;
+    auto it = std::upper_bound(param_comms.begin(), param_comms.end(), std::make_pair(s.thread, s.t0),
+                               [](const std::pair<uint16_t, int64_t>& k, const KSpan* p) {
+                                 return k < std::make_pair(p->thread, p->t0);
+                               });
+    if (it == param_comms.begin()) continue;
+    const KSpan* p = *(it - 1);
+    if (p->thread == s.thread && p->t0 <= s.t0 && s.t1 <= p->t1) {
+      s.bytes = p->bytes;
+      if (s.pg.empty()) s.pg = p->pg;
+    }
+  }
+}
+
 std::vector<KSpan> keep_one_collective_source(const std::vector<KSpan>& in) {
   CollectiveSource best = CollectiveSource::none;
-  for (const KSpan& s : in)
-    if (s.stage == Stage::allreduce) best = std::min(best, s.collective);
+  std::vector<const KSpan*> param_comms;
+  for (const KSpan& s : in) {
+    if (s.stage != Stage::allreduce) continue;
+    best = std::min(best, s.collective);
+    if (s.collective == CollectiveSource::param_comms) param_comms.push_back(&s);
+  }
+  std::sort(param_comms.begin(), param_comms.end(), [](const KSpan* a, const KSpan* b) {
+    return std::make_pair(a->thread, a->t0) < std::make_pair(b->thread, b->t0);
+  });
   std::vector<KSpan> out;
   out.reserve(in.size());
   for (const KSpan& s : in)
     if (s.stage != Stage::allreduce || s.collective == best) out.push_back(s);
+  take_size_from_param_comms(out, param_comms);
   return out;
 }
 
@@ -97,6 +123,34 @@ size_t assign_steps(std::vector<KSpan>& spans, const std::vector<Window>& window
   return dropped;
 }
 
+// On a GPU the host's nccl:all_reduce (or record_param_comms, c10d::allreduce_) only enqueues the collective; its
+// transfer is the NCCL AllReduce kernel. When the counts agree, the k-th host allreduce takes the k-th kernel's time and
+// stream (keeping the step it was launched in), so allreduce time and bandwidth mean the transfer, as in our runs.
+void time_allreduces_by_their_kernels(std::vector<KSpan>& spans, const KFile& f, std::vector<std::string>& notes) {
+  std::vector<KSpan*> host, kernels;
+  for (KSpan& s : spans) {
+    if (s.stage == Stage::allreduce) host.push_back(&s);
+    if (s.stage == Stage::nccl && f.names[s.name].find("AllReduce") != std::string::npos) kernels.push_back(&s);
+  }
+  if (kernels.empty() || host.empty()) return;
+  if (kernels.size() != host.size()) {
+    notes.push_back(fmt("%zu host allreduces but %zu NCCL AllReduce kernels: allreduce spans are the host's enqueue, "
+                        "not the transfer (see the nccl stage)", host.size(), kernels.size()));
+    return;
+  }
+  auto by_t0 = [](const KSpan* a, const KSpan* b) { return a->t0 < b->t0; };
+  std::stable_sort(host.begin(), host.end(), by_t0);
+  std::stable_sort(kernels.begin(), kernels.end(), by_t0);
+  for (size_t k = 0; k < host.size(); ++k) {
+    host[k]->t0 = kernels[k]->t0;
+    host[k]->t1 = kernels[k]->t1;
+    host[k]->thread = kernels[k]->thread;
+    if (!host[k]->bytes) host[k]->bytes = kernels[k]->bytes;
+  }
+  notes.push_back(fmt("allreduce spans are timed by their %zu NCCL AllReduce kernels (the host only enqueues them)",
+                      kernels.size()));
+}
+
 // DDP launches each bucket's allreduce from inside backward and the main thread then blocks, recording nothing, until
 // the last one completes (gloo: the collective runs on a pt_gloo_runloop thread). That gap is our wait_comm: from the
 // end of the step's backward to the end of its last collective, cut at the next main-thread stage.
@@ -136,14 +190,22 @@ std::vector<KSpan> derive_wait_comm(const std::vector<KSpan>& spans, uint16_t ma
   return waits;
 }
 
-// The collectives the clock alignment matches: NCCL kernels when the trace has GPU activity (they end when the
+// An NCCL kernel of a collective every rank of its group runs together; SendRecv (point to point, all_to_all) pairs
+// different peers on different ranks and is no common instant.
+bool is_group_collective_kernel(const std::string& name) {
+  for (const char* k : {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"})
+    if (name.find(k) != std::string::npos) return true;
+  return false;
+}
+
+// The collectives the clock alignment matches: NCCL collective kernels when the trace has them (they end when the
 // collective ends on the device), else the host collectives kept.
-std::vector<CollectiveAnchor> anchors_of(const std::vector<KSpan>& spans) {
-  const bool gpu = std::any_of(spans.begin(), spans.end(), [](const KSpan& s) { return s.stage == Stage::nccl; });
-  const Stage kind = gpu ? Stage::nccl : Stage::allreduce;
+std::vector<CollectiveAnchor> anchors_of(const KFile& f, const std::vector<KSpan>& spans) {
+  auto gpu_anchor = [&](const KSpan& s) { return s.stage == Stage::nccl && is_group_collective_kernel(f.names[s.name]); };
+  const bool gpu = std::any_of(spans.begin(), spans.end(), gpu_anchor);
   std::vector<const KSpan*> picked;
   for (const KSpan& s : spans)
-    if (s.stage == kind) picked.push_back(&s);
+    if (gpu ? gpu_anchor(s) : s.stage == Stage::allreduce) picked.push_back(&s);
   std::stable_sort(picked.begin(), picked.end(), [](const KSpan* a, const KSpan* b) { return a->t0 < b->t0; });
   std::map<std::pair<std::string, uint32_t>, uint32_t> ordinal;
   std::vector<CollectiveAnchor> out;
@@ -218,12 +280,13 @@ BuiltRank build_rank(const KFile& f, int world) {
                       "and prof.step() to get steps)");
   if (size_t n = assign_steps(spans, windows))
     b.notes.push_back(fmt("%zu stage spans outside every ProfilerStep window left out", n));
+  time_allreduces_by_their_kernels(spans, f, b.notes);
   const int main = main_thread(spans);
   if (main >= 0) {
     std::vector<KSpan> waits = derive_wait_comm(spans, static_cast<uint16_t>(main));
     spans.insert(spans.end(), waits.begin(), waits.end());
   }
-  b.anchors = anchors_of(spans);
+  b.anchors = anchors_of(f, spans);
 
   const std::vector<int> lane = assign_lanes(f, spans, t, b.notes);
   std::stable_sort(spans.begin(), spans.end(), [](const KSpan& x, const KSpan& y) { return x.t0 < y.t0; });

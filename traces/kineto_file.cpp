@@ -55,7 +55,9 @@ class Collector {
     s.thread = thread(e);
     if (s.stage == Stage::step && !m->user) parse_profiler_step(e.name, s.step);
     s.wait_until_first_op = s.stage == Stage::wait_data && !m->user;
-    if (s.stage == Stage::allreduce) {
+    // Collectives and NCCL kernels (Kineto copies record_param_comms' arguments onto the kernel) say their size and
+    // process group when the trace has them.
+    if (s.stage == Stage::allreduce || s.stage == Stage::nccl) {
       const uint64_t n = arg_number(e, "In msg nelems");
       s.bytes = n * dtype_bytes(arg_text(e, "dtype"));
       s.pg = std::string(arg_text(e, "Process Group Name"));

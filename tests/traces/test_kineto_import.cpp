@@ -412,6 +412,49 @@ TEST(KinetoImport, HtaFixturesLoad) {
   analyze(cpu);
 }
 
+// HolisticTraceAnalysis's NCCL traces (tests/data/README.md): one rank of a 2-GPU DDP job, and two ranks sampled
+// from a 128-GPU job. They load, align, analyse and export; the NCCL kernels are classified.
+TEST(KinetoImport, HtaNcclTracesLoadAlignAnalyseAndExport) {
+  RunTrace one = load({kData + "/hta/nccl_data.json.gz"});
+  ASSERT_EQ(one.ranks.size(), 1u);
+  EXPECT_EQ(count(one.ranks[0], Stage::nccl), 21u);  // 15 AllReduce + 6 Broadcast kernels, ncclKernel_*
+  EXPECT_GT(count(one.ranks[0], Stage::kernel), 1000u);
+  EXPECT_EQ(count(one.ranks[0], Stage::memcpy_d2d), 960u);  // Memcpy DtoD (Device -> Device)
+  uint64_t bytes = 0;
+  for (const Event& e : one.ranks[0].events)
+    if (e.stage_id() == Stage::allreduce) bytes += e.value;
+  EXPECT_GT(bytes, 0u) << "sizes come from record_param_comms around nccl:all_reduce";
+  // On a GPU the host only enqueues the allreduce: its span is the AllReduce kernel's, on the kernel's stream.
+  for (const Event& e : one.ranks[0].events)
+    if (e.stage_id() == Stage::allreduce) {
+      EXPECT_EQ(one.ranks[0].lane_name(e.lane).rfind("stream", 0), 0u) << one.ranks[0].lane_name(e.lane);
+    }
+  std::string all;
+  for (const auto& p : one.problems) all += p;
+  EXPECT_NE(all.find("rank 1 missing"), std::string::npos) << all;
+  analyze(one);
+
+  RunTrace two = load({kData + "/hta/sampled_rank-0.json.gz", kData + "/hta/sampled_rank-1.json.gz"});
+  ASSERT_EQ(two.ranks.size(), 2u);
+  EXPECT_EQ(two.ranks[1].world, 128u);
+  for (const RankTrace& r : two.ranks) EXPECT_EQ(count(r, Stage::nccl), 10u);  // ncclKernel_SendRecv_*
+  const nlohmann::json align = kineto_report_json(two)["clock_alignment"];
+  EXPECT_TRUE(align[1]["measured"].get<bool>()) << align.dump();
+  Analysis a = analyze(two);
+  EXPECT_EQ(a.world, 128);
+  std::string d = temp_dir("hta_export");
+  ExportStats st;
+  std::string err;
+  ASSERT_TRUE(export_chrome(two, d + "/merged.json", st, err)) << err;
+  ChromeTrace t = read_chrome_file(d + "/merged.json");
+  ASSERT_TRUE(t.ok()) << t.status.message;
+  size_t nccl_named = 0;
+  for (const ChromeEvent& e : t.events) nccl_named += e.ph == 'X' && e.name.rfind("ncclKernel_SendRecv", 0) == 0;
+  EXPECT_EQ(nccl_named, 20u) << "kernels keep their names in the export";
+  EXPECT_GT(st.flows, 0u) << "launch arrows kept";
+  fs::remove_all(d);
+}
+
 TEST(KinetoExport, MergedTraceHasARankPerProcessOnOneClockWithOffsets) {
   RunTrace run = load({kCpu + "/balanced"});
   std::string d = temp_dir("export");
