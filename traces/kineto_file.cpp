@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -49,7 +50,9 @@ class Collector {
     if (!m) return true;
     KSpan s;
     s.t0 = e.ts_ns;
-    s.t1 = e.ts_ns + (e.has_dur && e.dur_ns > 0 ? e.dur_ns : 0);
+    const int64_t dur = e.has_dur && e.dur_ns > 0 ? e.dur_ns : 0;
+    if (e.ts_ns > std::numeric_limits<int64_t>::max() - dur) return true;  // a damaged number, not a time
+    s.t1 = e.ts_ns + dur;
     s.stage = m->stage;
     s.collective = m->collective;
     s.thread = thread(e);
@@ -168,7 +171,17 @@ KFile read_kineto_file(const std::string& path, const KinetoStageMap& map) {
   f.array_format = info.array_format;
   read_identity(info.top, f);
   if (f.rank < 0 && rank_from_file_name(f.name, f.rank)) f.rank_from = "file name";
-  for (KSpan& s : f.spans) s.t0 += f.base_ns, s.t1 += f.base_ns;
+  // Times far outside any clock (damaged numbers) would overflow the differences later: such spans are dropped.
+  constexpr int64_t kLimit = int64_t{1} << 61;  // ~73 years of nanoseconds
+  if (f.base_ns < -kLimit || f.base_ns > kLimit) f.base_ns = 0;
+  std::vector<KSpan> kept;
+  kept.reserve(f.spans.size());
+  for (KSpan& s : f.spans) {
+    if (s.t0 < -kLimit || s.t0 > kLimit || s.t1 - s.t0 > kLimit) continue;
+    s.t0 += f.base_ns, s.t1 += f.base_ns;
+    kept.push_back(std::move(s));
+  }
+  f.spans.swap(kept);
   return f;
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 
 #include <unistd.h>
@@ -474,5 +475,30 @@ TEST(KinetoExport, MergedTraceHasARankPerProcessOnOneClockWithOffsets) {
   const nlohmann::json align = t.info.top["otherData"]["manifest"]["kineto"]["clock_alignment"];
   ASSERT_EQ(align.size(), 2u);
   EXPECT_TRUE(align[1].contains("offset_ms"));
+  fs::remove_all(d);
+}
+
+// Damaged bytes never crash the import: cuts and flipped bytes of a real trace either load or give an error.
+TEST(KinetoImport, MutatedTracesLoadOrFailCleanly) {
+  std::string text;
+  ASSERT_TRUE(read_chrome_bytes(rank_file("slow-forward-rank0", 1), text).ok());
+  const std::string d = temp_dir("mutate");
+  std::mt19937 rng(7);
+  for (int i = 0; i < 60; ++i) {
+    std::string m = text;
+    if (i % 3 == 0) m.resize(rng() % m.size());
+    const int flips = 1 + static_cast<int>(rng() % 20);
+    const std::string bytes = "0123456789e-+.\"{}[],: ";
+    for (int k = 0; k < flips && !m.empty(); ++k) m[rng() % m.size()] = bytes[rng() % bytes.size()];
+    write_text(d + "/rank1.json", m);
+    RunTrace run;
+    std::string err;
+    if (load_kineto_run({d + "/rank1.json"}, KinetoStageMap{}, run, err)) {
+      analyze(run);
+      summarize(run);
+    } else {
+      EXPECT_FALSE(err.empty());
+    }
+  }
   fs::remove_all(d);
 }
