@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "traces/kineto_map.h"
 #include "traces/parse_int.h"
 #include "runtime/verify/check_ids.h"
 
@@ -87,9 +88,16 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   auto* g_mode = app.add_option_group("Modes", "exactly one");
   g_mode->add_flag("--record", record, "run the job and record it (supervisor: starts --nproc ranks)");
   g_mode->add_flag("--check", check, "run the closed-loop checks -> DIR/checks.json");
-  g_mode->add_option("--export", c.input_dir, "rebuild DIR/trace.json (Chrome/Perfetto) from the native traces");
-  g_mode->add_option("--summary", c.input_dir, "per-rank step count, step time, time per stage, bytes");
-  g_mode->add_option("--analyze", c.input_dir, "stalls with their cross-rank root causes");
+  // Each takes one run folder, or PyTorch profiler (Kineto) traces: a folder of them or the files (docs/kineto.md).
+  auto inputs = [&](const char* name, const char* help) {
+    g_mode->add_option(name, c.inputs, help)
+        ->expected(1, CLI::detail::expected_max_vector_size)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+  inputs("--export", "rebuild DIR/trace.json (Chrome/Perfetto) from the native traces; or merge per-rank PyTorch "
+                     "profiler traces (TRACES..., with -o) into one aligned trace");
+  inputs("--summary", "per-rank step count, step time, time per stage, bytes (DIR or TRACES...)");
+  inputs("--analyze", "stalls with their cross-rank root causes (DIR or TRACES...)");
   g_mode->add_option("--diff", c.diff_dirs, "what changed between two runs")->expected(2);
   g_mode->add_flag("--worker", worker, "run as one rank (used by the supervisor and external launchers)");
   g_mode->require_option(1);
@@ -98,6 +106,9 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_out->add_option("--out", c.out_dir, "run folder to write (default: runs/<timestamp>)");
   g_out->add_option("-o,--output", c.output_file, "with --export: the JSON file to write (default DIR/trace.json)");
   g_out->add_flag("--json", c.json, "with --summary/--analyze: print JSON");
+  g_out->add_option("--map", c.maps, "with Kineto traces: REGEX=STAGE, events whose name matches are that stage "
+                                     "(repeatable; tried before the built-in names)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   g_out->add_option("--checks", c.checks, "with --check: run only these check ids (comma separated)")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
@@ -245,6 +256,20 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
     r.message = "ddp_profile: --checks only applies to --check";
     return r;
   }
+  if (!c.inputs.empty()) c.input_dir = c.inputs.front();
+  const bool offline = c.mode == Mode::export_trace || c.mode == Mode::summary || c.mode == Mode::analyze;
+  if (!c.maps.empty() && !offline) {
+    r.exit_code = 2;
+    r.message = "ddp_profile: --map only applies to --export, --summary and --analyze";
+    return r;
+  }
+  KinetoStageMap map;
+  for (const auto& m : c.maps)
+    if (!map.add_user_rule(m, err)) {
+      r.exit_code = 2;
+      r.message = "ddp_profile: " + err;
+      return r;
+    }
   if (!c.output_file.empty() && c.mode != Mode::export_trace) {
     r.exit_code = 2;
     r.message = "ddp_profile: -o/--output only applies to --export";

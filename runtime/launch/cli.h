@@ -12,7 +12,9 @@ struct Command {
   Mode mode = Mode::none;
   JobConfig job;
   std::string out_dir;       // --out
-  std::string input_dir;     // --export/--summary/--analyze DIR
+  std::string input_dir;     // --export/--summary/--analyze: the first input (a run folder, or a Kineto trace/folder)
+  std::vector<std::string> inputs;  // --export/--summary/--analyze TRACES...: every input
+  std::vector<std::string> maps;    // --map REGEX=STAGE: the user's names for Kineto stages (checked when parsed)
   std::vector<std::string> diff_dirs;  // --diff A B
   std::string output_file;   // -o for --export
   bool json = false;

@@ -5,26 +5,54 @@
 
 #include "traces/analysis.h"
 #include "traces/chrome_export.h"
+#include "traces/kineto_import.h"
 #include "traces/run_diff.h"
 #include "traces/run_folder.h"
 #include "traces/summary.h"
 
 namespace ddp {
 namespace {
-bool load_or_report(const std::string& dir, RunTrace& run) {
+// One of our run folders, or per-rank PyTorch profiler traces (docs/kineto.md): decided by what the inputs hold.
+bool load_or_report(const Command& cmd, RunTrace& run) {
   std::string err;
-  if (!load_run(dir, run, err)) {
+  bool ok = false;
+  if (is_kineto_input(cmd.inputs)) {
+    KinetoStageMap map;
+    for (const auto& m : cmd.maps) map.add_user_rule(m, err);  // checked when the command line was parsed
+    ok = load_kineto_run(cmd.inputs, map, run, err);
+  } else {
+    ok = load_run(cmd.input_dir, run, err);
+  }
+  if (!ok) {
     std::cerr << "ddp_profile: " << err << "\n";
     return false;
   }
   for (const auto& p : run.problems) std::cerr << "ddp_profile: warning: " << p << "\n";
   return true;
 }
+
+// Kineto input: the source, the clock alignment and the notes join the report; our runs keep their schema and only
+// say their source.
+void add_source(const RunTrace& run, nlohmann::json& j) {
+  if (!is_kineto_run(run)) {
+    j["source"] = "ddp_profile";
+    return;
+  }
+  const nlohmann::json rep = kineto_report_json(run);
+  j["source"] = "kineto";
+  j["clock_alignment"] = rep["clock_alignment"];
+  j["notes"] = rep["notes"];
+  j["files"] = rep["files"];
+}
 }  // namespace
 
 int run_export(const Command& cmd) {
   RunTrace run;
-  if (!load_or_report(cmd.input_dir, run)) return 1;
+  if (is_kineto_input(cmd.inputs) && cmd.output_file.empty()) {
+    std::cerr << "ddp_profile: --export of PyTorch profiler traces needs -o FILE (the merged trace to write)\n";
+    return 2;
+  }
+  if (!load_or_report(cmd, run)) return 1;
   std::string path = cmd.output_file.empty() ? cmd.input_dir + "/" + kChromeTraceFile : cmd.output_file;
   ExportStats stats;
   std::string err;
@@ -34,28 +62,36 @@ int run_export(const Command& cmd) {
   }
   std::cout << "wrote " << path << ": " << stats.events << " events from " << run.ranks.size() << " rank(s), "
             << stats.bytes << " bytes\n";
+  std::cout << kineto_report_text(run);
   return 0;
 }
 
 int run_summary(const Command& cmd) {
   RunTrace run;
-  if (!load_or_report(cmd.input_dir, run)) return 1;
+  if (!load_or_report(cmd, run)) return 1;
   auto s = summarize(run);
-  if (cmd.json)
-    std::cout << summary_json(s).dump(2) << "\n";
-  else
-    std::cout << summary_text(s);
+  if (cmd.json) {
+    nlohmann::json j = summary_json(s);
+    add_source(run, j);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << summary_text(s) << kineto_report_text(run);
+  }
   return 0;
 }
 
 int run_analyze(const Command& cmd) {
   RunTrace run;
-  if (!load_or_report(cmd.input_dir, run)) return 1;
+  if (!load_or_report(cmd, run)) return 1;
   Analysis a = analyze(run);
-  if (cmd.json)
-    std::cout << analysis_json(a).dump(2) << "\n";
-  else
+  if (cmd.json) {
+    nlohmann::json j = analysis_json(a);
+    add_source(run, j);
+    std::cout << j.dump(2) << "\n";
+  } else {
     std::cout << analysis_text(a);
+    if (is_kineto_run(run)) std::cout << "\n" << kineto_report_text(run);
+  }
   return 0;
 }
 

@@ -26,6 +26,27 @@ TEST(Cli, DefaultsAreTheSeedJob) {
   EXPECT_TRUE(j.record);
 }
 
+TEST(Cli, OfflineModesTakeSeveralTracesAndMaps) {
+  auto r = parse({"--analyze", "a.json", "b.json.gz", "--json", "--map", "^my_step$=optimizer", "--map", "x=forward"});
+  ASSERT_LT(r.exit_code, 0) << r.message;
+  EXPECT_EQ(r.cmd.mode, ddp::Mode::analyze);
+  EXPECT_EQ(r.cmd.inputs, (std::vector<std::string>{"a.json", "b.json.gz"}));
+  EXPECT_EQ(r.cmd.input_dir, "a.json");
+  EXPECT_TRUE(r.cmd.json);
+  EXPECT_EQ(r.cmd.maps.size(), 2u);
+  r = parse({"--summary", "run_dir"});
+  ASSERT_LT(r.exit_code, 0) << r.message;
+  EXPECT_EQ(r.cmd.input_dir, "run_dir") << "one run folder, as before";
+  for (auto args : std::vector<std::vector<const char*>>{{"--analyze", "d", "--map", "([=forward"},
+                                                         {"--analyze", "d", "--map", "x=no_such_stage"},
+                                                         {"--analyze", "d", "--map", "no_equals"},
+                                                         {"--record", "--map", "x=forward"}}) {
+    auto bad = parse(args);
+    EXPECT_EQ(bad.exit_code, 2) << args.back();
+    EXPECT_NE(bad.message.find("--map"), std::string::npos) << bad.message;
+  }
+}
+
 TEST(Cli, JobOptionsAndSpecs) {
   auto r = parse({"--record", "--accum-steps", "4", "--slow", "rank=1,stage=transform,ms=5", "--slow",
                   "rank=0,stage=backward,ms=1.5", "--inject-fault", "rank=1,step=3,kind=kill", "--no-record",
