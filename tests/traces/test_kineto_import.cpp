@@ -392,6 +392,21 @@ TEST(KinetoImport, LegacyArrayWithRankInTheFileName) {
   fs::remove_all(d);
 }
 
+// A real legacy pair: Debian's PyTorch 1.13 (built without Kineto) writes export_chrome_trace as a bare array, with
+// each process's own relative timestamps and no distributedInfo. The ranks come from the file names, the clocks from
+// the matched collectives, and rank 1's slow Dataset is found.
+TEST(KinetoImport, RealLegacyTracesOfPyTorch113) {
+  RunTrace run = load({kData + "/pytorch-1.13-legacy/slow-data-rank1"});
+  ASSERT_EQ(run.ranks.size(), 2u);
+  const nlohmann::json report = kineto_report_json(run);
+  EXPECT_EQ(report["files"][0]["format"], "legacy array");
+  EXPECT_EQ(report["files"][1]["rank_from"], "file name");
+  Analysis a = analyze(run);
+  ASSERT_FALSE(a.causes.empty()) << analysis_text(a);
+  EXPECT_EQ(a.causes.front().rank, 1) << analysis_text(a);
+  EXPECT_EQ(a.causes.front().stage, "wait_data") << analysis_text(a);
+}
+
 TEST(KinetoImport, HtaFixturesLoad) {
   RunTrace gpu = load({kData + "/alexnet_1gpu_kineto.json.gz"});
   ASSERT_EQ(gpu.ranks.size(), 1u);
