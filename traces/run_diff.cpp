@@ -16,13 +16,30 @@ std::vector<std::string> changed_in_order(const std::set<std::string>& changed) 
   return out;
 }
 
-// Set when more than one distributed variable changed: then no difference can be put down to one of them.
-std::string ambiguity_warning(const std::vector<std::string>& changed) {
-  if (changed.size() <= 1) return {};
-  std::string names;
-  for (size_t i = 0; i < changed.size(); ++i) names += (i ? ", " : "") + changed[i];
-  return std::to_string(changed.size()) + " distributed variables changed (" + names +
-         "): diff one variable at a time, or a difference cannot be put down to one cause";
+// Job options that changed but are not distributed variables (e.g. config.lr).
+std::vector<std::string> other_changed_options(const std::vector<ConfigDifference>& config) {
+  std::vector<std::string> out;
+  for (const auto& c : config)
+    if (c.variable.empty() && c.key.rfind("config.", 0) == 0) out.push_back(c.key);
+  return out;
+}
+
+// Set when more than one variable changed, the seed's rule being one at a time: two distributed variables, or a
+// distributed one and another job option (lr, ...). Then no difference can be put down to one cause.
+std::string ambiguity_warning(const std::vector<std::string>& changed, const std::vector<std::string>& others) {
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+    return s;
+  };
+  if (changed.size() > 1)
+    return std::to_string(changed.size()) + " distributed variables changed (" + join(changed) + ")" +
+           (others.empty() ? "" : " and " + join(others)) +
+           ": diff one variable at a time, or a difference cannot be put down to one cause";
+  if (changed.size() == 1 && !others.empty())
+    return "the distributed variable " + changed[0] + " changed together with " + join(others) +
+           ": diff one variable at a time, or a difference cannot be put down to one cause";
+  return {};
 }
 
 }  // namespace
@@ -36,7 +53,7 @@ RunDiff diff_runs(const DiffRun& a, const DiffRun& b, const DiffOptions& opt) {
   std::set<std::string> changed;
   d.config = run_diff_detail::diff_config(a.manifest, b.manifest, changed);
   d.distributed_changed = changed_in_order(changed);
-  d.warning = ambiguity_warning(d.distributed_changed);
+  d.warning = ambiguity_warning(d.distributed_changed, other_changed_options(d.config));
   d.timing = run_diff_detail::diff_timing(a, b);
   d.tensors = run_diff_detail::diff_tensors(a, b, opt.rtol);
   d.replicas = run_diff_detail::diff_replicas(a, b);

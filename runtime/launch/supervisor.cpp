@@ -251,6 +251,17 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
           hung = r;
         }
       }
+      // A rank blocked in a collective while a peer is still busy elsewhere is that peer's victim: the peer (which
+      // may have reached this step later, so its silence is younger) is named when its own silence passes the limit.
+      // Twice the limit in a collective ends the wait regardless.
+      if (hung >= 0 && is_collective_stage(snap[hung].stage) &&
+          static_cast<double>(now_ns - snap[hung].last_ns) / 1e9 < 2 * timeout_s)
+        for (int r = 0; r < world; ++r)
+          if (r != hung && !ranks[r].exited && snap[r].present && snap[r].state == RankState::running &&
+              !is_collective_stage(snap[r].stage)) {
+            hung = -1;
+            break;
+          }
       if (hung >= 0) {
         culprit = hung;
         hang_seen = true;

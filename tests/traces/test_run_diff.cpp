@@ -242,12 +242,18 @@ TEST(RunDiffConfig, OneDistributedVariableDoesNotWarnTwoDo) {
   write_manifest(a, m);
   json m2 = m;
   m2["config"]["batch_size"] = 32;
-  m2["config"]["lr"] = 0.002;  // not distributed: still one variable
   write_manifest(b, m2);
   auto d = diff_dirs(a, b);
   EXPECT_EQ(d.distributed_changed, std::vector<std::string>{"batch size"});
   EXPECT_TRUE(d.warning.empty());
   EXPECT_EQ(ddp::run_diff_text(d).find("WARNING"), std::string::npos);
+
+  // Planted: a non-distributed option changed too (the seed's rule is one variable at a time, whichever kind).
+  m2["config"]["lr"] = 0.002;
+  write_manifest(b, m2);
+  d = diff_dirs(a, b);
+  EXPECT_EQ(d.distributed_changed, std::vector<std::string>{"batch size"});
+  EXPECT_NE(d.warning.find("batch size changed together with config.lr"), std::string::npos) << d.warning;
 
   // Planted: a second distributed variable.
   m2["config"]["workers"] = 4;
