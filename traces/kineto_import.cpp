@@ -119,6 +119,15 @@ bool check_identity(std::vector<KFile>& files, int& world, std::vector<std::stri
     return false;
   }
   if (world < 0) world = by_rank.rbegin()->first + 1;
+  // A rank outside the world (a typo in a file name, or a trace from another job) is named, not padded with
+  // millions of "missing" ranks.
+  constexpr int kMaxRanksWithoutWorldSize = 1 << 16;
+  if (by_rank.rbegin()->first >= world || world > kMaxRanksWithoutWorldSize) {
+    const KFile* f = by_rank.rbegin()->second;
+    error = f->path + " claims rank " + std::to_string(f->rank) + " of a world of " + std::to_string(world) +
+            (world_from ? " (" + world_from->path + ")" : "");
+    return false;
+  }
   std::vector<int> missing;
   for (int r = 0; r < world; ++r)
     if (!by_rank.count(r)) missing.push_back(r);

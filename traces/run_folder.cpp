@@ -1,5 +1,7 @@
 #include "traces/run_folder.h"
 
+#include "traces/parse_int.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -18,8 +20,7 @@ bool is_rank_trace_file(const std::string& name, int* rank) {
   static const std::regex kRankFile(R"(rank(\d+)\.ddpt)");
   std::smatch m;
   if (!std::regex_match(name, m, kRankFile)) return false;
-  if (rank) *rank = std::stoi(m[1].str());
-  return true;
+  return !rank || parse_int(m[1].str().c_str(), *rank);
 }
 std::string rank_log_file(int rank) { return std::string(kLogsDir) + "/" + rank_name(rank) + ".log"; }
 std::string rank_progress_file(int rank) { return std::string(kProgressDir) + "/" + rank_name(rank) + ".bin"; }
@@ -30,8 +31,7 @@ bool is_verify_log_file(const std::string& name, const char* kind, int* rank) {
   const std::regex re("rank(\\d+)\\." + std::string(kind) + "\\.jsonl");
   std::smatch m;
   if (!std::regex_match(name, m, re)) return false;
-  if (rank) *rank = std::stoi(m[1].str());
-  return true;
+  return !rank || parse_int(m[1].str().c_str(), *rank);
 }
 std::string verify_step_file(int rank, int64_t step) {
   return std::string(kVerifyDir) + "/" + rank_name(rank) + "_step" + std::to_string(step) + ".pt";
@@ -40,8 +40,9 @@ bool is_verify_step_file(const std::string& name, int* rank, int64_t* step) {
   static const std::regex kStepFile(R"(rank(\d+)_step(\d+)\.pt)");
   std::smatch m;
   if (!std::regex_match(name, m, kStepFile)) return false;
-  if (rank) *rank = std::stoi(m[1].str());
-  if (step) *step = std::stoll(m[2].str());
+  int64_t s = 0;
+  if ((rank && !parse_int(m[1].str().c_str(), *rank)) || !parse_decimal(m[2].str(), s)) return false;
+  if (step) *step = s;
   return true;
 }
 std::string checkpoint_folder(int64_t step) { return "checkpoints/step" + std::to_string(step); }

@@ -17,6 +17,9 @@ struct RawBatch {
   std::vector<int64_t> labels;
 };
 
+// The most classes a dataset may have: one corrupt label must not size the output layer to billions.
+inline constexpr int64_t kMaxClasses = 1 << 20;
+
 class Dataset {
  public:
   virtual ~Dataset() = default;

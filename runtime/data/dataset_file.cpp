@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -145,15 +144,24 @@ bool DatasetFile::read_header(std::string& error) {
     int64_t product = 1;
     if (rank >= 1 && rank <= 4) {
       shape_.assign(header_.shape, header_.shape + rank);
-      for (int64_t d : shape_) product *= d;
+      // Stop as soon as the product passes the feature count: a crafted header cannot overflow it.
+      const int64_t features = header_.features;
+      for (int64_t d : shape_) {
+        if (d < 1 || product > features / d) {
+          product = -1;
+          break;
+        }
+        product *= d;
+      }
     }
     if (rank < 1 || rank > 4 || product != static_cast<int64_t>(header_.features)) {
       error = path + ": the header's sample shape (rank " + std::to_string(rank) + ") does not hold " +
               std::to_string(header_.features) + " features";
       return false;
     }
-    if (header_.classes < 2) {
-      error = path + ": the header says " + std::to_string(header_.classes) + " classes (at least 2)";
+    if (header_.classes < 2 || header_.classes > kMaxClasses) {
+      error = path + ": the header says " + std::to_string(header_.classes) + " classes (2 to " +
+              std::to_string(kMaxClasses) + ")";
       return false;
     }
   }
@@ -179,7 +187,7 @@ bool DatasetFile::check_labels(std::string& error) {
   // One sequential pass in large blocks: the labels are the last 4 bytes of each fixed-size record.
   const size_t rec = record_bytes();
   const uint64_t per_block = std::max<uint64_t>(1, (8u << 20) / rec);
-  const int64_t limit = header_.version == 2 ? static_cast<int64_t>(header_.classes) : INT32_MAX;
+  const int64_t limit = header_.version == 2 ? static_cast<int64_t>(header_.classes) : kMaxClasses;
   int64_t top = 1;
   std::vector<char> block;
   for (uint64_t i0 = 0; i0 < header_.samples; i0 += per_block) {
@@ -194,7 +202,7 @@ bool DatasetFile::check_labels(std::string& error) {
       std::memcpy(&label, block.data() + i * rec + rec - sizeof(label), sizeof(label));
       if (label < 0 || label >= limit) {
         error = path_ + ": sample " + std::to_string(i0 + i) + " has label " + std::to_string(label) + ", outside [0, " +
-                (header_.version == 2 ? std::to_string(limit) + ") (the header's class count)" : "2^31)");
+                std::to_string(limit) + ")" + (header_.version == 2 ? " (the header's class count)" : " (the class limit)");
         return false;
       }
       top = std::max<int64_t>(top, label);

@@ -85,7 +85,7 @@ bool ImageFolder::open(const std::string& dir, uint64_t seed, std::string& error
     std::istringstream ls(line);
     std::string file;
     int64_t label = -1;
-    if (!(ls >> file >> label) || label < 0) {
+    if (!(ls >> file >> label) || label < 0 || label >= kMaxClasses) {
       error = dir + "/index.txt line " + std::to_string(lineno) + ": expected 'path label', got '" + line + "'";
       return false;
     }

@@ -10,6 +10,7 @@
 
 #include "profiler/clock.h"
 #include "traces/run_folder.h"
+#include "traces/stats.h"
 
 namespace ddp {
 namespace {
@@ -74,9 +75,8 @@ void ProgressWriter::step_time(int64_t ns) {
   constexpr size_t kRecent = 64;
   if (recent_.size() < kRecent) recent_.push_back(ns);
   else recent_[next_++ % kRecent] = ns;
-  std::vector<int64_t> v = recent_;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  rec_->median_step_ns.store(v[v.size() / 2], std::memory_order_relaxed);
+  rec_->median_step_ns.store(static_cast<int64_t>(median(std::vector<double>(recent_.begin(), recent_.end()))),
+                             std::memory_order_relaxed);
 }
 
 void ProgressWriter::set_state(RankState s) {

@@ -219,8 +219,15 @@ TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, 
 
   torch::NoGradGuard ng;
   GenericDict m = get(root, "model", file).toGenericDict();
-  for (auto& [k, t] : model.named_parameters()) t.copy_(get(m, k, file).toTensor());
-  for (auto& [k, t] : model.named_buffers()) t.copy_(get(m, k, file).toTensor());
+  // copy_ broadcasts: a tensor of another shape (another model, another parameter order) must be refused by name.
+  auto same_shape = [&](const at::Tensor& src, const at::Tensor& dst, const std::string& item) {
+    if (src.sizes() != dst.sizes())
+      throw std::runtime_error("checkpoint " + file + ": " + item + " has shape " + c10::str(src.sizes()) +
+                               ", this model's is " + c10::str(dst.sizes()));
+    return src;
+  };
+  for (auto& [k, t] : model.named_parameters()) t.copy_(same_shape(get(m, k, file).toTensor(), t, "model." + k));
+  for (auto& [k, t] : model.named_buffers()) t.copy_(same_shape(get(m, k, file).toTensor(), t, "model." + k));
 
   // PyTorch's layout: state keyed by the parameter's index in model.parameters() order (also what a Python job's
   // optimizer.state_dict() saves).
@@ -236,8 +243,10 @@ TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, 
     auto s = std::make_unique<torch::optim::AdamWParamState>();
     const c10::IValue step = get(ps, "step", file + " optimizer state of " + name);
     s->step(step.isTensor() ? static_cast<int64_t>(step.toTensor().item<double>()) : step.toInt());
-    s->exp_avg(get(ps, "exp_avg", file).toTensor().to(param.device()).clone());
-    s->exp_avg_sq(get(ps, "exp_avg_sq", file).toTensor().to(param.device()).clone());
+    const std::string item = "optimizer.state." + std::to_string(index) + " (" + name + ")";
+    s->exp_avg(same_shape(get(ps, "exp_avg", file).toTensor(), param, item + ".exp_avg").to(param.device()).clone());
+    s->exp_avg_sq(
+        same_shape(get(ps, "exp_avg_sq", file).toTensor(), param, item + ".exp_avg_sq").to(param.device()).clone());
     st[compat::optimizer_state_key<decltype(st)>(param)] = std::move(s);
   }
   GenericDict sc = get(root, "scaler", file).toGenericDict();

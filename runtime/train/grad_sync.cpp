@@ -55,7 +55,8 @@ GradSync::GradSync(std::vector<at::Tensor> params, Allreduce allreduce, int worl
   copied_in_.assign(params_.size(), 0);
   {
     torch::NoGradGuard ng;
-    for (size_t k = 0; k < params_.size(); ++k) params_[k].mutable_grad() = grad_view(k);
+    for (size_t k = 0; k < params_.size(); ++k)
+      if (view_fits(k)) params_[k].mutable_grad() = grad_view(k);
   }
   for (size_t k = 0; k < params_.size(); ++k) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
@@ -82,6 +83,13 @@ at::Tensor GradSync::grad_view(size_t k) const {
   return b.flat.narrow(0, b.offsets[i], params_[k].numel()).view_as(params_[k]);
 }
 
+// A bucket takes its first parameter's dtype and device; a parameter of another (a TorchScript model may mix them)
+// keeps a gradient of its own, copied in and back (launch/finish).
+bool GradSync::view_fits(size_t k) const {
+  const at::Tensor& flat = buckets_[bucket_of_[k]].flat;
+  return params_[k].scalar_type() == flat.scalar_type() && params_[k].device() == flat.device();
+}
+
 bool GradSync::grad_is_view(size_t k) const {
   const at::Tensor& g = params_[k].grad();
   const Bucket& b = buckets_[bucket_of_[k]];
@@ -93,8 +101,11 @@ bool GradSync::grad_is_view(size_t k) const {
 void GradSync::zero_grad() {
   torch::NoGradGuard ng;
   for (Bucket& b : buckets_) b.flat.zero_();
-  for (size_t k = 0; k < params_.size(); ++k)
-    if (!grad_is_view(k)) params_[k].mutable_grad() = grad_view(k);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (grad_is_view(k)) continue;
+    if (view_fits(k)) params_[k].mutable_grad() = grad_view(k);
+    else if (params_[k].grad().defined()) params_[k].mutable_grad().zero_();
+  }
 }
 
 std::vector<uint64_t> GradSync::bucket_bytes() const {
@@ -195,7 +206,10 @@ void GradSync::comm_loop() {
     try {
       for (Launched& l : fresh) {
         if (on_wait) on_wait(static_cast<int>(l.bucket));
-        l.work->wait();
+        // On Gloo wait() is how this thread sees completion. On NCCL it would make this thread's stream (the
+        // device's default one, which backward uses) wait for the collective: finish() orders the training stream
+        // itself, so here completion is only polled.
+        if (blocking_waits_) l.work->wait();
         const uint64_t t1 = l.t0 ? prof::ticks() : 0;
         if (in_flight.empty() && done(l))
           record(l, t1);  // in launch order: an earlier bucket still in flight is recorded first

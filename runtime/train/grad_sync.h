@@ -86,6 +86,7 @@ class GradSync {
   void comm_loop();
   at::Tensor grad_view(size_t param) const;  // the parameter's slice of its bucket, shaped like the parameter
   bool grad_is_view(size_t param) const;
+  bool view_fits(size_t param) const;  // same dtype and device as its bucket
   std::function<void(int)> on_wait_;  // set under mu_, read by the comm thread after it took work under mu_
 
   std::vector<at::Tensor> params_;

@@ -84,6 +84,25 @@ TEST(DatasetFile, Version2CarriesShapeAndClassesAndLabelsAreCheckedOnOpen) {
   ASSERT_TRUE(v1.open(d + "/v1.ddpd", err)) << err;
   EXPECT_EQ(v1.sample_shape(), std::vector<int64_t>{6});
   EXPECT_EQ(v1.classes(), 10);
+  // A crafted header: a shape whose product overflows, and a class count no model should be sized to.
+  for (auto patch : {std::pair{0, 0}, std::pair{1, 0}}) {
+    ASSERT_TRUE(ddp::write_dataset_file(d + "/crafted.ddpd", shape, 10, x, y, err)) << err;
+    std::fstream io(d + "/crafted.ddpd", std::ios::in | std::ios::out | std::ios::binary);
+    ddp::DatasetHeader h{};
+    io.read(reinterpret_cast<char*>(&h), sizeof(h));
+    if (patch.first == 0) {
+      h.shape_rank = 4;
+      for (auto& dim : h.shape) dim = 0xFFFFFFFFu;
+    } else {
+      h.classes = 0xFFFFFFFFu;
+    }
+    io.seekp(0);
+    io.write(reinterpret_cast<const char*>(&h), sizeof(h));
+    io.close();
+    ddp::DatasetFile crafted;
+    EXPECT_FALSE(crafted.open(d + "/crafted.ddpd", err)) << patch.first;
+    EXPECT_NE(err.find(patch.first == 0 ? "sample shape" : "classes"), std::string::npos) << err;
+  }
   fs::remove_all(d);
 }
 

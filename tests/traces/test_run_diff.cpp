@@ -638,6 +638,19 @@ TEST(RunDiffReplicas, FirstStepWhoseParameterHashDiffers) {
 
 // ---- folders -----------------------------------------------------------------------------------------------------
 
+// File names are parsed, never trusted: a rank number that does not fit is not a rank file (it threw out of --diff).
+TEST(RunFolderNames, RankNumbersThatDoNotFitAreNotRankFiles) {
+  int rank = -1;
+  int64_t step = -1;
+  EXPECT_TRUE(ddp::is_verify_log_file("rank3.samples.jsonl", ddp::kVerifySamples, &rank));
+  EXPECT_EQ(rank, 3);
+  EXPECT_FALSE(ddp::is_verify_log_file("rank99999999999.samples.jsonl", ddp::kVerifySamples, &rank));
+  EXPECT_FALSE(ddp::is_rank_trace_file("rank99999999999.ddpt", &rank));
+  EXPECT_TRUE(ddp::is_verify_step_file("rank1_step7.pt", &rank, &step));
+  EXPECT_EQ(step, 7);
+  EXPECT_FALSE(ddp::is_verify_step_file("rank1_step99999999999999999999999.pt", &rank, &step));
+}
+
 TEST(RunDiffFolders, UnreadableFoldersAreErrors) {
   TempDir t;
   ddp::DiffRun r;
