@@ -241,10 +241,10 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
       for (int r = 0; r < world; ++r) {
         const ProgressSnapshot& s = snap[r];
         if (ranks[r].exited || !s.present || s.state != RankState::running) continue;
-        // Saving a checkpoint or closing the run (no heartbeat while it writes) is not a step: it gets the
-        // allowance of the first step, not 20 step times.
-        const bool bookkeeping = s.stage >= 0 && stage_has(static_cast<Stage>(s.stage), kStageBookkeeping);
-        const double limit_s = bookkeeping && job.hang_timeout_s <= 0 ? std::max(timeout_s, kHangWarmupS) : timeout_s;
+        // Saving a checkpoint or closing the run (stage checkpoint; no heartbeat while it writes) is not a step: it
+        // gets the allowance of the first step, not 20 step times.
+        const bool saving = s.stage == static_cast<int32_t>(Stage::checkpoint);
+        const double limit_s = saving && job.hang_timeout_s <= 0 ? std::max(timeout_s, kHangWarmupS) : timeout_s;
         if (static_cast<double>(now_ns - s.last_ns) / 1e9 < limit_s) continue;
         // A stopped process (SIGSTOP, a debugger) is the culprit; a rank blocked in a collective is a victim of a
         // slower peer; otherwise the one that has waited longest.
