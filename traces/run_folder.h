@@ -18,6 +18,11 @@ inline const char* kChromeTraceFile = "trace.json";
 inline const char* kRunStatusFile = "run_status.json";  // the supervisor's verdict: exit code, culprit, per-rank exits
 inline const char* kChecksFile = "checks.json";         // --check's results
 inline const char* kCheckMainRun = "main";              // --check: the verification run the ladder judges
+// --check's other runs: checkpoint.resume's straight, killed and resumed runs, and faults.exit's fault_<kind> runs.
+inline const char* kCheckResumeStraight = "resume_straight";
+inline const char* kCheckResumeKilled = "resume_killed";
+inline const char* kCheckResumeResumed = "resume_resumed";
+inline std::string check_fault_run(const std::string& kind) { return "fault_" + kind; }
 inline const char* kLogsDir = "logs";
 inline const char* kProgressDir = "progress";
 inline const char* kVerifyDir = "verify";

@@ -29,6 +29,9 @@ enum StageFlag : uint32_t {
   kStageCommunication = 1u << 8,  // the collective itself (the host's allreduce span, NCCL kernels)
   kStageBookkeeping = 1u << 9,    // the step's extent and checkpoints: not training work
   kStageSlowable = 1u << 10,      // `--slow rank=R,stage=S,ms=M` can slow it down (the runtime sleeps inside it)
+  // Where a rank's main thread blocks when a peer stops: in the collective (Gloo), or on NCCL, whose waits do not
+  // block the host, at the next read-back of a GPU value that depends on it. The supervisor's hang report uses it.
+  kStageBlocksOnPeers = 1u << 11,
 };
 
 enum class Stage : uint8_t {

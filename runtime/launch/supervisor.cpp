@@ -82,11 +82,8 @@ pid_t spawn_worker(int rank, int world, int port, const std::string& run_dir, co
   ::_exit(127);
 }
 
-// Where a rank blocks when a peer stops: in the collective (Gloo), or on NCCL, whose waits do not block the host, at
-// the next read-back of a GPU value that depends on it.
 bool is_collective_stage(int32_t stage) {
-  return stage == static_cast<int32_t>(Stage::wait_comm) || stage == static_cast<int32_t>(Stage::allreduce) ||
-         stage == static_cast<int32_t>(Stage::wait_gpu);
+  return stage >= 0 && stage < kStageCount && stage_has(static_cast<Stage>(stage), kStageBlocksOnPeers);
 }
 
 // A process stopped by a signal (SIGSTOP, SIGTSTP) or held by a debugger: state T or t in /proc/PID/stat.

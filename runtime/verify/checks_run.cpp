@@ -255,7 +255,8 @@ std::string compare_trees(const c10::IValue& a, const c10::IValue& b, const std:
 
 CheckResult checkpoint_resume(const Command& cmd, const std::vector<std::string>& args, const std::string& out,
                               int world) {
-  const std::string straight = out + "/resume_straight", killed = out + "/resume_killed", resumed = out + "/resume_resumed";
+  const std::string straight = in_run(out, kCheckResumeStraight), killed = in_run(out, kCheckResumeKilled),
+                    resumed = in_run(out, kCheckResumeResumed);
   const std::string N = std::to_string(kResumeSteps), K = std::to_string(kResumeKill);
   RunOutcome a = sub_run(cmd, straight, with(args, {"--max-steps", N, "--checkpoint-steps", N, "--no-record"}));
   if (a.exit_code != 0) return failed("checkpoint.resume", "the straight run failed: " + a.message);
@@ -323,7 +324,7 @@ CheckResult faults_exit(const Command& cmd, const std::vector<std::string>& args
     FaultScenario s;
     s.kind = kind;
     s.rank = rank;
-    std::string dir = out + "/fault_" + s.kind;
+    std::string dir = in_run(out, check_fault_run(s.kind));
     s.outcome = sub_run(cmd, dir,
                         with(args, {"--inject-fault", "rank=" + std::to_string(rank) + ",step=" + std::to_string(s.step) +
                                                           ",kind=" + s.kind,

@@ -9,6 +9,7 @@
 #include "runtime/verify/checks.h"
 #include "traces/event.h"
 #include "traces/trace_writer.h"
+#include "tests/support/remove_tree.h"
 
 namespace {
 using namespace ddp;
@@ -165,7 +166,7 @@ TEST(Checks, FaultsNeedExitOneTheCulpritItsStepAndStageAndFastEnds) {
 TEST(Checks, FaultRunExportNamesAMissingRankTrace) {
   namespace fs = std::filesystem;
   const std::string dir = (fs::temp_directory_path() / ("ddp_fault_export_" + std::to_string(::getpid()))).string();
-  fs::remove_all(dir);
+  ddp::testing::remove_tree(fs::path(dir).string());
   fs::create_directories(dir);
   const int world = 2;
   for (int r = 0; r < world; ++r) {
@@ -186,7 +187,7 @@ TEST(Checks, FaultRunExportNamesAMissingRankTrace) {
   err.clear();
   EXPECT_FALSE(export_fault_run_traces(dir, world, err));
   EXPECT_NE(err.find("a rank's trace is missing (1 of 2)"), std::string::npos) << err;
-  fs::remove_all(dir);
+  ddp::testing::remove_tree(fs::path(dir).string());
 }
 
 TEST(Checks, JsonShapeIsTheStableInterface) {

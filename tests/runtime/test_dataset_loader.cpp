@@ -9,6 +9,7 @@
 
 #include "runtime/data/dataset_file.h"
 #include "runtime/data/loader.h"
+#include "tests/support/remove_tree.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -16,7 +17,7 @@ namespace fs = std::filesystem;
 std::string temp_dir() {
   auto d = fs::temp_directory_path() / ("ddp_ds_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(d);
+  ddp::testing::remove_tree(fs::path(d).string());
   fs::create_directories(d);
   return d.string();
 }
@@ -103,7 +104,7 @@ TEST(DatasetFile, Version2CarriesShapeAndClassesAndLabelsAreCheckedOnOpen) {
     EXPECT_FALSE(crafted.open(d + "/crafted.ddpd", err)) << patch.first;
     EXPECT_NE(err.find(patch.first == 0 ? "sample shape" : "classes"), std::string::npos) << err;
   }
-  fs::remove_all(d);
+  ddp::testing::remove_tree(fs::path(d).string());
 }
 
 TEST(DatasetFile, DamagedFilesAreRejectedWithAReason) {

@@ -8,13 +8,14 @@
 
 #include "runtime/data/image_dataset.h"
 #include "runtime/data/loader.h"
+#include "tests/support/remove_tree.h"
 
 namespace {
 namespace fs = std::filesystem;
 
 std::string temp_dir(const char* name) {
   auto d = fs::temp_directory_path() / ("ddp_img_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
+  ddp::testing::remove_tree(fs::path(d).string());
   return d.string();
 }
 

@@ -6,13 +6,14 @@
 #include <fstream>
 
 #include "runtime/common/json_file.h"
+#include "tests/support/remove_tree.h"
 
 namespace {
 namespace fs = std::filesystem;
 
 TEST(JsonFile, WritesWholeReplacesAtomicallyAndReportsFailure) {
   const fs::path d = fs::temp_directory_path() / ("ddp_json_" + std::to_string(::getpid()));
-  fs::remove_all(d);
+  ddp::testing::remove_tree(fs::path(d).string());
   fs::create_directories(d);
   const std::string path = (d / "status.json").string();
   std::string err;
@@ -28,6 +29,6 @@ TEST(JsonFile, WritesWholeReplacesAtomicallyAndReportsFailure) {
   // A folder that cannot be written: false with a reason, and the previous file untouched.
   EXPECT_FALSE(ddp::write_json_atomic((d / "missing" / "x.json").string(), {{"a", 1}}, err));
   EXPECT_NE(err.find("cannot write"), std::string::npos) << err;
-  fs::remove_all(d);
+  ddp::testing::remove_tree(fs::path(d).string());
 }
 }  // namespace

@@ -87,6 +87,7 @@ TEST(Stages, CompileTimeListsMatchTheQueries) {
 
 TEST(Stages, SlowableNamesReadAsTheCliUsageText) {
   EXPECT_EQ(ddp::stage_names_with(ddp::kStageSlowable), "disk_read, transform, pin, h2d, forward, backward, optimizer");
+  EXPECT_EQ(ddp::stage_names_with(ddp::kStageBlocksOnPeers), "allreduce, wait_comm, wait_gpu");
 }
 
 }  // namespace
