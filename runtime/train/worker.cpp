@@ -58,12 +58,14 @@ std::string g_error_file;    // TORCHELASTIC_ERROR_FILE: where torchrun reads a 
 // torchrun's error handler reads {"message": {"message": ..., "extraInfo": {"timestamp": ...}}} from the worker's
 // error file and prints it in its failure summary (the py_callstack it would prefer is a Python traceback, which a
 // C++ worker has none of: it then shows the message). Without the file it can only say "error_file: <N/A>".
-// torchrun names the failure with the smallest timestamp its "Root Cause"; its timestamps are whole seconds, so a
-// rank that failed only because its peer went away (a victim, necessarily later) is dated one second on: with equal
-// seconds torchrun would otherwise blame whichever rank it lists first.
+// torchrun names the failure with the smallest timestamp its "Root Cause"; its timestamps are whole seconds, and a
+// worker killed without an error file is dated when the agent gets round to it (up to a second later, in the next
+// second), so a rank that failed only because its peer went away (a victim, necessarily later) is dated two seconds
+// on: with equal seconds torchrun would blame whichever rank it lists first.
 void write_launcher_error_file(const std::string& message, bool victim) {
   if (g_error_file.empty()) return;
-  const long long when = static_cast<long long>(std::time(nullptr)) + (victim ? 1 : 0);
+  constexpr long long kVictimDelayS = 2;
+  const long long when = static_cast<long long>(std::time(nullptr)) + (victim ? kVictimDelayS : 0);
   nlohmann::json j = {{"message", {{"message", message}, {"extraInfo", {{"timestamp", std::to_string(when)}}}}}};
   std::string err;
   if (!write_json_atomic(g_error_file, j, err)) std::cerr << "ddp_profile: " << err << "\n";
