@@ -2,7 +2,9 @@
 // What every integration test needs: our binary, a fresh folder per test, real processes started with their output
 // captured into a file and waited for with a deadline, and the JSON they write or print.
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +18,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "runtime/launch/progress.h"
 
 namespace ddptest {
 
@@ -87,6 +91,34 @@ inline Result run(const std::vector<std::string>& args, const std::string& log, 
   Proc p = start(args, log, env);
   int code = wait(p, timeout_s);
   return {code, read_file(log)};
+}
+
+// A TCP port free on loopback right now (the kernel's pick), for a rendezvous the test starts itself.
+inline int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// Waits (up to timeout_s) until `rank` of the run in `dir` has reached `step`; returns its last heartbeat.
+inline ddp::ProgressSnapshot wait_for_step(const std::string& dir, int rank, int64_t step, double timeout_s = 120) {
+  ddp::ProgressSnapshot p;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    p = ddp::read_progress(ddp::progress_file(dir, rank));
+    if (p.present && p.step >= step) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return p;
 }
 
 inline nlohmann::json read_json(const std::string& path) {

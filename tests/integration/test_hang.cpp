@@ -32,13 +32,7 @@ TEST(Hang, AnInjectedHangIsNamedWithinTheFloorWithWhatEveryRankWasDoing) {
 TEST(Hang, AStoppedRankIsNamedAtDefaultSettings) {
   std::string d = ddptest::fresh_dir("sigstop");
   ddptest::Proc sup = ddptest::start({ddptest::kExe, "--record", "--out", d, "--epochs", "200"}, d + ".log");
-  ProgressSnapshot p1;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    p1 = read_progress(progress_file(d, 1));
-    if (p1.present && p1.step >= 20) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  ProgressSnapshot p1 = ddptest::wait_for_step(d, 1, 20);
   ASSERT_GE(p1.step, 20) << "rank 1 never got going";
   ASSERT_EQ(::kill(p1.pid, SIGSTOP), 0);
   auto stopped_at = std::chrono::steady_clock::now();

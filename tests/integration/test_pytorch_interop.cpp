@@ -63,7 +63,7 @@ TEST(PyTorchInterop, DebiansPyTorchResumesOurCheckpointBitwise) {
   const std::string ours = read_json(d + "/manifest.json")["versions"]["libtorch"];
   const bool same_torch = major_minor(ours) == major_minor(probe.output.substr(0, probe.output.find('\n')));
   // Debian's torchrun does not start under Python 3.11: two ranks started by hand with the env:// variables.
-  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  const std::string port = std::to_string(ddptest::free_port());
   std::vector<ddptest::Proc> ranks;
   for (int r = 0; r < 2; ++r) {
     std::vector<std::string> args = {"/usr/bin/python3", kScript, "--atol", same_torch ? "0" : "1e-5"};
@@ -87,7 +87,7 @@ TEST(PyTorchInterop, ModernPyTorchLoadsOurCheckpointWeightsOnlyAndResumes) {
   if (!torchrun || !*torchrun || !fs::exists(torchrun))
     GTEST_SKIP() << "set DDP_TORCHRUN to the torchrun of a torch>=2 venv (scripts/torch_venv.sh)";
   const std::string d = record_with_checkpoints("interop_modern");
-  const std::string port = std::to_string(20000 + (::getpid() + 1) % 20000);
+  const std::string port = std::to_string(ddptest::free_port());
   std::vector<std::string> args = {torchrun, "--nproc-per-node", "2", "--master-port", port, kScript, "--atol", "1e-5"};
   for (const auto& a : resume_args(d)) args.push_back(a);
   auto r = ddptest::run(args, d + ".python.log", 300, venv_env(torchrun));

@@ -164,15 +164,10 @@ TEST(Record, AccumulationCommunicatesOncePerOptimizerStep) {
 TEST(Record, KillingRankOneEndsTheRunNamingIt) {
   std::string d = fresh_dir("kill");
   ddptest::Proc sup = ddptest::start({kExe, "--record", "--out", d, "--epochs", "200"}, d + ".log");
-  // Wait until rank 1 is well into training, then SIGKILL it from outside.
-  ProgressSnapshot p1;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    p1 = read_progress(progress_file(d, 1));
-    if (p1.present && p1.step >= 30) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_GE(p1.step, 30) << "rank 1 never got going";
+  // Wait until rank 1 is well into training (100 steps: several of the recorder's 50 ms flushes, whatever the step
+  // time), then SIGKILL it from outside.
+  ProgressSnapshot p1 = ddptest::wait_for_step(d, 1, 100);
+  ASSERT_GE(p1.step, 100) << "rank 1 never got going";
   ASSERT_EQ(::kill(p1.pid, SIGKILL), 0);
   auto killed_at = std::chrono::steady_clock::now();
   int code = ddptest::wait(sup, 30);
@@ -201,13 +196,7 @@ TEST(Record, KillingRankOneEndsTheRunNamingIt) {
 TEST(Record, InterruptingTheSupervisorEndsEveryRankAndKeepsTheTraces) {
   std::string d = fresh_dir("interrupt");
   ddptest::Proc sup = ddptest::start({kExe, "--record", "--out", d, "--epochs", "200"}, d + ".log");
-  ProgressSnapshot p1;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    p1 = read_progress(progress_file(d, 1));
-    if (p1.present && p1.step >= 20) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  ProgressSnapshot p1 = ddptest::wait_for_step(d, 1, 20);
   ASSERT_GE(p1.step, 20);
   ASSERT_EQ(::kill(sup.pid, SIGINT), 0);  // what Ctrl-C sends
   int code = ddptest::wait(sup, 30);

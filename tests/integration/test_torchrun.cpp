@@ -4,8 +4,6 @@
 // variable when that venv exists); without it these tests skip.
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cstdlib>
 
@@ -25,23 +23,10 @@ std::string torchrun() {
   GTEST_SKIP() << "set DDP_TORCHRUN=/path/to/bin/torchrun (torch >= 2) to run this; scripts/torchrun_venv.sh creates " \
                   "one in ~/.cache/ddp_profile/torchvenv"
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
 ddptest::Result run_torchrun(const std::string& dir, const std::vector<std::string>& torchrun_args,
                              const std::vector<std::string>& job) {
-  std::vector<std::string> args = {torchrun(), "--nproc-per-node", "2", "--master-port", std::to_string(free_port())};
+  std::vector<std::string> args = {torchrun(), "--nproc-per-node", "2", "--master-port",
+                                   std::to_string(ddptest::free_port())};
   args.insert(args.end(), torchrun_args.begin(), torchrun_args.end());
   args.insert(args.end(), {"--no-python", kExe, "--worker", "--out", dir, "--epochs", "1", "--max-steps", "20"});
   args.insert(args.end(), job.begin(), job.end());
