@@ -71,6 +71,15 @@ void write_launcher_error_file(const std::string& message, bool victim) {
   if (!write_json_atomic(g_error_file, j, err)) std::cerr << "ddp_profile: " << err << "\n";
 }
 
+// Where this rank is, from its heartbeat: "epoch E step S, stage X" (or "startup").
+std::string where_now() {
+  ProgressRecord* r = g_progress.record();
+  if (!r) return "startup";
+  const int32_t stage = r->stage.load();
+  return "epoch " + std::to_string(r->epoch.load()) + " step " + std::to_string(r->step.load()) + ", stage " +
+         (stage >= 0 ? std::string(stage_name(static_cast<Stage>(stage))) : std::string("startup"));
+}
+
 // SIGTERM/SIGINT (the supervisor ending the run, or a user's Ctrl-C) are taken by one thread with sigwait, so the
 // trace is flushed with ordinary code rather than from inside a signal handler.
 void start_signal_thread() {
@@ -82,6 +91,11 @@ void start_signal_thread() {
   std::thread([set] {
     int sig = 0;
     sigwait(&set, &sig);
+    // Under torchrun the agent ends the surviving ranks when one fails, often before their collective notices: the
+    // error file then says where this rank was, as a victim (the failed peer stays torchrun's root cause).
+    write_launcher_error_file("rank " + std::to_string(g_rank) + " (" + host_name() + ") was ended by " +
+                                  (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " at " + where_now(),
+                              /*victim=*/true);
     g_progress.set_state(RankState::terminated);
     prof::gpu_flush();
     prof::flush();
@@ -91,14 +105,8 @@ void start_signal_thread() {
 }
 
 [[noreturn]] void die(const std::string& what) {
-  ProgressRecord* r = g_progress.record();
-  std::string where = r ? "epoch " + std::to_string(r->epoch.load()) + " step " + std::to_string(r->step.load()) +
-                              ", stage " +
-                              (r->stage.load() >= 0 ? std::string(stage_name(static_cast<Stage>(r->stage.load())))
-                                                    : std::string("startup"))
-                        : std::string("startup");
   const std::string line =
-      "rank " + std::to_string(g_rank) + " (" + host_name() + ") failed at " + where + ": " + what;
+      "rank " + std::to_string(g_rank) + " (" + host_name() + ") failed at " + where_now() + ": " + what;
   std::cerr << "ddp_profile: " << line << std::endl;
   g_progress.fail(what);
   write_launcher_error_file(line, looks_like_comm_error(what));
