@@ -1,9 +1,7 @@
 #include "runtime/launch/supervisor.h"
 
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 
 #include "profiler/clock.h"
 #include "runtime/launch/job_inputs.h"
+#include "runtime/launch/loopback_port.h"
 #include "runtime/launch/progress.h"
 #include "runtime/data/dataset_cache.h"
 #include "runtime/launch/run_folder_setup.h"
@@ -28,22 +27,6 @@
 
 namespace ddp {
 namespace {
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 pid_t spawn_worker(int rank, int world, int port, const std::string& run_dir, const std::vector<std::string>& args,
                    bool quiet) {
@@ -147,7 +130,7 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
   const std::string dir = cmd.out_dir;
   out.run_dir = dir;
   const int world = job.nproc;
-  int port = free_port();
+  int port = free_loopback_port();
   if (port <= 0) {
     out.exit_code = 1;
     out.message = "cannot find a free TCP port on 127.0.0.1 for the rendezvous";

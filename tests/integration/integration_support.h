@@ -2,9 +2,7 @@
 // What every integration test needs: our binary, a fresh folder per test, real processes started with their output
 // captured into a file and waited for with a deadline, and the JSON they write or print.
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/launch/loopback_port.h"
 #include "runtime/launch/progress.h"
 
 namespace ddptest {
@@ -93,21 +92,8 @@ inline Result run(const std::vector<std::string>& args, const std::string& log, 
   return {code, read_file(log)};
 }
 
-// A TCP port free on loopback right now (the kernel's pick), for a rendezvous the test starts itself.
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
+// A TCP port free on loopback right now, for a rendezvous the test starts itself (the supervisor's own pick).
+inline int free_port() { return ddp::free_loopback_port(); }
 
 // Waits (up to timeout_s) until `rank` of the run in `dir` has reached `step`; returns its last heartbeat.
 inline ddp::ProgressSnapshot wait_for_step(const std::string& dir, int rank, int64_t step, double timeout_s = 120) {
