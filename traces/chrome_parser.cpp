@@ -357,6 +357,12 @@ class Parser {
       }
       if (key == "pid") return value(ev.pid, pid_s_, 3);
       if (key == "tid") return value(ev.tid, tid_s_, 3);
+      if (key == "id") return value(ev.id, id_s_, 3);
+      if (key == "bp" || key == "s") {
+        if (!value(v, key == "bp" ? bp_s_ : scope_s_, 3)) return false;
+        if (v.type == ChromeValue::string) (key == "bp" ? ev.bp : ev.scope) = v.text;
+        return true;
+      }
       if (key == "ts") return time_value(ev.has_ts, ev.ts_ns);
       if (key == "dur") return time_value(ev.has_dur, ev.dur_ns);
       if (key == "args" && *p_ == '{') {
@@ -465,7 +471,7 @@ class Parser {
   ChromeDocInfo& info_;
   ChromeStatus status_;
   bool stopped_ = false;
-  std::string scratch_, key_s_, akey_s_, ph_s_, name_s_, cat_s_, pid_s_, tid_s_, tmp_s_;
+  std::string scratch_, key_s_, akey_s_, ph_s_, name_s_, cat_s_, pid_s_, tid_s_, tmp_s_, id_s_, bp_s_, scope_s_;
   std::vector<std::string> arg_key_s_, arg_val_s_;
   std::array<ChromeArg, kMaxArgs> args_{};
 };

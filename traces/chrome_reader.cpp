@@ -51,6 +51,9 @@ ChromeTrace read_chrome_text(std::string_view json) {
     e.cat = v.cat;
     e.pid = v.pid.text;
     e.tid = v.tid.text;
+    e.id = v.id.text;
+    e.bp = v.bp;
+    e.scope = v.scope;
     e.has_ts = v.has_ts;
     e.has_dur = v.has_dur;
     e.ts_ns = v.ts_ns;

@@ -55,6 +55,8 @@ struct ChromeEventView {
   char ph = 0;  // phase: 'X' complete, 'B'/'E' begin/end, 'C' counter, 'M' metadata, 'i' instant, ...
   std::string_view name, cat;
   ChromeValue pid, tid;
+  ChromeValue id;                    // flow ('s'/'t'/'f') and async events: what ties them together
+  std::string_view bp, scope;        // a flow end's binding point ("e": the enclosing slice); an instant's scope ("s")
   bool has_ts = false, has_dur = false;
   int64_t ts_ns = 0;   // "ts" (microseconds in the file) as nanoseconds
   int64_t dur_ns = 0;  // "dur" as nanoseconds
@@ -87,7 +89,7 @@ ChromeStatus gunzip(std::string_view gz, std::string& out);
 // An owned copy of the events, for tools and tests (the viewer streams instead).
 struct ChromeEvent {
   char ph = 0;
-  std::string name, cat, pid, tid;
+  std::string name, cat, pid, tid, id, bp, scope;
   bool has_ts = false, has_dur = false;
   int64_t ts_ns = 0, dur_ns = 0;
   std::vector<std::pair<std::string, std::string>> args;  // value text (raw JSON for arrays/objects)

@@ -197,6 +197,23 @@ TEST(ChromeReader, ReadsKinetoFixtures) {
   }
 }
 
+// Flows and instants keep what ties them together: the merged export re-writes them.
+TEST(ChromeReader, KeepsFlowIdsBindingPointsAndScopes) {
+  ChromeTrace t = read_chrome_text(R"({"traceEvents": [
+    {"ph": "s", "id": 17, "pid": 1, "tid": 2, "ts": 1.5, "cat": "ac2g", "name": "ac2g"},
+    {"ph": "f", "id": "0x2a", "bp": "e", "pid": 1, "tid": 3, "ts": 2.5, "cat": "ac2g", "name": "ac2g"},
+    {"ph": "i", "s": "g", "pid": 1, "tid": 2, "ts": 3, "name": "mark"},
+    {"ph": "X", "pid": 1, "tid": 2, "ts": 4, "dur": 1, "name": "plain"}]})");
+  ASSERT_TRUE(t.ok()) << t.status.message;
+  ASSERT_EQ(t.events.size(), 4u);
+  EXPECT_EQ(t.events[0].id, "17");
+  EXPECT_EQ(t.events[1].id, "0x2a");
+  EXPECT_EQ(t.events[1].bp, "e");
+  EXPECT_EQ(t.events[2].scope, "g");
+  EXPECT_TRUE(t.events[3].id.empty());
+  EXPECT_TRUE(t.events[3].bp.empty());
+}
+
 TEST(ChromeReader, EveryTruncationIsATypedError) {
   std::string dir = temp_dir("trunc");
   std::string text = slurp(export_small_run(dir));
