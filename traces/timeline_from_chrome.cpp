@@ -9,6 +9,7 @@
 #include "traces/chrome_reader.h"
 #include "traces/parse_int.h"
 #include "traces/timeline.h"
+#include "traces/timeline_sources.h"
 
 namespace ddp {
 namespace {
@@ -45,169 +46,176 @@ bool arg_uint(const ChromeValue& v, uint64_t& out) {
   return true;
 }
 
-class ChromeToTimeline {
- public:
-  explicit ChromeToTimeline(TimelineBuilder& b) : b_(b) {}
+}  // namespace
 
-  bool operator()(const ChromeEventView& e) {
-    switch (e.ph) {
-      case 'X': span(e, e.ts_ns, e.has_dur ? e.ts_ns + std::max<int64_t>(e.dur_ns, 0) : e.ts_ns); break;
-      case 'B': {
-        if (!e.has_ts) break;
-        auto [p, l] = where(e);
-        Open o;
-        o.p = p;
-        o.l = l;
-        o.span = make_span(e, e.ts_ns, e.ts_ns);
-        open_[key(p, l)].push_back(o);
+namespace timeline_detail {
+
+bool ChromeToTimeline::operator()(const ChromeEventView& e) {
+  switch (e.ph) {
+    case 'X': span(e, e.ts_ns, e.has_dur ? e.ts_ns + std::max<int64_t>(e.dur_ns, 0) : e.ts_ns); break;
+    case 'B': {
+      if (!e.has_ts) break;
+      auto [p, l] = where(e);
+      Open o;
+      o.p = p;
+      o.l = l;
+      o.span = make_span(e, e.ts_ns, e.ts_ns);
+      open_[key(p, l)].push_back(o);
+      break;
+    }
+    case 'E': {
+      if (!e.has_ts) break;
+      auto [p, l] = where(e);
+      auto it = open_.find(key(p, l));
+      if (it == open_.end() || it->second.empty()) {
+        ++unmatched_end_;
         break;
       }
-      case 'E': {
-        if (!e.has_ts) break;
-        auto [p, l] = where(e);
-        auto it = open_.find(key(p, l));
-        if (it == open_.end() || it->second.empty()) {
-          ++unmatched_end_;
-          break;
-        }
-        Span s = it->second.back().span;
-        it->second.pop_back();
-        s.t1 = std::max(e.ts_ns, s.t0);
-        b_.add_span(p, l, s);
-        break;
+      Span s = it->second.back().span;
+      it->second.pop_back();
+      s.t1 = std::max(at(e.ts_ns), s.t0);
+      b_.add_span(p, l, s);
+      break;
+    }
+    case 'C': {
+      if (!e.has_ts) break;
+      int p = proc(e);
+      for (size_t i = 0; i < e.arg_count; ++i) {
+        const ChromeArg& a = e.args[i];
+        if (a.value.type != ChromeValue::number) continue;
+        std::string name(e.name);
+        if (!(a.key == "value" || (e.arg_count == 1 && !e.name.empty()))) name += "." + std::string(a.key);
+        b_.add_counter(p, name, at(e.ts_ns), a.value.num);
       }
-      case 'C': {
-        if (!e.has_ts) break;
+      break;
+    }
+    case 'i':
+    case 'I':
+      if (e.name == "[memory]" && e.has_ts) {  // Kineto's allocator samples
         int p = proc(e);
-        for (size_t i = 0; i < e.arg_count; ++i) {
-          const ChromeArg& a = e.args[i];
-          if (a.value.type != ChromeValue::number) continue;
-          std::string name(e.name);
-          if (!(a.key == "value" || (e.arg_count == 1 && !e.name.empty()))) name += "." + std::string(a.key);
-          b_.add_counter(p, name, e.ts_ns, a.value.num);
-        }
-        break;
+        for (const char* k : {"Total Allocated", "Total Reserved"})
+          if (const ChromeValue* v = e.arg(k); v && v->is_number()) b_.add_counter(p, k, at(e.ts_ns), v->num);
       }
-      case 'i':
-      case 'I':
-        if (e.name == "[memory]" && e.has_ts) {  // Kineto's allocator samples
-          int p = proc(e);
-          for (const char* k : {"Total Allocated", "Total Reserved"})
-            if (const ChromeValue* v = e.arg(k); v && v->is_number()) b_.add_counter(p, k, e.ts_ns, v->num);
-        }
-        break;
-      case 'M': metadata(e); break;
-      default: break;  // flows ('s'/'f'), async and other phases are not drawn
+      break;
+    case 'M': metadata(e); break;
+    default: break;  // flows ('s'/'f'), async and other phases are not drawn
+  }
+  return true;
+}
+
+void ChromeToTimeline::close(int64_t end_ns) {
+  uint64_t unclosed = 0;
+  for (auto& kv : open_)
+    for (Open& o : kv.second) {
+      o.span.t1 = std::max(at(end_ns), o.span.t0);
+      b_.add_span(o.p, o.l, o.span);
+      ++unclosed;
     }
-    return true;
+  open_.clear();
+  if (unclosed) b_.problem(scope_.name_prefix + std::to_string(unclosed) + " \"B\" events without an \"E\" (closed at the trace's end)");
+  if (unmatched_end_) b_.problem(scope_.name_prefix + std::to_string(unmatched_end_) + " \"E\" events without a \"B\" (ignored)");
+  constexpr int64_t kSortRange = int64_t{1} << 40;  // a file's own sort indices (pids) stay below this
+  for (const auto& [p, own] : own_sort_) {
+    b_.set_process_sort(p, scope_.sort_base + std::clamp<int64_t>(own, 0, kSortRange - 1));
+    if (scope_.rank >= 0) b_.set_process_rank(p, scope_.rank);
   }
+}
 
-  void close(int64_t end_ns) {
-    uint64_t unclosed = 0;
-    for (auto& kv : open_)
-      for (Open& o : kv.second) {
-        o.span.t1 = std::max(end_ns, o.span.t0);
-        b_.add_span(o.p, o.l, o.span);
-        ++unclosed;
-      }
-    if (unclosed) b_.problem(std::to_string(unclosed) + " \"B\" events without an \"E\" (closed at the trace's end)");
-    if (unmatched_end_) b_.problem(std::to_string(unmatched_end_) + " \"E\" events without a \"B\" (ignored)");
+int ChromeToTimeline::proc(const ChromeEventView& e) {
+  std::string_view pid = e.pid.key();
+  if (last_proc_ >= 0 && pid == last_pid_) return last_proc_;
+  last_pid_.assign(pid);
+  last_lane_ = -1;
+  if (scope_.key_prefix.empty() && scope_.name_prefix.empty()) return last_proc_ = b_.process(pid);
+  last_proc_ = b_.process(scope_.key_prefix + last_pid_);
+  if (own_sort_.emplace(last_proc_, 0).second) {
+    int64_t n = 0;
+    own_sort_[last_proc_] = parse_decimal(pid, n) ? n : 0;
+    b_.set_process_name(last_proc_, scope_.name_prefix + "process " + last_pid_);
   }
-  int64_t last_ts() const { return last_ts_; }
+  return last_proc_;
+}
 
- private:
-  struct Open {
-    int p = 0, l = 0;
-    Span span;
-  };
-  static uint64_t key(int p, int l) { return (static_cast<uint64_t>(p) << 32) | static_cast<uint32_t>(l); }
-
-  int proc(const ChromeEventView& e) {
-    std::string_view pid = e.pid.key();
-    if (last_proc_ >= 0 && pid == last_pid_) return last_proc_;
-    last_pid_.assign(pid);
-    last_proc_ = b_.process(pid);
-    last_lane_ = -1;
-    return last_proc_;
+std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
+  int p = proc(e);
+  std::string_view tid = e.tid.key();
+  if (last_lane_ < 0 || tid != last_tid_) {
+    last_tid_.assign(tid);
+    last_lane_ = b_.lane(p, tid);
   }
-  std::pair<int, int> where(const ChromeEventView& e) {
-    int p = proc(e);
-    std::string_view tid = e.tid.key();
-    if (last_lane_ < 0 || tid != last_tid_) {
-      last_tid_.assign(tid);
-      last_lane_ = b_.lane(p, tid);
+  return {p, last_lane_};
+}
+
+Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t1) {
+  Span s;
+  s.t0 = at(t0);
+  s.t1 = at(t1);
+  last_ts_ = std::max(last_ts_, t1);
+  s.name = b_.intern(e.name);
+  s.stage = stage_for_chrome_event(e.name, e.cat);
+  std::string extra;
+  for (size_t i = 0; i < e.arg_count; ++i) {
+    const ChromeArg& a = e.args[i];
+    uint64_t u = 0;
+    if (a.key == "step" && arg_uint(a.value, u)) {
+      s.step = static_cast<uint32_t>(std::min<uint64_t>(u, kNoStep - 1));
+    } else if (a.key == "epoch" && arg_uint(a.value, u)) {
+      s.epoch = static_cast<uint16_t>(std::min<uint64_t>(u, 0xFFFF));
+    } else if (a.key == "micro" && arg_uint(a.value, u)) {
+      s.micro = static_cast<uint8_t>(std::min<uint64_t>(u, 0xFF));
+    } else if (a.key == "bucket" && arg_uint(a.value, u)) {
+      s.bucket = static_cast<uint16_t>(std::min<uint64_t>(u, kNoBucket));
+    } else if ((a.key == "bytes" || a.key == "Bytes") && arg_uint(a.value, u)) {
+      s.bytes = u;
+    } else if (a.key == "batch" || a.key == "samples") {
+      // part of our own export; not shown
+    } else if (extra.size() < 240) {
+      if (!extra.empty()) extra += "\n";
+      extra.append(a.key);
+      extra += ": ";
+      extra.append(a.value.text.substr(0, 120));
     }
-    return {p, last_lane_};
   }
-
-  Span make_span(const ChromeEventView& e, int64_t t0, int64_t t1) {
-    Span s;
-    s.t0 = t0;
-    s.t1 = t1;
-    last_ts_ = std::max(last_ts_, t1);
-    s.name = b_.intern(e.name);
-    s.stage = stage_for_chrome_event(e.name, e.cat);
-    std::string extra;
-    for (size_t i = 0; i < e.arg_count; ++i) {
-      const ChromeArg& a = e.args[i];
-      uint64_t u = 0;
-      if (a.key == "step" && arg_uint(a.value, u)) {
-        s.step = static_cast<uint32_t>(std::min<uint64_t>(u, kNoStep - 1));
-      } else if (a.key == "epoch" && arg_uint(a.value, u)) {
-        s.epoch = static_cast<uint16_t>(std::min<uint64_t>(u, 0xFFFF));
-      } else if (a.key == "micro" && arg_uint(a.value, u)) {
-        s.micro = static_cast<uint8_t>(std::min<uint64_t>(u, 0xFF));
-      } else if (a.key == "bucket" && arg_uint(a.value, u)) {
-        s.bucket = static_cast<uint16_t>(std::min<uint64_t>(u, kNoBucket));
-      } else if ((a.key == "bytes" || a.key == "Bytes") && arg_uint(a.value, u)) {
-        s.bytes = u;
-      } else if (a.key == "batch" || a.key == "samples") {
-        // part of our own export; not shown
-      } else if (extra.size() < 240) {
-        if (!extra.empty()) extra += "\n";
-        extra.append(a.key);
-        extra += ": ";
-        extra.append(a.value.text.substr(0, 120));
-      }
-    }
-    if (s.step == kNoStep && s.stage == static_cast<uint8_t>(Stage::step) && e.name.rfind("ProfilerStep#", 0) == 0) {
-      int64_t n = 0;
-      if (parse_decimal(e.name.substr(13), n) && n >= 0) s.step = static_cast<uint32_t>(n);
-    }
-    if (!extra.empty()) s.extra = b_.add_extra(std::move(extra));
-    return s;
+  if (s.step == kNoStep && s.stage == static_cast<uint8_t>(Stage::step) && e.name.rfind("ProfilerStep#", 0) == 0) {
+    int64_t n = 0;
+    if (parse_decimal(e.name.substr(13), n) && n >= 0) s.step = static_cast<uint32_t>(n);
   }
+  if (!extra.empty()) s.extra = b_.add_extra(std::move(extra));
+  return s;
+}
 
-  void span(const ChromeEventView& e, int64_t t0, int64_t t1) {
-    if (!e.has_ts) return;
+void ChromeToTimeline::span(const ChromeEventView& e, int64_t t0, int64_t t1) {
+  if (!e.has_ts) return;
+  auto [p, l] = where(e);
+  b_.add_span(p, l, make_span(e, t0, t1));
+}
+
+void ChromeToTimeline::metadata(const ChromeEventView& e) {
+  const ChromeValue* v = nullptr;
+  if (e.name == "process_name" && (v = e.arg("name")) && v->type == ChromeValue::string) {
+    b_.set_process_name(proc(e), scope_.name_prefix + std::string(v->text));
+  } else if (e.name == "process_labels" && (v = e.arg("labels")) && v->type == ChromeValue::string) {
+    b_.set_process_labels(proc(e), v->text);
+  } else if (e.name == "process_sort_index" && (v = e.arg("sort_index")) && v->is_number()) {
+    const int p = proc(e);
+    if (auto it = own_sort_.find(p); it != own_sort_.end())
+      it->second = static_cast<int64_t>(v->num);
+    else
+      b_.set_process_sort(p, static_cast<int64_t>(v->num));
+  } else if (e.name == "thread_name" && (v = e.arg("name")) && v->type == ChromeValue::string) {
     auto [p, l] = where(e);
-    b_.add_span(p, l, make_span(e, t0, t1));
+    b_.set_lane_name(p, l, v->text);
+  } else if (e.name == "thread_sort_index" && (v = e.arg("sort_index")) && v->is_number()) {
+    auto [p, l] = where(e);
+    b_.set_lane_sort(p, l, static_cast<int64_t>(v->num));
   }
+}
 
-  void metadata(const ChromeEventView& e) {
-    const ChromeValue* v = nullptr;
-    if (e.name == "process_name" && (v = e.arg("name")) && v->type == ChromeValue::string) {
-      b_.set_process_name(proc(e), v->text);
-    } else if (e.name == "process_labels" && (v = e.arg("labels")) && v->type == ChromeValue::string) {
-      b_.set_process_labels(proc(e), v->text);
-    } else if (e.name == "process_sort_index" && (v = e.arg("sort_index")) && v->is_number()) {
-      b_.set_process_sort(proc(e), static_cast<int64_t>(v->num));
-    } else if (e.name == "thread_name" && (v = e.arg("name")) && v->type == ChromeValue::string) {
-      auto [p, l] = where(e);
-      b_.set_lane_name(p, l, v->text);
-    } else if (e.name == "thread_sort_index" && (v = e.arg("sort_index")) && v->is_number()) {
-      auto [p, l] = where(e);
-      b_.set_lane_sort(p, l, static_cast<int64_t>(v->num));
-    }
-  }
+}  // namespace timeline_detail
 
-  TimelineBuilder& b_;
-  std::unordered_map<uint64_t, std::vector<Open>> open_;
-  std::string last_pid_, last_tid_;
-  int last_proc_ = -1, last_lane_ = -1;
-  uint64_t unmatched_end_ = 0;
-  int64_t last_ts_ = std::numeric_limits<int64_t>::min();
-};
+namespace {
+
+using timeline_detail::ChromeToTimeline;
 
 bool build_from_chrome(std::string_view json, const std::string& source, Timeline& out, std::string& error) {
   TimelineBuilder b;

@@ -7,6 +7,7 @@
 
 #include "traces/cuda_names.h"
 #include "traces/timeline.h"
+#include "traces/timeline_sources.h"
 
 namespace ddp {
 namespace {
@@ -82,6 +83,24 @@ Span span_of(const Event& e, int64_t shift, SpanNames& names) {
 
 }  // namespace
 
+namespace timeline_detail {
+
+int add_rank_to_timeline(TimelineBuilder& b, const RankTrace& r, int64_t origin_ns) {
+  const int p = add_rank_process(b, r);
+  const std::array<int, 256> lane_of = map_span_lanes(b, p, r);
+  const int64_t shift = r.clock_offset_ns() - origin_ns;
+  SpanNames names(b, r);
+  for (const Event& e : r.events) {
+    if (e.is_span())
+      b.add_span(p, lane_of[e.lane], span_of(e, shift, names));
+    else
+      b.add_counter(p, counter_name(e.counter_id()), e.t0 + shift, static_cast<double>(e.value));
+  }
+  return p;
+}
+
+}  // namespace timeline_detail
+
 Timeline timeline_from_run(const RunTrace& run) {
   TimelineBuilder b;
   Timeline& tl = b.timeline();
@@ -91,18 +110,7 @@ Timeline timeline_from_run(const RunTrace& run) {
   tl.problems = run.problems;
   const int64_t origin = run.origin_ns();
   tl.origin_ns = origin;
-  for (const RankTrace& r : run.ranks) {
-    const int p = add_rank_process(b, r);
-    const std::array<int, 256> lane_of = map_span_lanes(b, p, r);
-    const int64_t shift = r.clock_offset_ns() - origin;
-    SpanNames names(b, r);
-    for (const Event& e : r.events) {
-      if (e.is_span())
-        b.add_span(p, lane_of[e.lane], span_of(e, shift, names));
-      else
-        b.add_counter(p, counter_name(e.counter_id()), e.t0 + shift, static_cast<double>(e.value));
-    }
-  }
+  for (const RankTrace& r : run.ranks) timeline_detail::add_rank_to_timeline(b, r, origin);
   return b.finish();  // the earliest event is at 0 already, so origin_ns stays the run's origin
 }
 

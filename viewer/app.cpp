@@ -5,6 +5,8 @@
 
 #include <imgui.h>
 
+#include "traces/kineto_import.h"
+
 namespace ddp::viewer {
 
 bool App::load(const std::string& path, std::string& error) {
@@ -36,6 +38,29 @@ bool App::load(const std::string& path, std::string& error) {
   return true;
 }
 
+bool App::opens_as_kineto_run(const std::vector<std::string>& inputs) {
+  std::error_code ec;
+  return inputs.size() > 1 || (is_kineto_input(inputs) && std::filesystem::is_directory(inputs.front(), ec));
+}
+
+bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map, std::string& error) {
+  if (!opens_as_kineto_run(inputs)) {
+    if (inputs.empty()) {
+      error = "nothing to open";
+      return false;
+    }
+    return load(inputs.front(), error);
+  }
+  RunTrace run;
+  if (!load_kineto_run(inputs, map, run, error)) return false;
+  Timeline t;
+  if (!timeline_from_kineto_run(run, t, error)) return false;
+  set_timeline(std::move(t));
+  load_stalls_for_run(*this, run);
+  clock_report = kineto_report_text(run);
+  return true;
+}
+
 void App::set_timeline(Timeline t) {
   tl = std::move(t);
   view.set_data_range(tl.t_begin, tl.t_end);
@@ -45,6 +70,7 @@ void App::set_timeline(Timeline t) {
   stalls.clear();
   stall_flags.clear();
   stall_verdict.clear();
+  clock_report.clear();
 }
 
 void App::go_to_step(int64_t step) {
@@ -96,6 +122,15 @@ void toolbar(App& app) {
   if (!app.status.empty()) {
     ImGui::SameLine();
     ImGui::TextUnformatted(app.status.c_str());
+  }
+  if (!app.clock_report.empty()) {
+    ImGui::TextDisabled("ranks on one clock (hover: offsets)");
+    if (ImGui::IsItemHovered()) {
+      ImGui::BeginTooltip();
+      ImGui::TextUnformatted(app.clock_report.c_str());
+      ImGui::EndTooltip();
+    }
+    if (!tl.problems.empty()) ImGui::SameLine();
   }
   if (!tl.problems.empty()) {
     ImGui::TextColored(ImVec4(1.0f, 0.6f, 0.2f, 1.0f), "%zu problem(s): %s", tl.problems.size(),

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "traces/kineto_map.h"
 #include "traces/timeline.h"
 #include "viewer/view_state.h"
 
@@ -53,6 +54,11 @@ class App {
  public:
   // A run folder or a Chrome trace (.json / .json.gz). False with `error` set when it cannot be shown.
   bool load(const std::string& path, std::string& error);
+  // Several inputs, or one folder of per-rank PyTorch profiler traces: the ranks on one clock with every event, and
+  // the stalls of their analysis. `map` holds the user's --map rules. Other single inputs go to load(path).
+  bool load(const std::vector<std::string>& inputs, const KinetoStageMap& map, std::string& error);
+  // True when load(inputs, ...) opens them as per-rank PyTorch profiler traces.
+  static bool opens_as_kineto_run(const std::vector<std::string>& inputs);
   void set_timeline(Timeline tl);
 
   // Builds one ImGui frame covering `width` x `height` (call between ImGui::NewFrame and ImGui::Render).
@@ -70,6 +76,7 @@ class App {
   std::vector<std::string> stall_flags;
   std::string stall_verdict;
   std::string stall_source;  // where the causes came from ("analysis of the run", a file, or why there are none)
+  std::string clock_report;  // per-rank Kineto traces: how their clocks were aligned (traces/kineto_import.h)
   std::string status;        // one line shown in the toolbar (e.g. "step 12 not in trace")
   int goto_step = 0;
 

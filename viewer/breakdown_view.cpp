@@ -21,6 +21,21 @@ double step_mean_ns(const Process& p) {
   return sum / static_cast<double>(p.steps.size());
 }
 
+bool has_main_stage_time(const Process& p) {
+  for (Stage s : kMainStages)
+    if (p.stages[static_cast<int>(s)].total_ns > 0) return true;
+  return false;
+}
+
+// With per-rank Kineto traces each rank has a stage process (what the analysis read) beside its trace's own
+// processes, whose steps hold no stage of ours: those would add an all-"other" bar per rank.
+bool shown_in_breakdown(const Timeline& tl, const Process& p) {
+  if (has_main_stage_time(p)) return true;
+  for (const Process& q : tl.processes)
+    if (has_main_stage_time(q)) return false;
+  return true;
+}
+
 }  // namespace
 
 void draw_breakdown_panel(App& app) {
@@ -33,7 +48,7 @@ void draw_breakdown_panel(App& app) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float bar_w = std::max(50.0f, ImGui::GetContentRegionAvail().x - 10);
   for (const Process& p : tl.processes) {
-    if (p.steps.empty() || scale <= 0) continue;
+    if (p.steps.empty() || scale <= 0 || !shown_in_breakdown(tl, p)) continue;
     any = true;
     const double n = static_cast<double>(p.steps.size());
     const double mean = step_mean_ns(p);
@@ -78,7 +93,7 @@ void draw_breakdown_panel(App& app) {
   for (const Process& p : tl.processes) {
     bool has = false;
     for (const StageStat& st : p.stages) has |= st.count > 0;
-    if (has) shown.push_back(&p);
+    if (has && shown_in_breakdown(tl, p)) shown.push_back(&p);
   }
   int cols = 1 + static_cast<int>(shown.size());
   if (cols > 1 && cols <= 64 &&

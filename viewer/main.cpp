@@ -1,6 +1,6 @@
-// ddp_viewer PATH [--screenshot FILE.png] [--frames N] [--width W] [--height H]
-// PATH is a run folder or a Chrome trace (.json / .json.gz). Exit codes: 0 ok, 1 unreadable input or no display,
-// 2 usage error.
+// ddp_viewer PATH... [--map REGEX=STAGE]... [--screenshot FILE.png] [--frames N] [--width W] [--height H]
+// PATH is a run folder, a Chrome trace (.json / .json.gz), or per-rank PyTorch profiler traces (several files, or a
+// folder of them) shown as one run on one clock. Exit codes: 0 ok, 1 unreadable input or no display, 2 usage error.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,8 +19,10 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ddp_viewer PATH [--screenshot FILE.png] [--frames N] [--width W] [--height H]\n"
-    "  PATH  a run folder (rank<R>.ddpt files) or a Chrome trace JSON (.json or .json.gz; ours or PyTorch profiler)\n";
+    "usage: ddp_viewer PATH... [--map REGEX=STAGE]... [--screenshot FILE.png] [--frames N] [--width W] [--height H]\n"
+    "  PATH  a run folder (rank<R>.ddpt files) or a Chrome trace JSON (.json or .json.gz; ours or PyTorch profiler);\n"
+    "        several PyTorch profiler traces, one per rank (the files, or a folder of them): all ranks on one clock\n"
+    "  --map REGEX=STAGE  with PyTorch profiler traces: events whose name matches are that stage (docs/kineto.md)\n";
 
 int usage(const std::string& why) {
   std::fprintf(stderr, "ddp_viewer: %s\n%s", why.c_str(), kUsage);
@@ -40,7 +42,10 @@ void glfw_error(int code, const char* what) { std::fprintf(stderr, "ddp_viewer: 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path, screenshot;
+  std::vector<std::string> paths;
+  std::string screenshot;
+  ddp::KinetoStageMap map;
+  bool maps = false;
   int frames = 3, width = 1600, height = 900;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -56,6 +61,11 @@ int main(int argc, char** argv) {
       const char* v = value("--screenshot");
       if (!v || !*v) return usage("--screenshot needs a file name");
       screenshot = v;
+    } else if (a == "--map") {
+      const char* v = value("--map");
+      std::string err;
+      if (!v || !map.add_user_rule(v, err)) return usage(v ? err : "--map needs REGEX=STAGE");
+      maps = true;
     } else if (a == "--frames") {
       const char* v = value("--frames");
       if (!v || !parse_int(v, 1, 100000, frames)) return usage("--frames needs a count from 1 to 100000");
@@ -67,18 +77,20 @@ int main(int argc, char** argv) {
       if (!v || !parse_int(v, 150, 16384, height)) return usage("--height needs a value from 150 to 16384");
     } else if (!a.empty() && a[0] == '-') {
       return usage("unknown option " + a);
-    } else if (path.empty()) {
-      path = a;
     } else {
-      return usage("more than one PATH given");
+      paths.push_back(a);
     }
   }
-  if (path.empty()) return usage("no PATH given");
+  if (paths.empty()) return usage("no PATH given");
+  if (maps && !ddp::viewer::App::opens_as_kineto_run(paths))
+    return usage("--map applies to per-rank PyTorch profiler traces (several files, or a folder of them)");
+  std::string path = paths.front();
+  for (size_t i = 1; i < paths.size(); ++i) path += " " + paths[i];
 
   ddp::viewer::App app;
   std::string error;
   auto t_load = std::chrono::steady_clock::now();
-  if (!app.load(path, error)) {
+  if (!app.load(paths, map, error)) {
     std::fprintf(stderr, "ddp_viewer: cannot open %s: %s\n", path.c_str(), error.c_str());
     return 1;
   }

@@ -23,7 +23,7 @@ void load_stalls_for_run(App& app, const RunTrace& run) {
     s.share = c.share;
     s.text = c.explanation.empty() ? c.evidence.dump() : c.explanation;
     s.has_time = true;
-    s.at_ns = c.at_ns;  // relative to the run's origin, as the timeline is
+    s.at_ns = c.at_ns + run.origin_ns() - app.tl.origin_ns;  // the analysis counts from the run's first stage span
     s.at_step = c.at_step;
     app.stalls.push_back(std::move(s));
   }

@@ -16,6 +16,7 @@
 #include "traces/kineto_file.h"
 #include "traces/kineto_import.h"
 #include "traces/summary.h"
+#include "traces/timeline.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;
@@ -330,6 +331,81 @@ INSTANTIATE_TEST_SUITE_P(RealTraces, KinetoShift,
                              if (c == '-') c = '_';
                            return n;
                          });
+
+// The viewer's model of per-rank traces: every event of each rank's file, on the clock the importer measured.
+namespace {
+
+const Process* process_named(const Timeline& tl, const std::string& name) {
+  for (const Process& p : tl.processes)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// Where step `step` starts in process `p` (its ProfilerStep#N span, or our step span).
+int64_t step_start(const Process& p, uint32_t step) {
+  for (const StepMark& m : p.steps)
+    if (m.step == step) return m.t0;
+  ADD_FAILURE() << p.name << " has no step " << step;
+  return 0;
+}
+
+Timeline kineto_timeline(const RunTrace& run) {
+  Timeline tl;
+  std::string err;
+  EXPECT_TRUE(timeline_from_kineto_run(run, tl, err)) << err;
+  return tl;
+}
+
+}  // namespace
+
+TEST(KinetoTimeline, EveryEventOfEveryRankOnTheMeasuredClock) {
+  RunTrace run = load({kCpu + "/slow-data-rank1"});
+  Timeline tl = kineto_timeline(run);
+  EXPECT_EQ(tl.producer, "kineto");
+  uint64_t file_spans = 0;
+  const nlohmann::json report = kineto_report_json(run);
+  for (const auto& f : report["files"]) {
+    ChromeTrace t = read_chrome_file(f["file"].get<std::string>());
+    for (const ChromeEvent& e : t.events) file_spans += e.ph == 'X';
+  }
+  uint64_t stage_spans = 0;
+  for (const RankTrace& r : run.ranks)
+    for (const Event& e : r.events) stage_spans += e.is_span();
+  EXPECT_EQ(tl.span_count, file_spans + stage_spans);
+
+  // Each rank's processes together, in rank order, its stage process first.
+  std::vector<int> ranks;
+  for (const Process& p : tl.processes) ranks.push_back(p.rank);
+  EXPECT_TRUE(std::is_sorted(ranks.begin(), ranks.end()));
+  EXPECT_EQ(ranks.front(), 0);
+  EXPECT_EQ(tl.processes.front().name, "rank 0 · stages (ddp_profile)");
+  for (int r = 0; r < 2; ++r) {
+    const std::string R = "rank " + std::to_string(r);
+    const Process* stages = process_named(tl, R + " · stages (ddp_profile)");
+    const Process* cpu = process_named(tl, R + " · python3 [CPU]");
+    ASSERT_TRUE(stages && cpu) << R;
+    // The file's own ProfilerStep#N spans sit where the importer's step N is: one clock for both.
+    for (uint32_t step : {5u, 20u}) EXPECT_EQ(step_start(*cpu, step), step_start(*stages, step)) << R;
+  }
+}
+
+TEST(KinetoTimeline, AKnownClockShiftIsUndone) {
+  Timeline plain = kineto_timeline(load({kCpu + "/balanced"}));
+  const std::string d = shifted_copy("balanced", 7.31);
+  Timeline shifted = kineto_timeline(load({d}));
+  // Rank 1's steps, relative to rank 0's, are where they were before its clock moved 7.31 ms.
+  auto gap = [](const Timeline& tl, uint32_t step) {
+    const Process* r0 = process_named(tl, "rank 0 · python3 [CPU]");
+    const Process* r1 = process_named(tl, "rank 1 · python3 [CPU]");
+    if (!r0 || !r1) {
+      ADD_FAILURE() << "rank processes missing";
+      return int64_t{0};
+    }
+    return step_start(*r1, step) - step_start(*r0, step);
+  };
+  for (uint32_t step : {3u, 17u, 30u}) EXPECT_NEAR(gap(shifted, step), gap(plain, step), 2'000) << "step " << step;
+  fs::remove_all(d);
+}
 
 TEST(KinetoImport, DamagedFileIsNamedAndTheOtherRankLoads) {
   std::string d = temp_dir("damaged");

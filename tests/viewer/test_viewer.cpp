@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
+#include <algorithm>
 
 #include <imgui.h>
 #include <stb/stb_image.h>
@@ -41,6 +43,15 @@ std::string make_run(const std::string& name) {
 
 const std::string kKineto = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/alexnet_1gpu_kineto.json.gz";
 const std::string kKinetoCpu = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/cpu_only_kineto.json.gz";
+// Real per-rank traces of a PyTorch DDP job whose rank 1 has a slow Dataset (tests/data/README.md).
+const std::string kSlowDataRanks = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu/slow-data-rank1";
+
+std::vector<std::string> trace_files(const std::string& folder) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(folder)) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
 
 struct Exit {
   int code = -1;
@@ -172,6 +183,34 @@ TEST(ViewerFrame, KinetoTraceDraws) {
   EXPECT_GT(ui.count_vertices(stage_color(Stage::kernel)), 0u);
 }
 
+// Per-rank PyTorch profiler traces open as one run: every rank's lanes, the stalls of their analysis, and a click on
+// the top cause lands on a step where rank 1's input made both ranks wait.
+TEST(ViewerStalls, PerRankKinetoTracesAreOneRunWithItsStalls) {
+  for (const std::vector<std::string>& inputs : {trace_files(kSlowDataRanks), std::vector<std::string>{kSlowDataRanks}}) {
+    App app;
+    std::string err;
+    ASSERT_TRUE(App::opens_as_kineto_run(inputs));
+    ASSERT_TRUE(app.load(inputs, KinetoStageMap{}, err)) << err;
+    std::set<int> ranks;
+    for (const Process& p : app.tl.processes) ranks.insert(p.rank);
+    EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+    ASSERT_FALSE(app.stalls.empty()) << app.stall_source;
+    EXPECT_EQ(app.stalls.front().rank, 1);
+    EXPECT_EQ(app.stalls.front().stage, "wait_data");
+    EXPECT_NE(app.clock_report.find("rank 1: "), std::string::npos) << app.clock_report;
+    app.jump_to(app.stalls.front());
+    int64_t a = 0, b = 0;
+    ASSERT_TRUE(app.tl.step_range(static_cast<uint32_t>(app.stalls.front().at_step), a, b));
+    EXPECT_LE(app.view.t0, a);
+    EXPECT_GE(app.view.t1, b);
+    HeadlessImGui ui(1400, 800);
+    ui.frame(app);
+    EXPECT_GT(ui.count_vertices(stage_color(Stage::wait_data)), 0u);
+  }
+  // One trace file alone is still just that file.
+  EXPECT_FALSE(App::opens_as_kineto_run({trace_files(kSlowDataRanks).front()}));
+}
+
 TEST(ViewerStalls, AnalysisJsonIsReadAndJumps) {
   std::string dir = temp_dir("stalls");
   std::ofstream(dir + "/analysis.json") << R"({"causes":[{"rank":1,"stage":"transform","lost_ms":12.5,"share":0.2,
@@ -285,6 +324,32 @@ TEST(ViewerBinary, ScreenshotOfARunShowsStageColours) {
   EXPECT_GT(img.count(stage_color(Stage::backward)), 2000u);
   EXPECT_GT(img.count(stage_color(Stage::allreduce)), 200u);
   EXPECT_GT(img.count(stage_color(Stage::transform)), 200u);
+  fs::remove_all(dir);
+}
+
+TEST(ViewerBinary, PerRankKinetoTracesAndMapErrors) {
+  std::string dir = temp_dir("kineto_ranks");
+  const std::string exe = DDP_VIEWER_EXE;
+  Exit e = run_cmd(exe + " " + kKinetoCpu + " --map 'x=forward'", dir);
+  EXPECT_EQ(e.code, 2) << e.out;
+  EXPECT_NE(e.out.find("--map applies to per-rank"), std::string::npos) << e.out;
+  e = run_cmd(exe + " " + kSlowDataRanks + " --map '(=forward'", dir);
+  EXPECT_EQ(e.code, 2) << e.out;
+  std::ofstream(dir + "/rank1.json") << R"({"traceEvents":[{"ph":"X",)";
+  e = run_cmd(exe + " " + trace_files(kSlowDataRanks).front() + " " + dir + "/rank1.json" + " " + dir + "/nope.json", dir);
+  EXPECT_EQ(e.code, 1) << e.out;
+  EXPECT_NE(e.out.find("nope.json: no such file"), std::string::npos) << e.out;
+  if (have_xvfb()) {
+    const std::string png = dir + "/ranks.png";
+    e = run_cmd("xvfb-run -a -s '-screen 0 1600x1000x24' " + exe + " " + kSlowDataRanks + " --screenshot " + png +
+                    " --frames 3 --width 1200 --height 700",
+                dir);
+    ASSERT_EQ(e.code, 0) << e.out;
+    EXPECT_NE(e.out.find("processes"), std::string::npos) << e.out;
+    Image img = load_png(png);
+    ASSERT_EQ(img.w, 1200);
+    EXPECT_GT(img.count(stage_color(Stage::wait_data)), 500u);  // rank 1's slow input, drawn
+  }
   fs::remove_all(dir);
 }
 
