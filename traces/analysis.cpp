@@ -100,6 +100,7 @@ Analysis analyze(const RunTrace& run) {
   a.step_ms = mean_step_ms(a.ranks);
   a.causes = attribute_stalls(data, a.ranks, common, a.step_ms, run.origin_ns());
   add_flags(a, data, cfg);
+  a.gpu = gpu_time(run);
   a.verdict = verdict(a);
   return a;
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "traces/analysis_thresholds.h"  // kDominantShare, kMinCauseShare and the flag thresholds
+#include "traces/gpu_time.h"
 #include "traces/run_folder.h"
 
 namespace ddp {
@@ -92,6 +93,7 @@ struct Analysis {
   std::vector<StallCause> causes;  // sorted by lost_ms, descending
   std::vector<StallFlag> flags;
   std::vector<RankAnalysis> ranks;
+  std::vector<GpuTime> gpu;  // ranks with GPU activity records (traces/gpu_time.h)
   std::string verdict;
   std::vector<std::string> problems;  // damaged or missing input, from the run and from the analysis
 };

@@ -72,6 +72,8 @@ nlohmann::json analysis_json(const Analysis& a) {
                      {"evidence", f.evidence.is_null() ? nlohmann::json::object() : f.evidence}});
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankAnalysis& r : a.ranks) ranks.push_back(rank_json(r));
+  nlohmann::json gpu = nlohmann::json::array();
+  for (const GpuTime& g : a.gpu) gpu.push_back(gpu_time_json(g));
   return {{"schema", "ddp_profile.analysis/1"},
           {"world_size", a.world},
           {"steps", a.steps},
@@ -81,6 +83,7 @@ nlohmann::json analysis_json(const Analysis& a) {
           {"causes", causes},
           {"flags", flags},
           {"ranks", ranks},
+          {"gpu", gpu},
           {"problems", a.problems}};
 }
 
@@ -122,6 +125,20 @@ std::string analysis_text(const Analysis& a) {
     std::string st;
     for (const auto& [name, v] : r.stages_ms_per_step) st += fmt(" %s %.3f", name.c_str(), v);
     out += "    ms/step:" + st + "\n";
+  }
+  if (!a.gpu.empty()) {
+    out += "\ngpu (device time over each rank's GPU window; docs/stalls.md \"GPU time\"):\n";
+    for (const GpuTime& g : a.gpu) {
+      out += fmt("  rank %d: %llu records on %zu streams over %.3f ms: compute %.3f ms, communication %.3f ms, memory "
+                 "%.3f ms, idle %.3f ms (%.1f%%)\n",
+                 g.rank, static_cast<unsigned long long>(g.records), g.streams, g.window_ms, g.compute_ms,
+                 g.communication_ms, g.memory_ms, g.idle_ms, g.window_ms > 0 ? 100 * g.idle_ms / g.window_ms : 0.0);
+      if (g.comm_compute_overlap >= 0)
+        out += fmt("    comm/compute overlap %.1f%% (%.3f ms of %.3f ms communication under compute)\n",
+                   100 * g.comm_compute_overlap, g.overlap_ms, g.communication_ms);
+      out += fmt("    stream gaps: host wait %.3f ms, kernel wait %.3f ms, other %.3f ms\n", g.stream_gaps.host_wait_ms,
+                 g.stream_gaps.kernel_wait_ms, g.stream_gaps.other_ms);
+    }
   }
   if (!a.problems.empty()) {
     out += "\nproblems:\n";

@@ -57,4 +57,9 @@ inline constexpr size_t kMemoryMinSamplesAfterWarmup = 6;
 inline constexpr double kMemoryGrowthMinBytes = 50.0 * (1 << 20);
 inline constexpr double kMemoryGrowthMinFraction = 0.10;
 
+// ---- GPU time (traces/gpu_time.h) ----
+// A gap between two queued records on one stream up to this long is the device's own launch overhead ("kernel
+// wait"), not a dependency: back-to-back kernels on current GPUs sit a few microseconds apart.
+inline constexpr int64_t kKernelWaitMaxGapNs = 30'000;
+
 }  // namespace ddp
