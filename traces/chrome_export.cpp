@@ -1,99 +1,16 @@
 #include "traces/chrome_export.h"
 
-#include <unistd.h>
-
-#include <charconv>
-#include <cstdio>
-#include <cstring>
 #include <string>
-#include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "traces/cuda_names.h"
+#include "traces/json_out.h"
 
 namespace ddp {
 namespace {
 
-// An append-only text buffer flushed to a FILE* in large blocks: a plain char array with a cursor (no per-append
-// capacity bookkeeping of std::string), formatting with to_chars; export runs at millions of events per second.
-class Out {
- public:
-  explicit Out(FILE* f) : f_(f), buf_(new char[kCap]) {}
-  ~Out() { flush(); }
-  void raw(std::string_view s) {
-    ensure(s.size());
-    std::memcpy(buf_.get() + n_, s.data(), s.size());
-    n_ += s.size();
-  }
-  void ch(char c) {
-    ensure(1);
-    buf_[n_++] = c;
-  }
-  void num(int64_t v) {
-    ensure(24);
-    n_ = static_cast<size_t>(std::to_chars(buf_.get() + n_, buf_.get() + n_ + 24, v).ptr - buf_.get());
-  }
-  void unum(uint64_t v) {
-    ensure(24);
-    n_ = static_cast<size_t>(std::to_chars(buf_.get() + n_, buf_.get() + n_ + 24, v).ptr - buf_.get());
-  }
-  // Nanoseconds as microseconds with three decimals, the unit Chrome traces use.
-  void micros(int64_t ns) {
-    if (ns < 0) {
-      ch('-');
-      ns = -ns;
-    }
-    num(ns / 1000);
-    const int64_t frac = ns % 1000;
-    ensure(4);
-    char* p = buf_.get() + n_;
-    p[0] = '.';
-    p[1] = static_cast<char>('0' + frac / 100);
-    p[2] = static_cast<char>('0' + frac / 10 % 10);
-    p[3] = static_cast<char>('0' + frac % 10);
-    n_ += 4;
-  }
-  void str(std::string_view s) {
-    ch('"');
-    for (char c : s) {
-      if (c == '"' || c == '\\') {
-        ch('\\');
-        ch(c);
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        char tmp[8];
-        std::snprintf(tmp, sizeof(tmp), "\\u%04x", c);
-        raw(tmp);
-      } else {
-        ch(c);
-      }
-    }
-    ch('"');
-  }
-  void flush() {
-    if (n_ > 0) {
-      if (std::fwrite(buf_.get(), 1, n_, f_) != n_) failed_ = true;
-      written_ += n_;
-      n_ = 0;
-    }
-  }
-  bool failed() const { return failed_; }
-  uint64_t written() const { return written_; }
-
- private:
-  void ensure(size_t k) {
-    if (n_ + k > kCap) {
-      flush();
-      if (k > kCap) failed_ = true;  // never happens: no single piece is megabytes long
-    }
-  }
-  static constexpr size_t kCap = 1 << 20;
-  FILE* f_;
-  std::unique_ptr<char[]> buf_;
-  size_t n_ = 0;
-  bool failed_ = false;
-  uint64_t written_ = 0;
-};
+using Out = JsonOut;
 
 const char* category(Stage s) {
   if (is_data_stage(s)) return "data";
@@ -154,19 +71,10 @@ void metadata(Out& o, bool& first, const char* name, uint32_t pid, int tid, std:
     o.str(value);
   o.raw("}}");
 }
-}  // namespace
 
-bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& stats, std::string& error) {
-  // Written beside the target and renamed over it when whole: a full disk leaves the previous trace.json (or none),
-  // never a truncated one.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(tmp.c_str(), "wb"), &std::fclose);
-  if (!f) {
-    error = "cannot write " + path + ": " + std::strerror(errno);
-    return false;
-  }
+// The whole document: metadata, then every rank's events on rank 0's clock from the run's first event.
+void write_run(const RunTrace& run, Out& o, ExportStats& stats) {
   const int64_t origin = run.origin_ns();
-  Out o(f.get());
   o.raw("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"ddp_profile\"");
   if (run.manifest.is_object()) {
     o.raw(",\"manifest\":");
@@ -267,18 +175,13 @@ bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& st
     }
   }
   o.raw("\n]}\n");
-  o.flush();
-  stats.bytes = o.written();
-  bool ok = !o.failed() && std::fflush(f.get()) == 0;
-  const int write_errno = errno;
-  ok = std::fclose(f.release()) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "write to " + path + " failed: " + std::strerror(ok ? errno : write_errno) +
-            (ok ? "" : " (the previous file, if any, is left as it was)");
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+}
+}  // namespace
+
+bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& stats, std::string& error) {
+  // Written beside the target and renamed over it when whole: a full disk leaves the previous trace.json (or none),
+  // never a truncated one.
+  return write_json_file_atomically(path, [&](Out& o) { write_run(run, o, stats); }, stats.bytes, error);
 }
 
 }  // namespace ddp

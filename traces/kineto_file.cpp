@@ -65,6 +65,10 @@ class Collector {
       s.bytes = n * dtype_bytes(arg_text(e, "dtype"));
       s.pg = std::string(arg_text(e, "Process Group Name"));
     }
+    // Copies and memsets say their size (Kineto's "bytes"), so their bandwidth can be read back.
+    if (s.stage == Stage::memcpy_h2d || s.stage == Stage::memcpy_d2h || s.stage == Stage::memcpy_d2d ||
+        s.stage == Stage::memset)
+      s.bytes = arg_number(e, "bytes");
     if (is_gpu_activity(s.stage) || is_cuda_host(s.stage)) {
       s.correlation = static_cast<uint32_t>(arg_number(e, "correlation"));
       s.name = intern(e.name);

@@ -43,6 +43,10 @@ std::string verify_step_file(int rank, int64_t step);      // verify/rank<R>_ste
 bool is_verify_step_file(const std::string& name, int* rank = nullptr, int64_t* step = nullptr);
 std::string checkpoint_folder(int64_t step);               // checkpoints/step<k>
 std::string checkpoint_rank_file(int rank);                // rank<R>.pt, inside a checkpoint folder
+// --export RUN --format kineto: one PyTorch profiler (Kineto) trace per rank in the output folder (docs/kineto.md).
+std::string kineto_rank_trace_file(int rank);              // rank<R>.pt.trace.json
+// Files HTA and our Kineto importer read from a folder: *.json and *.json.gz (HTA: every *.json and *.gz).
+bool is_trace_file_name(const std::string& name);
 // DIR/NAME for a name above.
 inline std::string in_run(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 

@@ -104,7 +104,12 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
 
   auto* g_out = app.add_option_group("Output");
   g_out->add_option("--out", c.out_dir, "run folder to write (default: runs/<timestamp>)");
-  g_out->add_option("-o,--output", c.output_file, "with --export: the JSON file to write (default DIR/trace.json)");
+  g_out->add_option("-o,--output", c.output_file,
+                    "with --export: the JSON file to write (default DIR/trace.json); with --format kineto: the folder");
+  auto* format = g_out->add_option("--format", c.export_format,
+                                   "with --export: chrome (one trace, default) or kineto (one of our runs as per-rank "
+                                   "PyTorch profiler traces in the folder -o DIR, for HTA)")
+                     ->check(CLI::IsMember({"chrome", "kineto"}));
   g_out->add_flag("--json", c.json, "with --summary/--analyze: print JSON");
   g_out->add_option("--map", c.maps, "with Kineto traces: REGEX=STAGE, events whose name matches are that stage "
                                      "(repeatable; tried before the built-in names)")
@@ -273,6 +278,22 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   if (!c.output_file.empty() && c.mode != Mode::export_trace) {
     r.exit_code = 2;
     r.message = "ddp_profile: -o/--output only applies to --export";
+    return r;
+  }
+  if (format->count() && c.mode != Mode::export_trace) {
+    r.exit_code = 2;
+    r.message = "ddp_profile: --format only applies to --export";
+    return r;
+  }
+  if (c.export_format == "kineto" && c.output_file.empty()) {
+    r.exit_code = 2;
+    r.message = "ddp_profile: --export RUN --format kineto needs -o DIR (the folder for the per-rank traces)";
+    return r;
+  }
+  if (c.export_format == "kineto" && !c.maps.empty()) {
+    r.exit_code = 2;
+    r.message = "ddp_profile: --map names stages in PyTorch profiler traces read in; --format kineto writes one of "
+                "our runs, whose stages are known";
     return r;
   }
   return r;

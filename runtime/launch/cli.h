@@ -17,6 +17,7 @@ struct Command {
   std::vector<std::string> maps;    // --map REGEX=STAGE: the user's names for Kineto stages (checked when parsed)
   std::vector<std::string> diff_dirs;  // --diff A B
   std::string output_file;   // -o for --export
+  std::string export_format = "chrome";  // --format: chrome (one merged trace) or kineto (a folder, one file per rank)
   bool json = false;
   std::vector<std::string> checks;  // --checks: subset of the ladder (default: all)
   bool job_options_given = false;

@@ -5,6 +5,7 @@
 
 #include "traces/analysis.h"
 #include "traces/chrome_export.h"
+#include "traces/kineto_export.h"
 #include "traces/kineto_import.h"
 #include "traces/run_diff.h"
 #include "traces/run_folder.h"
@@ -44,9 +45,39 @@ void add_source(const RunTrace& run, nlohmann::json& j) {
   j["notes"] = rep["notes"];
   j["files"] = rep["files"];
 }
+
+// --export RUN --format kineto -o DIR: one PyTorch profiler trace per rank (docs/kineto.md). DIR must not hold
+// other traces: HTA and --analyze read every trace in a folder, and two jobs' ranks would be read as one.
+int run_export_kineto(const Command& cmd) {
+  if (cmd.inputs.size() != 1 || is_kineto_input(cmd.inputs)) {
+    std::cerr << "ddp_profile: --format kineto exports one of our run folders (a folder with rank<R>.ddpt); "
+              << (cmd.inputs.size() != 1 ? "got several inputs" : cmd.input_dir + " is not one") << "\n";
+    return 2;
+  }
+  RunTrace run;
+  if (!load_or_report(cmd, run)) return 1;
+  const std::vector<std::string> foreign = foreign_trace_files(run, cmd.output_file);
+  if (!foreign.empty()) {
+    std::cerr << "ddp_profile: " << cmd.output_file << " already holds other traces (" << foreign.front()
+              << (foreign.size() > 1 ? " and " + std::to_string(foreign.size() - 1) + " more" : std::string())
+              << "); HTA reads every trace in a folder: give a new or empty folder\n";
+    return 2;
+  }
+  KinetoExportStats stats;
+  std::string err;
+  if (!export_kineto(run, cmd.output_file, stats, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 1;
+  }
+  for (const auto& f : stats.files) std::cout << "wrote " << f << "\n";
+  std::cout << stats.events << " events from " << run.ranks.size() << " rank(s), " << stats.flows
+            << " launch flows, " << stats.bytes << " bytes\n";
+  return 0;
+}
 }  // namespace
 
 int run_export(const Command& cmd) {
+  if (cmd.export_format == "kineto") return run_export_kineto(cmd);
   RunTrace run;
   if (is_kineto_input(cmd.inputs) && cmd.output_file.empty()) {
     std::cerr << "ddp_profile: --export of PyTorch profiler traces needs -o FILE (the merged trace to write)\n";

@@ -1,0 +1,50 @@
+#pragma once
+// Writing big JSON trace files fast and whole: an append-only text buffer flushed to a FILE* in large blocks, and
+// the temp-file-and-rename that makes a file appear complete or not at all. The Chrome export and the Kineto export
+// both write through here (millions of events per second; nlohmann builds a tree per event and is ~10x slower).
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace ddp {
+
+// A plain char array with a cursor (no per-append capacity bookkeeping of std::string), numbers with to_chars.
+class JsonOut {
+ public:
+  explicit JsonOut(FILE* f);
+  ~JsonOut() { flush(); }
+  JsonOut(const JsonOut&) = delete;
+  JsonOut& operator=(const JsonOut&) = delete;
+
+  void raw(std::string_view s);
+  void ch(char c);
+  void num(int64_t v);
+  void unum(uint64_t v);
+  // Nanoseconds as microseconds with three decimals, the unit Chrome and Kineto traces use.
+  void micros(int64_t ns);
+  // A quoted, escaped JSON string.
+  void str(std::string_view s);
+  void flush();
+  bool failed() const { return failed_; }
+  uint64_t written() const { return written_; }
+
+ private:
+  void ensure(size_t k);
+  static constexpr size_t kCap = 1 << 20;
+  FILE* f_;
+  std::unique_ptr<char[]> buf_;
+  size_t n_ = 0;
+  bool failed_ = false;
+  uint64_t written_ = 0;
+};
+
+// Writes `path` through `body` into a temp file beside it, renamed over `path` when whole: a full disk or a failed
+// write leaves the previous file (or none), never a truncated one. `bytes` is what was written. False with `error`
+// naming the path.
+bool write_json_file_atomically(const std::string& path, const std::function<void(JsonOut&)>& body, uint64_t& bytes,
+                                std::string& error);
+
+}  // namespace ddp
