@@ -73,7 +73,7 @@ void metadata(Out& o, bool& first, const char* name, uint32_t pid, int tid, std:
 }
 
 // The whole document: metadata, then every rank's events on rank 0's clock from the run's first event.
-void write_run(const RunTrace& run, Out& o, ExportStats& stats) {
+void write_run(const RunTrace& run, Out& o, ExportStats& stats, const MoreEvents& more) {
   const int64_t origin = run.origin_ns();
   o.raw("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"ddp_profile\"");
   if (run.manifest.is_object()) {
@@ -174,14 +174,16 @@ void write_run(const RunTrace& run, Out& o, ExportStats& stats) {
       ++stats.events;
     }
   }
+  if (more && !more(o)) o.abandon();
   o.raw("\n]}\n");
 }
 }  // namespace
 
-bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& stats, std::string& error) {
+bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& stats, std::string& error,
+                   const MoreEvents& more) {
   // Written beside the target and renamed over it when whole: a full disk leaves the previous trace.json (or none),
   // never a truncated one.
-  return write_json_file_atomically(path, [&](Out& o) { write_run(run, o, stats); }, stats.bytes, error);
+  return write_json_file_atomically(path, [&](Out& o) { write_run(run, o, stats, more); }, stats.bytes, error);
 }
 
 }  // namespace ddp

@@ -1,7 +1,9 @@
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "traces/json_out.h"
 #include "traces/run_folder.h"
 
 namespace ddp {
@@ -18,6 +20,11 @@ struct ExportStats {
 // (CUPTI) is named by its kernel/API function, in Kineto's categories (kernel, gpu_memcpy, gpu_memset, cuda_runtime,
 // cuda_sync) with args stage and correlation, and each GPU record linked to the API call that launched it gets a
 // flow ("s" on the call, "f" with bp "e" on the GPU slice, id = rank << 32 | correlation) so Perfetto draws an arrow.
-bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& stats, std::string& error);
+// `more`, when given, appends events after the run's own, each as ",\n{...}" (the run's metadata always precedes them;
+// the merged export of Kineto traces appends every rank file's original events). When it returns false the file is
+// abandoned: nothing is written over `path`.
+using MoreEvents = std::function<bool(JsonOut&)>;
+bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& stats, std::string& error,
+                   const MoreEvents& more = {});
 
 }  // namespace ddp

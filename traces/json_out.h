@@ -28,6 +28,9 @@ class JsonOut {
   // A quoted, escaped JSON string.
   void str(std::string_view s);
   void flush();
+  // Marks the output as not to be kept (the writer found its input bad half way): write_json_file_atomically then
+  // leaves the target as it was.
+  void abandon() { failed_ = true; }
   bool failed() const { return failed_; }
   uint64_t written() const { return written_; }
 

@@ -7,6 +7,7 @@
 #include "traces/chrome_export.h"
 #include "traces/kineto_export.h"
 #include "traces/kineto_import.h"
+#include "traces/kineto_merge.h"
 #include "traces/run_diff.h"
 #include "traces/run_folder.h"
 #include "traces/summary.h"
@@ -87,7 +88,8 @@ int run_export(const Command& cmd) {
   std::string path = cmd.output_file.empty() ? cmd.input_dir + "/" + kChromeTraceFile : cmd.output_file;
   ExportStats stats;
   std::string err;
-  if (!export_chrome(run, path, stats, err)) {
+  const bool ok = is_kineto_run(run) ? export_kineto_merged(run, path, stats, err) : export_chrome(run, path, stats, err);
+  if (!ok) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 1;
   }

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 
@@ -15,6 +16,7 @@
 #include "traces/kineto_align.h"
 #include "traces/kineto_file.h"
 #include "traces/kineto_import.h"
+#include "traces/kineto_merge.h"
 #include "traces/summary.h"
 #include "traces/timeline.h"
 
@@ -566,6 +568,77 @@ TEST(KinetoExport, MergedTraceHasARankPerProcessOnOneClockWithOffsets) {
   const nlohmann::json align = t.info.top["otherData"]["manifest"]["kineto"]["clock_alignment"];
   ASSERT_EQ(align.size(), 2u);
   EXPECT_TRUE(align[1].contains("offset_ms"));
+  fs::remove_all(d);
+}
+
+// The merged export keeps every original event of every rank, on the measured clock, beside the stage spans.
+TEST(KinetoExport, MergedTraceKeepsEveryOriginalEventOnOneClock) {
+  RunTrace run = load({kCpu + "/slow-data-rank1"});
+  std::string d = temp_dir("merged_all");
+  ExportStats st;
+  std::string err;
+  ASSERT_TRUE(export_kineto_merged(run, d + "/merged.json", st, err)) << err;
+  ChromeTrace t = read_chrome_file(d + "/merged.json");
+  ASSERT_TRUE(t.ok()) << t.status.message;
+
+  // Everything each file holds, counted the same way.
+  size_t file_x = 0, file_flows = 0;
+  const nlohmann::json report = kineto_report_json(run);
+  for (const auto& f : report["files"]) {
+    ChromeTrace ft = read_chrome_file(f["file"].get<std::string>());
+    for (const ChromeEvent& e : ft.events) file_x += e.ph == 'X', file_flows += e.ph == 's';
+  }
+  size_t stage_x = 0;
+  for (const RankTrace& r : run.ranks)
+    for (const Event& e : r.events) stage_x += e.is_span();
+  size_t x = 0;
+  std::map<std::string, std::string> pid_name;
+  std::set<std::string> threads;
+  std::map<std::string, int> flow_ends;  // id -> +1 per "s", -1 per "f"
+  std::map<std::string, int64_t> step_ts;  // "<pid>/<step>" -> ts of the step span (ours) or ProfilerStep#N (theirs)
+  for (const ChromeEvent& e : t.events) {
+    x += e.ph == 'X';
+    if (e.ph == 'M' && e.name == "process_name") pid_name[e.pid] = *e.arg("name");
+    if (e.ph == 'M' && e.name == "thread_name") threads.insert(*e.arg("name"));
+    if (e.ph == 's') ++flow_ends[e.id];
+    if (e.ph == 'f') --flow_ends[e.id];
+    if (e.ph == 'X' && e.name == "step" && e.arg("step")) step_ts[e.pid + "/" + *e.arg("step")] = e.ts_ns;
+    if (e.ph == 'X' && e.name.rfind("ProfilerStep#", 0) == 0) step_ts[e.pid + "/" + e.name.substr(13)] = e.ts_ns;
+  }
+  EXPECT_EQ(x, file_x + stage_x);
+  EXPECT_GT(file_flows, 0u);
+  EXPECT_EQ(flow_ends.size(), file_flows) << "flow ids stay distinct across ranks";
+  for (const auto& [id, n] : flow_ends) EXPECT_EQ(n, 0) << "flow " << id << " lost an end";
+  EXPECT_TRUE(threads.count("thread 29746 (pt_gloo_runloop)") || threads.size() > 6) << "thread names kept";
+  // Each rank: its stage process and its file's python3 process, named for the rank.
+  std::map<int, std::string> file_pid;
+  for (const auto& [pid, name] : pid_name)
+    for (int r = 0; r < 2; ++r)
+      if (name == "rank " + std::to_string(r) + " · python3") file_pid[r] = pid;
+  ASSERT_EQ(file_pid.size(), 2u) << "process names: " << pid_name.size();
+  // One clock: rank R's ProfilerStep#N starts where our step N of rank R does.
+  for (int r = 0; r < 2; ++r)
+    for (const char* step : {"4", "20"}) {
+      auto ours = step_ts.find(std::to_string(r) + "/" + step), theirs = step_ts.find(file_pid[r] + "/" + step);
+      ASSERT_TRUE(ours != step_ts.end() && theirs != step_ts.end()) << "rank " << r << " step " << step;
+      EXPECT_EQ(ours->second, theirs->second) << "rank " << r << " step " << step;
+    }
+  EXPECT_TRUE(t.info.top["otherData"]["manifest"]["kineto"]["clock_alignment"].is_array());
+  fs::remove_all(d);
+}
+
+// A trace that changes between the import and the export is an error naming it, and nothing is written.
+TEST(KinetoExport, MergedExportOfATraceDamagedSinceLoadingWritesNothing) {
+  std::string d = temp_dir("merged_damaged");
+  fs::copy_file(rank_file("balanced", 0), d + "/rank0.pt.trace.json.gz");
+  fs::copy_file(rank_file("balanced", 1), d + "/rank1.pt.trace.json.gz");
+  RunTrace run = load({d});
+  write_text(d + "/rank1.pt.trace.json.gz", "{\"traceEvents\": [");
+  ExportStats st;
+  std::string err;
+  EXPECT_FALSE(export_kineto_merged(run, d + "/merged.json", st, err));
+  EXPECT_NE(err.find("rank1.pt.trace.json.gz"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(d + "/merged.json"));
   fs::remove_all(d);
 }
 
