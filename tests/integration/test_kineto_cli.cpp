@@ -10,12 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "integration_support.h"
+#include "kineto_cli_support.h"
 #include "traces/chrome_reader.h"
 
 namespace {
 namespace fs = std::filesystem;
 using ddptest::fresh_dir;
-using ddptest::kExe;
+using ddptest::analyze_json;
+using ddptest::run_cli;
 
 const std::string kCpu = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu";
 
@@ -24,24 +26,6 @@ std::vector<std::string> files_of(const std::string& scenario) {
   for (const auto& e : fs::directory_iterator(kCpu + "/" + scenario)) out.push_back(e.path().string());
   std::sort(out.begin(), out.end());
   return out;
-}
-
-ddptest::Result run_cli(const std::string& name, std::vector<std::string> args) {
-  const std::string d = fresh_dir(name);
-  args.insert(args.begin(), kExe);
-  return ddptest::run(args, d + ".log", 120);
-}
-
-nlohmann::json analyze_json(const std::string& name, std::vector<std::string> inputs,
-                            const std::vector<std::string>& extra = {}) {
-  inputs.insert(inputs.begin(), "--analyze");
-  inputs.push_back("--json");
-  inputs.insert(inputs.end(), extra.begin(), extra.end());
-  auto r = run_cli(name, inputs);
-  EXPECT_EQ(r.code, 0) << r.output;
-  auto j = ddptest::printed_json(r.output);
-  EXPECT_FALSE(j.is_discarded()) << r.output;
-  return j;
 }
 
 }  // namespace
@@ -58,9 +42,7 @@ TEST(KinetoCli, AnalyzeNamesEachPlantedRankAndStage) {
     auto j = analyze_json(c.scenario, {kCpu + "/" + c.scenario}, c.extra);
     EXPECT_EQ(j["source"], "kineto");
     EXPECT_EQ(j["schema"], "ddp_profile.analysis/1");
-    ASSERT_FALSE(j["causes"].empty()) << j.dump(2);
-    EXPECT_EQ(j["causes"][0]["rank"], c.rank) << c.scenario << " " << j["causes"].dump(2);
-    EXPECT_EQ(j["causes"][0]["stage"], c.stage) << c.scenario << " " << j["causes"].dump(2);
+    ddptest::expect_top_cause(j, c.rank, c.stage, c.scenario);
     ASSERT_EQ(j["clock_alignment"].size(), 2u);
     EXPECT_GE(j["clock_alignment"][1]["collectives"].get<int>(), 25);
     EXPECT_FALSE(j["notes"].empty()) << "what a Kineto trace cannot show is said";
@@ -70,10 +52,7 @@ TEST(KinetoCli, AnalyzeNamesEachPlantedRankAndStage) {
 TEST(KinetoCli, BalancedRunBlamesNoRanksStageAndFilesWorkLikeTheFolder) {
   auto folder = analyze_json("balanced_dir", {kCpu + "/balanced"});
   auto files = analyze_json("balanced_files", files_of("balanced"));
-  for (const auto& c : folder["causes"])
-    if (c["rank"].get<int>() >= 0) {
-      EXPECT_LT(c["share"].get<double>(), 0.1) << c.dump();
-    }
+  ddptest::expect_no_rank_blamed(folder, 0.1, "balanced");
   EXPECT_EQ(folder["verdict"], files["verdict"]);
   EXPECT_EQ(folder["ranks"], files["ranks"]);
 }

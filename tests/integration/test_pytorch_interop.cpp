@@ -13,23 +13,13 @@
 #include <vector>
 
 #include "integration_support.h"
+#include "torch_venv.h"
 
 namespace {
 namespace fs = std::filesystem;
 using ddptest::fresh_dir;
 using ddptest::kExe;
 using ddptest::read_json;
-
-// The venv's torch needs its nvidia-* libraries and the toolkit's on the library path (docs/quickstart.md).
-std::map<std::string, std::string> venv_env(const fs::path& torchrun) {
-  std::string libs = "/usr/local/cuda/lib64";
-  const fs::path nvidia = torchrun.parent_path().parent_path() / "lib" / "python3.11" / "site-packages" / "nvidia";
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(nvidia, ec))
-    if (fs::is_directory(e.path() / "lib")) libs += ":" + (e.path() / "lib").string();
-  if (const char* old = std::getenv("LD_LIBRARY_PATH")) libs += std::string(":") + old;
-  return {{"LD_LIBRARY_PATH", libs}};
-}
 
 const std::string kScript = std::string(DDP_SOURCE_DIR) + "/tests/python/resume_ddp_checkpoint.py";
 
@@ -83,14 +73,13 @@ TEST(PyTorchInterop, DebiansPyTorchResumesOurCheckpointBitwise) {
 }
 
 TEST(PyTorchInterop, ModernPyTorchLoadsOurCheckpointWeightsOnlyAndResumes) {
-  const char* torchrun = std::getenv("DDP_TORCHRUN");
-  if (!torchrun || !*torchrun || !fs::exists(torchrun))
-    GTEST_SKIP() << "set DDP_TORCHRUN to the torchrun of a torch>=2 venv (scripts/torch_venv.sh)";
+  const std::string torchrun = ddptest::venv_torchrun();
+  if (torchrun.empty()) GTEST_SKIP() << ddptest::kNoTorchrun;
   const std::string d = record_with_checkpoints("interop_modern");
   const std::string port = std::to_string(ddptest::free_port());
   std::vector<std::string> args = {torchrun, "--nproc-per-node", "2", "--master-port", port, kScript, "--atol", "1e-5"};
   for (const auto& a : resume_args(d)) args.push_back(a);
-  auto r = ddptest::run(args, d + ".python.log", 300, venv_env(torchrun));
+  auto r = ddptest::run(args, d + ".python.log", 300, ddptest::venv_env(torchrun));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1: step 6 parameters"), std::string::npos) << r.output;
 }

@@ -8,20 +8,16 @@
 #include <cstdlib>
 
 #include "integration_support.h"
+#include "torch_venv.h"
 
 namespace {
 namespace fs = std::filesystem;
 using ddptest::kExe;
 
-std::string torchrun() {
-  const char* t = std::getenv("DDP_TORCHRUN");
-  return t ? t : "";
-}
+std::string torchrun() { return ddptest::venv_torchrun(); }
 
-#define REQUIRE_TORCHRUN()                                                                                        \
-  if (torchrun().empty())                                                                                         \
-  GTEST_SKIP() << "set DDP_TORCHRUN=/path/to/bin/torchrun (torch >= 2) to run this; scripts/torchrun_venv.sh creates " \
-                  "one in ~/.cache/ddp_profile/torchvenv"
+#define REQUIRE_TORCHRUN() \
+  if (torchrun().empty()) GTEST_SKIP() << ddptest::kNoTorchrun
 
 ddptest::Result run_torchrun(const std::string& dir, const std::vector<std::string>& torchrun_args,
                              const std::vector<std::string>& job) {
