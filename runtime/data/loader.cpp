@@ -29,12 +29,17 @@ Loader::Loader(const Dataset& data, const LoaderOptions& opt, StagingAllocator a
   for (int w = 0; w < nworkers; ++w) workers_[w].thread = std::thread(&Loader::worker_loop, this, w);
 }
 
+void Loader::wake_workers() {
+  for (Worker& w : workers_) w.wake->notify_one();
+}
+
 Loader::~Loader() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  wake_workers();
+  batch_ready_.notify_all();
   for (auto& w : workers_)
     if (w.thread.joinable()) w.thread.join();
   auto free_slots = [&](Worker& w) {
@@ -59,7 +64,7 @@ void Loader::start_epoch(uint16_t epoch, uint32_t first_step, std::vector<std::v
     next_ = 0;
     ++epoch_serial_;
   }
-  cv_.notify_all();
+  wake_workers();
 }
 
 void Loader::produce(int w, int64_t b, StagedBatch& slot) {
@@ -105,7 +110,7 @@ StagedBatch* Loader::take_slot(int w, std::unique_lock<std::mutex>& lock) {
         wk.slot_free[s] = false;
         return &wk.slots[s];
       }
-    cv_.wait(lock);
+    wk.wake->wait(lock);
   }
 }
 
@@ -115,7 +120,7 @@ void Loader::worker_loop(int w) {
   uint64_t seen_serial = 0;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    cv_.wait(lock, [&] { return stop_ || epoch_serial_ != seen_serial; });
+    workers_[w].wake->wait(lock, [&] { return stop_ || epoch_serial_ != seen_serial; });
     if (stop_) break;
     seen_serial = epoch_serial_;
     for (int64_t b = w; b < static_cast<int64_t>(batches_.size()); b += W) {
@@ -130,7 +135,7 @@ void Loader::worker_loop(int w) {
       } catch (...) {
         lock.lock();
         error_ = std::current_exception();
-        cv_.notify_all();
+        batch_ready_.notify_all();
         return;
       }
       lock.lock();
@@ -139,7 +144,7 @@ void Loader::worker_loop(int w) {
         break;
       }
       ready_[b] = slot;
-      cv_.notify_all();
+      batch_ready_.notify_one();  // only the training thread waits for batches
     }
   }
 }
@@ -156,7 +161,7 @@ StagedBatch* Loader::next() {
     ++next_;
     return slot;
   }
-  cv_.wait(lock, [&] { return ready_[b] != nullptr || error_ || stop_; });
+  batch_ready_.wait(lock, [&] { return ready_[b] != nullptr || error_ || stop_; });
   if (error_) std::rethrow_exception(error_);
   StagedBatch* s = ready_[b];
   ready_[b] = nullptr;
@@ -170,7 +175,7 @@ void Loader::release(StagedBatch* b) {
     std::lock_guard<std::mutex> lock(mu_);
     workers_[b->worker].slot_free[b->slot] = true;
   }
-  cv_.notify_all();
+  workers_[b->worker].wake->notify_one();
 }
 
 int Loader::ready_batches() {

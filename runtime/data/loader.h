@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -63,6 +64,10 @@ class Loader {
     std::vector<bool> slot_free;
     RawBatch raw;           // disk_read's output
     std::vector<float> x;   // transform's output
+    // This worker's own wake-up: one of its slots came back, a new epoch, or stop. One per worker, so a released
+    // slot wakes only its owner: with one shared condition variable every release and every ready batch woke every
+    // worker and the training thread, on a 2-core machine while the rank sits in its collective.
+    std::unique_ptr<std::condition_variable> wake = std::make_unique<std::condition_variable>();
   };
   void worker_loop(int w);
   void produce(int w, int64_t b, StagedBatch& slot);
@@ -73,7 +78,8 @@ class Loader {
   StagingAllocator alloc_;
   std::vector<Worker> workers_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable batch_ready_;  // the training thread's wake-up: a batch is ready, or a worker failed
+  void wake_workers();                   // every worker (epoch change, stop); mu_ held or not
   // epoch state (guarded by mu_)
   uint64_t epoch_serial_ = 0;
   uint16_t epoch_ = 0;
