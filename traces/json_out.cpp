@@ -88,16 +88,28 @@ bool write_json_file_atomically(const std::string& path, const std::function<voi
     return false;
   }
   bool ok = true;
+  std::string thrown;  // the body failed with an exception (out of memory, bad input): the temp file goes too
   {
     JsonOut o(f);
-    body(o);
+    try {
+      body(o);
+    } catch (const std::exception& e) {
+      thrown = e.what();
+    } catch (...) {
+      thrown = "unknown error";
+    }
     o.flush();
     bytes = o.written();
-    ok = !o.failed();
+    ok = !o.failed() && thrown.empty();
   }
   ok = ok && std::fflush(f) == 0;
   const int write_errno = errno;
   ok = std::fclose(f) == 0 && ok;
+  if (!thrown.empty()) {
+    error = "cannot write " + path + ": " + thrown + " (the previous file, if any, is left as it was)";
+    std::remove(tmp.c_str());
+    return false;
+  }
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     error = "write to " + path + " failed: " + std::strerror(ok ? errno : write_errno) +
             (ok ? "" : " (the previous file, if any, is left as it was)");

@@ -79,9 +79,11 @@ class RankWriter {
   RankWriter(JsonOut& o, const RunFacts& run, const RankTrace& r, const RankLayout& layout, KinetoExportStats& stats)
       : o_(o), run_(run), r_(r), layout_(layout), stats_(stats), names_(cuda_event_names(r)) {
     shift_ = r.clock_offset_ns() + run.ts_shift_ns;
-    for (const Event& e : r.events)
+    for (const Event& e : r.events) {
       if (e.is_span() && e.stage_id() == Stage::cuda_api && e.correlation_id())
         launches_.emplace(e.correlation_id(), &e);
+      if (e.is_cuda()) external_id_ = std::max<uint64_t>(external_id_, e.correlation_id());
+    }
   }
 
   void write() {
@@ -187,6 +189,8 @@ class RankWriter {
     }
   }
 
+  // Host ops are numbered above every correlation id: CUDA records carry their correlation as "External id", and
+  // readers (HTA, TensorBoard) tie a kernel to the host op whose External id it shares.
   void external_id() {
     o_.raw("\"External id\": ");
     o_.unum(++external_id_);
@@ -337,7 +341,7 @@ std::vector<std::string> foreign_trace_files(const RunTrace& run, const std::str
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (is_trace_file_name(name) && std::find(ours.begin(), ours.end(), name) == ours.end())
+    if (is_hta_input_name(name) && std::find(ours.begin(), ours.end(), name) == ours.end())
       foreign.push_back(e.path().string());
   }
   std::sort(foreign.begin(), foreign.end());

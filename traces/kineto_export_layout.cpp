@@ -74,6 +74,10 @@ RunFacts run_facts(const RunTrace& run) {
     if (m.contains("world_size") && m["world_size"].is_number_unsigned()) f.world = m["world_size"].get<uint32_t>();
   }
   for (const RankTrace& r : run.ranks) f.world = std::max({f.world, r.world, r.rank + 1});
+  if (f.world > kMaxWorldSize) {  // a damaged manifest or header: the ranks present are what is known
+    f.world = 0;
+    for (const RankTrace& r : run.ranks) f.world = std::max(f.world, r.rank + 1);
+  }
   f.gpu = gpu_facts(m);
   f.backend_config = (f.backend == "nccl" ? "cuda:" : "cpu:") + f.backend;
   f.group_ranks = "[";

@@ -18,14 +18,6 @@ using namespace kineto_detail;
 
 namespace {
 
-bool is_trace_name(const std::string& name) {
-  auto ends = [&](const char* s) {
-    const std::string x(s);
-    return name.size() > x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
-  };
-  return ends(".json") || ends(".json.gz");
-}
-
 // The trace files the inputs name, in a stable order.
 bool list_files(const std::vector<std::string>& inputs, std::vector<std::string>& files, std::string& error) {
   for (const std::string& in : inputs) {
@@ -33,7 +25,7 @@ bool list_files(const std::vector<std::string>& inputs, std::vector<std::string>
     if (fs::is_directory(in, ec)) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(in, ec))
-        if (e.is_regular_file(ec) && is_trace_name(e.path().filename().string())) found.push_back(e.path().string());
+        if (e.is_regular_file(ec) && is_trace_file_name(e.path().filename().string())) found.push_back(e.path().string());
       if (found.empty()) {
         error = in + ": no trace files (*.json, *.json.gz) and no rank<R>.ddpt in this folder";
         return false;
@@ -121,8 +113,7 @@ bool check_identity(std::vector<KFile>& files, int& world, std::vector<std::stri
   if (world < 0) world = by_rank.rbegin()->first + 1;
   // A rank outside the world (a typo in a file name, or a trace from another job) is named, not padded with
   // millions of "missing" ranks.
-  constexpr int kMaxRanksWithoutWorldSize = 1 << 16;
-  if (by_rank.rbegin()->first >= world || world > kMaxRanksWithoutWorldSize) {
+  if (by_rank.rbegin()->first >= world || world > static_cast<int>(kMaxWorldSize)) {
     const KFile* f = by_rank.rbegin()->second;
     error = f->path + " claims rank " + std::to_string(f->rank) + " of a world of " + std::to_string(world) +
             (world_from ? " (" + world_from->path + ")" : "");
@@ -187,7 +178,7 @@ bool is_kineto_input(const std::vector<std::string>& inputs) {
   if (fs::is_regular_file(p, ec)) return true;
   if (!fs::is_directory(p, ec) || is_run_folder(p)) return false;
   for (const auto& e : fs::directory_iterator(p, ec))
-    if (is_trace_name(e.path().filename().string())) return true;
+    if (is_trace_file_name(e.path().filename().string())) return true;
   return false;
 }
 
@@ -240,6 +231,7 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
     run.ranks.push_back(std::move(b.trace));
   }
   for (const std::string& n : limits_of(run)) notes.push_back(n);
+  run.from_kineto = true;
   run.manifest = {{"source", "kineto"},
                   {"world_size", world},
                   {"kineto",
@@ -250,8 +242,17 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
   return true;
 }
 
-bool is_kineto_run(const RunTrace& run) {
-  return run.manifest.is_object() && run.manifest.value("source", std::string()) == "kineto";
+bool is_kineto_run(const RunTrace& run) { return run.from_kineto; }
+
+std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origin_ns) {
+  std::vector<KinetoRankFile> out;
+  if (!run.from_kineto) return out;
+  for (const auto& f : run.manifest["kineto"]["files"])  // written by load_kineto_run: every field is there
+    for (const RankTrace& r : run.ranks)
+      if (static_cast<int>(r.rank) == f["rank"].get<int>())
+        out.push_back({static_cast<int>(r.rank), f["file"].get<std::string>(),
+                       r.created_unix_ns + r.clock_offset_ns() - origin_ns});
+  return out;
 }
 
 nlohmann::json kineto_report_json(const RunTrace& run) {

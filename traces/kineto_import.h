@@ -27,6 +27,15 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
 
 // True when the run was loaded by load_kineto_run.
 bool is_kineto_run(const RunTrace& run);
+
+// Each loaded rank's trace file, and what moves its timestamps (baseTimeNanoseconds + ts, the rank's clock) onto the
+// run's common clock with time zero at `origin_ns`: for re-reading the files in full (the viewer, the merged export).
+struct KinetoRankFile {
+  int rank = 0;
+  std::string path;
+  int64_t shift_ns = 0;
+};
+std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origin_ns);
 // The import report: {"files": [...], "reference_rank", "clock_alignment": [{"rank", "offset_ms", "uncertainty_ms",
 // "uncertainty", "collectives", "measured"}], "notes": [...]}; null for our own runs.
 nlohmann::json kineto_report_json(const RunTrace& run);

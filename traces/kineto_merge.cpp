@@ -15,8 +15,10 @@ namespace {
 // A file's processes get pids above every rank's stage process (pid = rank), grouped by rank.
 constexpr uint64_t kFilePidBase = uint64_t{1} << 20;
 constexpr uint64_t kPidsPerRank = 1000;  // processes in one rank's file beyond this share the last pid
-// Flow ids of the files: above the stage export's own (rank << 32 | correlation), distinct per rank.
-constexpr uint64_t kFlowIdBase = uint64_t{1} << 62;
+// Flow ids of the files: rank << 32 | id above 2^52, so distinct per rank and from the stage export's own
+// (rank << 32 | correlation, below 2^48 as ranks are below 2^16), and below 2^53: chrome://tracing reads ids as
+// JavaScript numbers, which hold integers exactly only that far.
+constexpr uint64_t kFlowIdBase = uint64_t{1} << 52;
 
 // One rank's file, event by event, onto the merged document.
 class RankRewriter {
@@ -96,8 +98,8 @@ class RankRewriter {
   // Flow and async ids tie events of one file together; two ranks' files reuse the same small ids (correlation ids).
   void flow_id(const ChromeValue& id) {
     int64_t n = 0;
-    if (id.type == ChromeValue::number && parse_decimal(id.text, n) && n >= 0 && n < (int64_t{1} << 40)) {
-      o_.unum(kFlowIdBase | (static_cast<uint64_t>(rank_) << 40) | static_cast<uint64_t>(n));
+    if (id.type == ChromeValue::number && parse_decimal(id.text, n) && n >= 0 && n < (int64_t{1} << 32)) {
+      o_.unum(kFlowIdBase | (static_cast<uint64_t>(rank_) << 32) | static_cast<uint64_t>(n));
     } else {
       o_.str("rank" + std::to_string(rank_) + ":" + std::string(id.text));
     }
@@ -136,28 +138,20 @@ class RankRewriter {
 }  // namespace
 
 bool export_kineto_merged(const RunTrace& run, const std::string& path, ExportStats& stats, std::string& error) {
-  const nlohmann::json report = kineto_report_json(run);
-  if (report.is_null()) {
+  if (!is_kineto_run(run)) {
     error = "not a run loaded from PyTorch profiler traces";
     return false;
   }
-  const int64_t origin = run.origin_ns();
   std::string reread_error;
   auto append_files = [&](JsonOut& o) {
-    for (const auto& f : report.at("files")) {
-      const int rank = f.at("rank").get<int>();
-      const RankTrace* r = nullptr;
-      for (const RankTrace& t : run.ranks)
-        if (static_cast<int>(t.rank) == rank) r = &t;
-      if (!r) continue;
-      const std::string file = f.at("file").get<std::string>();
+    for (const KinetoRankFile& f : kineto_rank_files(run, run.origin_ns())) {
       std::string text;
-      ChromeStatus st = read_chrome_bytes(file, text);
-      RankRewriter rewrite(o, stats, rank, r->created_unix_ns + r->clock_offset_ns() - origin);
+      ChromeStatus st = read_chrome_bytes(f.path, text);
+      RankRewriter rewrite(o, stats, f.rank, f.shift_ns);
       ChromeDocInfo info;
       if (st.ok()) st = parse_chrome_json(text, std::ref(rewrite), info);
       if (!st.ok()) {  // it was read once already: the file changed or vanished since
-        reread_error = file + ": " + st.message;
+        reread_error = f.path + ": " + st.message;
         return false;
       }
     }

@@ -46,13 +46,14 @@ bool is_verify_step_file(const std::string& name, int* rank, int64_t* step) {
   return true;
 }
 std::string kineto_rank_trace_file(int rank) { return rank_name(rank) + ".pt.trace.json"; }
-bool is_trace_file_name(const std::string& name) {
-  auto ends = [&](const char* tail) {
-    const size_t n = std::char_traits<char>::length(tail);
-    return name.size() > n && name.compare(name.size() - n, n, tail) == 0;
-  };
-  return ends(".json") || ends(".gz");
+namespace {
+bool ends_with(const std::string& name, const char* tail) {
+  const size_t n = std::char_traits<char>::length(tail);
+  return name.size() > n && name.compare(name.size() - n, n, tail) == 0;
 }
+}  // namespace
+bool is_trace_file_name(const std::string& name) { return ends_with(name, ".json") || ends_with(name, ".json.gz"); }
+bool is_hta_input_name(const std::string& name) { return ends_with(name, ".json") || ends_with(name, ".gz"); }
 std::string checkpoint_folder(int64_t step) { return "checkpoints/step" + std::to_string(step); }
 std::string checkpoint_rank_file(int rank) { return rank_name(rank) + ".pt"; }
 

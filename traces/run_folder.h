@@ -45,16 +45,23 @@ std::string checkpoint_folder(int64_t step);               // checkpoints/step<k
 std::string checkpoint_rank_file(int rank);                // rank<R>.pt, inside a checkpoint folder
 // --export RUN --format kineto: one PyTorch profiler (Kineto) trace per rank in the output folder (docs/kineto.md).
 std::string kineto_rank_trace_file(int rank);              // rank<R>.pt.trace.json
-// Files HTA and our Kineto importer read from a folder: *.json and *.json.gz (HTA: every *.json and *.gz).
+// Files our Kineto importer reads from a folder: *.json and *.json.gz.
 bool is_trace_file_name(const std::string& name);
+// Files HTA reads from a folder: every *.json and every *.gz (an export folder must hold none but ours).
+bool is_hta_input_name(const std::string& name);
 // DIR/NAME for a name above.
 inline std::string in_run(const std::string& dir, const std::string& name) { return dir + "/" + name; }
+
+// The largest world a trace or manifest may claim: beyond it a number is damage (or a typo), not a job, and would make
+// readers and exporters list billions of ranks.
+inline constexpr uint32_t kMaxWorldSize = 1u << 16;
 
 struct RunTrace {
   std::string dir;
   nlohmann::json manifest;            // null when the folder has none (e.g. a run killed before rank 0 wrote it)
   std::vector<RankTrace> ranks;       // sorted by rank
   std::vector<std::string> problems;  // damaged or missing pieces, one line each
+  bool from_kineto = false;           // loaded by load_kineto_run (traces/kineto_import.h), not from a run folder
   // Earliest timestamp over all ranks after clock alignment; exporters start their time axis here.
   int64_t origin_ns() const;
 };

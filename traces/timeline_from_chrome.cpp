@@ -2,6 +2,7 @@
 // streamed from the reader's callback without an intermediate copy.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <unordered_map>
@@ -39,6 +40,12 @@ uint8_t stage_for_chrome_event(std::string_view name, std::string_view cat) {
 }
 
 namespace {
+
+// A sort index from the file: clamped while still a double (a huge or infinite number would not convert).
+int64_t sort_index(double v) {
+  constexpr double kLimit = 9.0e18;
+  return static_cast<int64_t>(std::isnan(v) ? 0.0 : std::clamp(v, -kLimit, kLimit));
+}
 
 bool arg_uint(const ChromeValue& v, uint64_t& out) {
   if (v.type != ChromeValue::number || !(v.num >= 0) || v.num > 1.8e19) return false;
@@ -199,15 +206,15 @@ void ChromeToTimeline::metadata(const ChromeEventView& e) {
   } else if (e.name == "process_sort_index" && (v = e.arg("sort_index")) && v->is_number()) {
     const int p = proc(e);
     if (auto it = own_sort_.find(p); it != own_sort_.end())
-      it->second = static_cast<int64_t>(v->num);
+      it->second = sort_index(v->num);
     else
-      b_.set_process_sort(p, static_cast<int64_t>(v->num));
+      b_.set_process_sort(p, sort_index(v->num));
   } else if (e.name == "thread_name" && (v = e.arg("name")) && v->type == ChromeValue::string) {
     auto [p, l] = where(e);
     b_.set_lane_name(p, l, v->text);
   } else if (e.name == "thread_sort_index" && (v = e.arg("sort_index")) && v->is_number()) {
     auto [p, l] = where(e);
-    b_.set_lane_sort(p, l, static_cast<int64_t>(v->num));
+    b_.set_lane_sort(p, l, sort_index(v->num));
   }
 }
 

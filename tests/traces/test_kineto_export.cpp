@@ -360,6 +360,13 @@ TEST(RunAsKineto, GpuWorkUnderTheDeviceWithLaunchFlowsAndDeviceProperties) {
   EXPECT_EQ(finishes[11]["tid"], 7);
   EXPECT_EQ(finishes[11]["bp"], "e");
   EXPECT_EQ(starts[11]["cat"], "ac2g");
+  // A host op never shares its External id with a CUDA record (readers tie those two together).
+  std::set<uint64_t> host_ids, cuda_ids;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "X" && e.contains("args") && e["args"].contains("External id"))
+      (e["args"].contains("correlation") ? cuda_ids : host_ids).insert(e["args"]["External id"].get<uint64_t>());
+  ASSERT_FALSE(host_ids.empty());
+  for (uint64_t id : host_ids) EXPECT_FALSE(cuda_ids.count(id)) << "External id " << id << " is a kernel's too";
 
   // Our importer classifies the GPU work as it was recorded.
   const RunTrace back = load_as_kineto(d + "/kineto");
@@ -367,6 +374,17 @@ TEST(RunAsKineto, GpuWorkUnderTheDeviceWithLaunchFlowsAndDeviceProperties) {
   const auto ta = stage_totals(ours.ranks[0]), tb = stage_totals(back.ranks[0]);
   for (Stage s : {Stage::kernel, Stage::nccl, Stage::memcpy_h2d, Stage::cuda_api, Stage::forward})
     EXPECT_TRUE(tb.count(s) && tb.at(s) == ta.at(s)) << stage_name(s);
+}
+
+// A manifest claiming billions of ranks is damage: the export lists the ranks it has, and does not hang.
+TEST(RunAsKineto, AnAbsurdWorldSizeInTheManifestIsNotBelieved) {
+  const std::string d = temp_dir("world");
+  write_cpu_rank(d, 0);
+  write_cpu_rank(d, 1);
+  write_manifest(d, {{"world_size", 4'000'000'000u}});
+  export_to(load_our_run(d), d + "/kineto");
+  const nlohmann::json j = parse_file(d + "/kineto/rank0.pt.trace.json");
+  EXPECT_EQ(j["distributedInfo"]["world_size"], 2);
 }
 
 TEST(RunAsKineto, OtherTracesInTheFolderAreNamedOursAreNot) {

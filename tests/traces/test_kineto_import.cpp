@@ -639,6 +639,8 @@ TEST(KinetoExport, MergedExportOfATraceDamagedSinceLoadingWritesNothing) {
   EXPECT_FALSE(export_kineto_merged(run, d + "/merged.json", st, err));
   EXPECT_NE(err.find("rank1.pt.trace.json.gz"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(d + "/merged.json"));
+  for (const auto& e : fs::directory_iterator(d))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
   fs::remove_all(d);
 }
 

@@ -201,6 +201,9 @@ TEST(ViewerStalls, PerRankKinetoTracesAreOneRunWithItsStalls) {
     app.jump_to(app.stalls.front());
     int64_t a = 0, b = 0;
     ASSERT_TRUE(app.tl.step_range(static_cast<uint32_t>(app.stalls.front().at_step), a, b));
+    // The cause's time is on the timeline's clock: inside the step it names.
+    EXPECT_GE(app.stalls.front().at_ns, a);
+    EXPECT_LE(app.stalls.front().at_ns, b);
     EXPECT_LE(app.view.t0, a);
     EXPECT_GE(app.view.t1, b);
     HeadlessImGui ui(1400, 800);
