@@ -2,8 +2,10 @@
 // two ranks over Gloo on loopback (this program forks them) time, for the default job's gradient bytes:
 //   (a) a bare allreduce of one flat tensor,
 //   (b) our GradSync path around the same allreduce (bucket views, hooks, launch, finish's wait), minus the backward,
-// then (c) the default job's median step with 2 ranks and with 1 (the real binary, --no-record), and prints the
-// ratios against their targets. Medians over many iterations; the machine is shared, so read ratios, not times.
+// then (c) the default job's median step with 2 ranks and with 1 (the real binary, --no-record), and (d) PyTorch's own
+// Python DDP on the same job (bench/python_ddp_step.py under Debian's python3-torch, DataLoader num_workers 0 and 2;
+// skipped with a message when that torch is not installed), and prints the ratios against their targets. Medians
+// over many iterations; the machine is shared, so read ratios, not times.
 //
 //   build/bench/grad_path_bench [ITERATIONS]
 #include <sys/wait.h>
@@ -44,7 +46,7 @@ void backward(const std::vector<at::Tensor>& params) {
 }
 
 struct RankResult {
-  double bare_ms, sync_ms, backward_ms;
+  double bare_ms, sync_ms, backward_ms, after_compute_ms, compute_ms;
 };
 
 RankResult run_rank(int rank, int port, int iterations) {
@@ -66,6 +68,19 @@ RankResult run_rank(int rank, int port, int iterations) {
     dist.allreduce(v)->wait();
     bare.push_back(ms_since(t0));
   }
+  // The same allreduce as a training step meets it: right after ~0.5 ms of matrix work, no barrier first (the
+  // ranks arrive when their compute ends, Gloo's threads have slept through it).
+  std::vector<double> after_compute, compute;
+  at::Tensor a = torch::randn({256, 256}), c;
+  for (int i = 0; i < iterations; ++i) {
+    auto t0 = Clock::now();
+    for (int k = 0; k < 8; ++k) c = at::mm(a, a);
+    compute.push_back(ms_since(t0));
+    auto t1 = Clock::now();
+    std::vector<at::Tensor> v{flat};
+    dist.allreduce(v)->wait();
+    after_compute.push_back(ms_since(t1));
+  }
   ddp::GradSync sync(params, dist, 25.0);
   for (int i = 0; i < iterations; ++i) {
     for (bool on : {false, true}) {
@@ -78,7 +93,8 @@ RankResult run_rank(int rank, int port, int iterations) {
       sync.zero_grad();
     }
   }
-  return {ddp::median(bare), ddp::median(with_sync), ddp::median(no_sync)};
+  return {ddp::median(bare), ddp::median(with_sync), ddp::median(no_sync), ddp::median(after_compute),
+          ddp::median(compute)};
 }
 
 double job_step_ms(int nproc, const std::string& dir) {
@@ -90,6 +106,19 @@ double job_step_ms(int nproc, const std::string& dir) {
   std::vector<double> v;
   for (const auto& r : m["ranks"]) v.push_back(r["step_time_median_ms"].get<double>());
   return v.empty() ? -1 : *std::max_element(v.begin(), v.end());
+}
+// Python DDP's median step on the default job, or -1 when Debian's python3-torch is missing or the run fails.
+double python_ddp_step_ms(int workers, const std::string& log) {
+  const std::string py = "/usr/bin/python3";
+  if (std::system((py + " -c 'import torch' > /dev/null 2>&1").c_str()) != 0) return -1;
+  const std::string cmd = py + " " + DDP_SOURCE_DIR + "/bench/python_ddp_step.py --workers " +
+                          std::to_string(workers) + " > " + log + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) return -1;
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("python_ddp_step_ms=", 0) == 0) return std::atof(line.c_str() + 19);
+  return -1;
 }
 }  // namespace
 
@@ -119,10 +148,27 @@ int main(int argc, char** argv) {
   const double two = job_step_ms(2, dir + "/two"), one = job_step_ms(1, dir + "/one");
   const double path_ms = res.sync_ms - res.backward_ms;
   std::printf("bare Gloo allreduce of 268,296 bytes (2 ranks):   %.3f ms\n", res.bare_ms);
+  std::printf("the same allreduce right after %.3f ms of compute:  %.3f ms  (no barrier: as a training step meets it)\n",
+              res.compute_ms, res.after_compute_ms);
   std::printf("GradSync path around it (minus backward):        %.3f ms  ratio %.2f  (target <= 1.50)\n", path_ms,
               path_ms / res.bare_ms);
   std::printf("default job step: 2 ranks %.3f ms, 1 rank %.3f ms\n", two, one);
   std::printf("2-rank step / (1-rank step + 1.25 x bare):        ratio %.2f  (target <= 1.00)\n",
               two / (one + 1.25 * res.bare_ms));
+  const struct {
+    int workers;
+    double target;
+  } python_runs[] = {{0, 0.65}, {2, 0.30}};
+  for (const auto& p : python_runs) {
+    const double py = python_ddp_step_ms(p.workers, dir + "/python" + std::to_string(p.workers) + ".log");
+    if (py <= 0) {
+      std::printf("Python DDP (num_workers=%d): skipped: /usr/bin/python3 with torch (Debian's python3-torch) is "
+                  "not installed or its run failed (%s/python%d.log)\n",
+                  p.workers, dir.c_str(), p.workers);
+      continue;
+    }
+    std::printf("Python DDP step (num_workers=%d): %.3f ms; ours / theirs:   ratio %.2f  (target <= %.2f)\n",
+                p.workers, py, two / py, p.target);
+  }
   return 0;
 }
