@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libgloo-dev libopenblas0-pthread
-  libcli11-dev nlohmann-json3-dev libzstd-dev zlib1g-dev
+  libcli11-dev nlohmann-json3-dev libzstd-dev zlib1g-dev libsimdjson-dev libdeflate-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libimgui-dev libglfw3-dev libstb-dev libgl-dev libgl1-mesa-dri xvfb xauth
   python3 python3-numpy python3-torch

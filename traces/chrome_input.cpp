@@ -1,6 +1,6 @@
 // The Chrome reader's input: a file read into memory, inflated when it is gzip (PyTorch profiler traces are often
 // .json.gz).
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,53 +15,81 @@
 
 namespace ddp {
 
+namespace {
+
+// simdjson reads this many bytes past the end of the text: buffers we fill for the parser keep them (zeroed).
+constexpr size_t kJsonPadding = 64;
+
+bool is_gzip(std::string_view s) {
+  return s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0x1f && static_cast<unsigned char>(s[1]) == 0x8b;
+}
+
+// The gzip trailer's ISIZE: the last member's inflated size modulo 2^32.
+uint64_t trailer_isize(std::string_view gz) {
+  if (gz.size() < 18) return 0;
+  const auto* t = reinterpret_cast<const unsigned char*>(gz.data() + gz.size() - 4);
+  return uint64_t{t[0]} | uint64_t{t[1]} << 8 | uint64_t{t[2]} << 16 | uint64_t{t[3]} << 24;
+}
+
+// The first guess of the inflated size. ISIZE is exact for a single member under 4 GiB; for bigger files it is the
+// size modulo 2^32, so 4 GiB steps are added until the guess is at least the compressed size; a damaged trailer
+// cannot ask for more than DEFLATE's largest ratio (1032:1).
+uint64_t first_size_guess(std::string_view gz) {
+  uint64_t guess = trailer_isize(gz);
+  if (guess == 0) guess = gz.size() * 4;
+  while (guess < gz.size()) guess += uint64_t{1} << 32;
+  return std::min<uint64_t>({guess, gz.size() * 1032 + 64, kMaxChromeJsonBytes});
+}
+
+// More room after a member did not fit. Where the last member's ISIZE can still be right (the true size is
+// produced + ISIZE + k * 4 GiB, and DEFLATE cannot expand the remaining bytes more than 1032-fold), the next such size;
+// otherwise (a member before the last, or a damaged trailer) twice the room.
+uint64_t grown_size(uint64_t room, size_t produced, size_t compressed_left, std::string_view gz) {
+  uint64_t next = produced + trailer_isize(gz);
+  while (next <= room) next += uint64_t{1} << 32;
+  if (next > produced + compressed_left * uint64_t{1032}) next = room * 2;
+  return std::min<uint64_t>(next, kMaxChromeJsonBytes);
+}
+
+ChromeStatus too_large_inflated() {
+  return make_chrome_error(ChromeError::too_large,
+                           "decompressed trace exceeds " + std::to_string(kMaxChromeJsonBytes >> 30) + " GiB");
+}
+
+}  // namespace
+
 ChromeStatus gunzip(std::string_view gz, std::string& out) {
   out.clear();
   try {
-    z_stream zs{};
-    if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
-      return make_chrome_error(ChromeError::decompress, "zlib init failed");
-    std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, &inflateEnd);
-    out.resize(std::max<size_t>(gz.size() * 4, 1 << 16));
+    std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(libdeflate_alloc_decompressor(),
+                                                                                  &libdeflate_free_decompressor);
+    if (!d) return make_chrome_error(ChromeError::too_large, "out of memory for the gzip decompressor");
+    uint64_t room = first_size_guess(gz);
+    out.resize(room + kJsonPadding);
     size_t produced = 0;
     size_t consumed = 0;
-    constexpr size_t kChunk = 1u << 30;
-    for (;;) {
-      if (produced == out.size()) {
-        if (out.size() >= kMaxChromeJsonBytes)
-          return make_chrome_error(ChromeError::too_large,
-                                   "decompressed trace exceeds " + std::to_string(kMaxChromeJsonBytes >> 30) + " GiB");
-        out.resize(std::min<uint64_t>(out.size() * 2, kMaxChromeJsonBytes));
+    // One gzip member per turn: concatenated members continue; anything else after a member is ignored (as
+    // gzip(1) does).
+    do {
+      size_t in_used = 0;
+      size_t out_made = 0;
+      const libdeflate_result r =
+          libdeflate_gzip_decompress_ex(d.get(), gz.data() + consumed, gz.size() - consumed, out.data() + produced,
+                                        room - produced, &in_used, &out_made);
+      if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
+        if (room >= kMaxChromeJsonBytes) return out.clear(), too_large_inflated();
+        room = grown_size(room, produced, gz.size() - consumed, gz);
+        out.resize(room + kJsonPadding);
+        continue;  // the member again, into the larger buffer
       }
-      size_t in_now = std::min(gz.size() - consumed, kChunk);
-      size_t out_now = std::min(out.size() - produced, kChunk);
-      zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data() + consumed));
-      zs.avail_in = static_cast<uInt>(in_now);
-      zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
-      zs.avail_out = static_cast<uInt>(out_now);
-      int ret = inflate(&zs, Z_NO_FLUSH);
-      consumed += in_now - zs.avail_in;
-      produced += out_now - zs.avail_out;
-      if (ret == Z_STREAM_END) {
-        // Concatenated gzip members continue; anything else after the stream is ignored (as gzip(1) does).
-        if (gz.size() - consumed >= 2 && static_cast<unsigned char>(gz[consumed]) == 0x1f &&
-            static_cast<unsigned char>(gz[consumed + 1]) == 0x8b) {
-          inflateReset(&zs);
-          continue;
-        }
-        break;
-      }
-      if (ret == Z_OK) continue;
-      if (ret == Z_BUF_ERROR) {
-        if (zs.avail_out == 0) continue;  // grow and go on
-        if (consumed >= gz.size())
-          return make_chrome_error(ChromeError::decompress, "gzip stream is truncated (after " +
-                                                                std::to_string(consumed) + " compressed bytes)");
-        continue;
-      }
-      return make_chrome_error(ChromeError::decompress,
-                               std::string("gzip data is damaged: ") + (zs.msg ? zs.msg : "inflate error"));
-    }
+      if (r != LIBDEFLATE_SUCCESS)
+        return out.clear(), make_chrome_error(ChromeError::decompress,
+                                              "gzip data is damaged or truncated (member at compressed byte " +
+                                                  std::to_string(consumed) + ")");
+      consumed += in_used;
+      produced += out_made;
+    } while (is_gzip(gz.substr(consumed)));
+    // Shrinking keeps the capacity: the zeroed bytes after the text stay as simdjson's padding.
     out.resize(produced);
     return {};
   } catch (const std::bad_alloc&) {
@@ -85,8 +113,8 @@ ChromeStatus read_chrome_bytes(const std::string& path, std::string& out) {
     if (!ec && size > kMaxChromeJsonBytes)
       return make_chrome_error(ChromeError::too_large, path + " is larger than 8 GiB");
     if (!ec && size > 0) {
-      raw.resize(static_cast<size_t>(size));
-      raw.resize(std::fread(raw.data(), 1, raw.size(), f.get()));
+      raw.resize(static_cast<size_t>(size) + kJsonPadding);  // the padding simdjson reads past the end, zeroed
+      raw.resize(std::fread(raw.data(), 1, static_cast<size_t>(size), f.get()));
     }
     char buf[1 << 16];
     size_t n;
@@ -96,7 +124,7 @@ ChromeStatus read_chrome_bytes(const std::string& path, std::string& out) {
         return make_chrome_error(ChromeError::too_large, path + " is larger than 8 GiB");
     }
     if (std::ferror(f.get())) return make_chrome_error(ChromeError::cannot_open, path + ": read error");
-    if (raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f && static_cast<unsigned char>(raw[1]) == 0x8b) {
+    if (is_gzip(raw)) {
       ChromeStatus s = gunzip(raw, out);
       if (!s.ok()) s.message = path + ": " + s.message;
       return s;

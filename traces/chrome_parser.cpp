@@ -1,12 +1,17 @@
-// The streaming Chrome-trace JSON parser behind parse_chrome_json: one pass over the text, every event handed to the
-// callback as views into the input (or into scratch strings when the text has escapes), no DOM.
+// The parser behind parse_chrome_json: simdjson's On-Demand API walks the text once (its first pass indexes the
+// structure with SIMD, then we pull each event's fields in file order), every event handed to the callback as views
+// into the input or into simdjson's string buffer (strings with escapes), no DOM.
+//
+// On-Demand validates what it is asked for, so every value of an event and of the top level is visited (nested
+// values too, with our own depth limit, since On-Demand has none). Its errors say what but rarely where: the parser
+// remembers the token it was reading, and errors at the end of the text are called truncated.
+#include <simdjson.h>
+
 #include <algorithm>
 #include <array>
 #include <charconv>
-#include <cmath>
-#include <limits>
+#include <cstring>
 #include <new>
-#include <vector>
 
 #include "traces/chrome_json_text.h"
 #include "traces/chrome_reader.h"
@@ -15,375 +20,402 @@
 namespace ddp {
 namespace {
 
-using chrome_json::append_utf8;
-using chrome_json::hex_value;
-using chrome_json::is_digit;
+namespace od = simdjson::ondemand;
 using chrome_json::micros_text_to_ns;
 
 constexpr int kMaxDepth = 256;
 constexpr size_t kMaxArgs = 32;
 constexpr size_t kMaxTopLevelValue = 4u << 20;
+// A document whose root is not closed is re-read inside a wrapper to tell truncation from a syntax error or too deep
+// nesting; above this size it is called truncated without that second reading (a cut file is by far the likelier).
+constexpr size_t kMaxDiagnosedBytes = 64u << 20;
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+std::string_view trim_right(std::string_view s) {
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// The view of a string token's contents when it has no escapes (the common case: no copy), else empty and false.
+bool plain_string(std::string_view token, std::string_view& out) {
+  token = trim_right(token);
+  if (token.size() < 2 || token.front() != '"' || token.back() != '"') return false;
+  std::string_view inside = token.substr(1, token.size() - 2);
+  if (std::memchr(inside.data(), '\\', inside.size())) return false;
+  out = inside;
+  return true;
+}
 
 class Parser {
  public:
-  Parser(std::string_view s, const ChromeEventFn& fn, ChromeDocInfo& info)
-      : b_(s.data()), p_(s.data()), e_(s.data() + s.size()), fn_(fn), info_(info) {
-    arg_key_s_.resize(kMaxArgs);
-    arg_val_s_.resize(kMaxArgs);
-  }
+  // `text` is the JSON inside `buf`, which stays readable for simdjson's padding after it; `origin` is where byte 0
+  // of the user's text is (the wrapper of the diagnosis reading adds one byte in front).
+  Parser(std::string_view text, const char* origin, size_t user_size, const ChromeEventFn& fn, ChromeDocInfo& info)
+      : text_(text), origin_(origin), user_end_(origin + user_size), fn_(fn), info_(info) {}
 
-  ChromeStatus run() {
-    document();
+  ChromeStatus run(od::parser& parser, size_t capacity) {
+    od::document doc;
+    doc_ = &doc;
+    auto err = parser.iterate(simdjson::padded_string_view(text_.data(), text_.size(), capacity)).get(doc);
+    if (err) {
+      first_pass_error(err);
+      return status_;
+    }
+    document(doc);
     return status_;
   }
 
+  // The diagnosis reading: the user's text is element 0 of a one-element array.
+  ChromeStatus run_wrapped(od::parser& parser, size_t capacity) {
+    od::document doc;
+    od::array wrapper;
+    od::value root;
+    doc_ = &doc;
+    auto err = parser.iterate(simdjson::padded_string_view(text_.data(), text_.size(), capacity)).get(doc);
+    if (!err) err = doc.get_array().get(wrapper);
+    if (err) {
+      first_pass_error(err);
+      return status_;
+    }
+    bool has_root = false;
+    for (auto element : wrapper) {
+      if ((err = element.get(root))) return fail_iter(err), status_;
+      has_root = true;
+      break;
+    }
+    if (!has_root) return syntax("no value"), status_;
+    if (!root_container(root) || stopped_) return status_;
+    // Anything but the wrapper's closing bracket after the root is text after the document.
+    auto where = doc.current_location();
+    if (!where.error() && where.value_unsafe() < user_end_) {
+      at_ = where.value_unsafe();
+      syntax("unexpected characters after the JSON document");
+    }
+    return status_;
+  }
+
+  bool root_unclosed() const { return root_unclosed_; }
+
  private:
+  static std::string_view token_of(od::value& v) { return v.raw_json_token(); }
+  static std::string_view token_of(od::document& d) {
+    auto t = d.raw_json_token();
+    return t.error() ? std::string_view() : t.value_unsafe();
+  }
+
+  // ---- errors ----
+  // An error while stepping through an array or object: where the iterator stands (the end: the text was cut).
+  bool fail_iter(simdjson::error_code err) {
+    auto where = doc_->current_location();
+    at_ = where.error() ? user_end_ : where.value_unsafe();
+    return fail_simdjson(err);
+  }
+
   bool fail(ChromeError err, const std::string& what) {
     if (status_.ok()) {
+      const char* at = std::clamp(at_, origin_, user_end_);
       status_.error = err;
-      status_.offset = static_cast<uint64_t>(p_ - b_);
-      uint64_t line = 1 + static_cast<uint64_t>(std::count(b_, p_, '\n'));
+      status_.offset = static_cast<uint64_t>(at - origin_);
+      const uint64_t line = 1 + static_cast<uint64_t>(std::count(origin_, at, '\n'));
       status_.message = std::string(chrome_error_name(err)) + ": " + what + " at byte " +
                         std::to_string(status_.offset) + " (line " + std::to_string(line) + ")";
     }
     return false;
   }
-  bool truncated(const char* inside) { return fail(ChromeError::truncated, std::string("input ends inside ") + inside); }
   bool syntax(const std::string& what) { return fail(ChromeError::syntax, what); }
-
-  void ws() {
-    while (p_ < e_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  bool truncated(const std::string& what) {
+    at_ = user_end_;
+    return fail(ChromeError::truncated, what);
   }
 
-  // *p_ == '"'. `out` views the input when the string has no escapes, else `scratch`.
-  bool string(std::string_view& out, std::string& scratch) {
-    ++p_;
-    const char* s = p_;
-    while (p_ < e_) {
-      char c = *p_;
-      if (c == '"') {
-        out = std::string_view(s, static_cast<size_t>(p_ - s));
-        ++p_;
-        return true;
-      }
-      if (c == '\\') break;
-      if (static_cast<unsigned char>(c) < 0x20) return syntax("control character inside a string");
-      ++p_;
-    }
-    if (p_ >= e_) return truncated("a string");
-    scratch.assign(s, p_);
-    while (p_ < e_) {
-      char c = *p_++;
-      if (c == '"') {
-        out = scratch;
-        return true;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) {
-        --p_;
-        return syntax("control character inside a string");
-      }
-      if (c != '\\') {
-        scratch.push_back(c);
-        continue;
-      }
-      if (p_ >= e_) return truncated("a string escape");
-      char x = *p_++;
-      switch (x) {
-        case '"': case '\\': case '/': scratch.push_back(x); break;
-        case 'b': scratch.push_back('\b'); break;
-        case 'f': scratch.push_back('\f'); break;
-        case 'n': scratch.push_back('\n'); break;
-        case 'r': scratch.push_back('\r'); break;
-        case 't': scratch.push_back('\t'); break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!hex4(cp)) return false;
-          if (cp >= 0xD800 && cp < 0xDC00 && e_ - p_ >= 6 && p_[0] == '\\' && p_[1] == 'u') {
-            const char* save = p_;
-            p_ += 2;
-            uint32_t lo = 0;
-            if (!hex4(lo)) return false;
-            if (lo >= 0xDC00 && lo < 0xE000)
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            else
-              p_ = save;
-          }
-          if (cp >= 0xD800 && cp < 0xE000) cp = 0xFFFD;  // lone surrogate
-          append_utf8(scratch, cp);
-          break;
-        }
-        default:
-          --p_;
-          return syntax("invalid escape in a string");
-      }
-    }
-    return truncated("a string");
+  // The end of the user's text without trailing whitespace: an error there means the text was cut.
+  const char* content_end() const {
+    const char* e = user_end_;
+    while (e > origin_ && is_space(e[-1])) --e;
+    return e;
   }
 
-  bool hex4(uint32_t& cp) {
-    for (int i = 0; i < 4; ++i) {
-      if (p_ >= e_) return truncated("a \\u escape");
-      int h = hex_value(*p_);
-      if (h < 0) return syntax("invalid \\u escape");
-      cp = cp * 16 + static_cast<uint32_t>(h);
-      ++p_;
+  // An error of simdjson's second pass at the token at_ points to.
+  bool fail_simdjson(simdjson::error_code err) {
+    if (err == simdjson::DEPTH_ERROR) return fail(ChromeError::too_deep, "nesting too deep");
+    if (err == simdjson::MEMALLOC) return fail(ChromeError::too_large, "out of memory while reading the trace");
+    const char* end = content_end();
+    if (at_ >= end) return truncated("input ends inside a value");
+    // The token the error is in runs to the end of the text: a number or literal cut short ("12.", "nul").
+    const char* tok_end = at_;
+    while (tok_end < user_end_ && !is_space(*tok_end) && !std::strchr(",:[]{}\"", *tok_end)) ++tok_end;
+    const std::string_view tok(at_, static_cast<size_t>(tok_end - at_));
+    if (tok_end >= end && !tok.empty()) {
+      for (std::string_view word : {"true", "false", "null"})
+        if (tok.size() < word.size() && word.substr(0, tok.size()) == tok) return truncated("input ends inside a literal");
+      if (tok.find_first_not_of("0123456789.eE+-") == std::string_view::npos) return truncated("input ends inside a number");
     }
+    switch (err) {
+      case simdjson::NUMBER_ERROR: return syntax("invalid number");
+      case simdjson::T_ATOM_ERROR:
+      case simdjson::F_ATOM_ERROR:
+      case simdjson::N_ATOM_ERROR: return syntax("invalid literal");
+      case simdjson::STRING_ERROR: return syntax("invalid escape in a string");
+      default: break;
+    }
+    const char c = *at_;
+    return syntax(std::string("unexpected '") + (static_cast<unsigned char>(c) >= 0x20 ? c : '?') + "' (" +
+                  simdjson::error_message(err) + ")");
+  }
+
+  // Errors of simdjson's first pass (the structural index): no position from simdjson, so we find one where we can.
+  void first_pass_error(simdjson::error_code err) {
+    switch (err) {
+      case simdjson::EMPTY:
+        at_ = origin_;
+        fail(ChromeError::empty, "no JSON text");
+        return;
+      case simdjson::CAPACITY:
+        at_ = origin_;
+        fail(ChromeError::too_large, "the text is larger than simdjson reads in one piece (4 GiB)");
+        return;
+      case simdjson::MEMALLOC:
+        at_ = origin_;
+        fail(ChromeError::too_large, "out of memory while indexing the trace");
+        return;
+      case simdjson::UNCLOSED_STRING: return unclosed_string();
+      case simdjson::UTF8_ERROR:
+        at_ = first_invalid_utf8();
+        syntax("invalid UTF-8");
+        return;
+      case simdjson::UNESCAPED_CHARS: {
+        at_ = origin_;
+        while (at_ < user_end_ && (static_cast<unsigned char>(*at_) >= 0x20 || is_space(*at_))) ++at_;
+        syntax(at_ < user_end_ ? "control character" : "control character (a raw tab or line break) inside a string");
+        return;
+      }
+      default:
+        at_ = origin_;
+        syntax(simdjson::error_message(err));
+    }
+  }
+
+  // An odd number of quotes: the text was cut inside a string, unless the last string would hold a line break or
+  // another control character, which no string may: then a quote is missing or stray.
+  void unclosed_string() {
+    const char* q = user_end_;
+    while (q > origin_ && q[-1] != '"') --q;
+    at_ = q > origin_ ? q - 1 : origin_;
+    for (const char* c = q; c < user_end_; ++c)
+      if (static_cast<unsigned char>(*c) < 0x20) {
+        syntax("a string is not closed (a stray or missing quote)");
+        return;
+      }
+    truncated("input ends inside a string");
+  }
+
+  const char* first_invalid_utf8() const {
+    const auto* p = reinterpret_cast<const unsigned char*>(origin_);
+    const auto* e = reinterpret_cast<const unsigned char*>(user_end_);
+    while (p < e) {
+      const unsigned c = *p;
+      const int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
+      if (n < 0 || e - p <= n) break;
+      bool ok = true;
+      for (int k = 1; k <= n; ++k) ok &= (p[k] & 0xC0) == 0x80;
+      if (!ok) break;
+      p += n + 1;
+    }
+    return reinterpret_cast<const char*>(p);
+  }
+
+  // ---- values ----
+  // Where the value's text ends: after a container was walked, the next token (or the end), less whitespace.
+  const char* value_end(od::value& v) {
+    auto where = v.current_location();
+    const char* e = where.error() ? text_.data() + text_.size() : where.value_unsafe();
+    while (e > text_.data() && is_space(e[-1])) --e;
+    return e;
+  }
+
+  // A scalar decoded into `out`; strings view the input when they have no escapes.
+  bool scalar(od::value& v, std::string_view token, ChromeValue& out) {
+    simdjson::error_code err = simdjson::SUCCESS;
+    switch (token[0]) {
+      case '"':
+        out.type = ChromeValue::string;
+        if (plain_string(token, out.text)) return true;
+        err = v.get_string().get(out.text);
+        break;
+      case 't':
+      case 'f': {
+        bool b = false;
+        err = v.get_bool().get(b);
+        out.type = ChromeValue::boolean;
+        out.num = b ? 1 : 0;
+        out.text = b ? "true" : "false";
+        break;
+      }
+      case 'n': {
+        bool null = false;
+        err = v.is_null().get(null);
+        if (!err && !null) err = simdjson::N_ATOM_ERROR;
+        out.type = ChromeValue::null;
+        out.text = "null";
+        break;
+      }
+      default:
+        out.type = ChromeValue::number;
+        out.text = trim_right(token);
+        err = v.get_double().get(out.num);
+        break;
+    }
+    return err ? fail_simdjson(err) : true;
+  }
+
+  // Any value: scalars decoded, arrays and objects walked (validated, depth-limited) and kept as their raw text.
+  bool value(od::value& v, ChromeValue& out, int depth) {
+    const std::string_view token = v.raw_json_token();
+    at_ = token.data();
+    if (token.empty()) return fail_simdjson(simdjson::TAPE_ERROR);
+    if (token[0] != '{' && token[0] != '[') return scalar(v, token, out);
+    if (!walk(v, token[0], depth)) return false;
+    out.type = ChromeValue::raw;
+    out.text = std::string_view(token.data(), static_cast<size_t>(value_end(v) - token.data()));
     return true;
   }
 
-  bool skip_string() {
-    ++p_;
-    while (p_ < e_) {
-      const char* q = static_cast<const char*>(std::memchr(p_, '"', static_cast<size_t>(e_ - p_)));
-      if (!q) break;
-      // Count the backslashes before the quote: odd means it is escaped.
-      const char* k = q;
-      while (k > p_ && k[-1] == '\\') --k;
-      bool escaped = ((q - k) & 1) != 0;
-      for (const char* c = p_; c < q; ++c)
-        if (static_cast<unsigned char>(*c) < 0x20) {
-          p_ = c;
-          return syntax("control character inside a string");
-        }
-      p_ = q + 1;
-      if (!escaped) return true;
-    }
-    p_ = e_;
-    return truncated("a string");
-  }
-
-  bool number(ChromeValue& v) {
-    const char* s = p_;
-    const bool neg = *p_ == '-';
-    if (neg) ++p_;
-    if (p_ >= e_) return truncated("a number");
-    uint64_t whole = 0;
-    const char* digits = p_;
-    if (*p_ == '0') {
-      ++p_;
-    } else if (is_digit(*p_)) {
-      while (p_ < e_ && is_digit(*p_)) whole = whole * 10 + static_cast<uint64_t>(*p_++ - '0');
-    } else {
-      return syntax("invalid number");
-    }
-    if ((p_ >= e_ || (*p_ != '.' && *p_ != 'e' && *p_ != 'E')) && p_ - digits <= 18) {
-      // an integer: no float parsing (most numbers in a trace are)
-      v.type = ChromeValue::number;
-      v.text = std::string_view(s, static_cast<size_t>(p_ - s));
-      v.num = neg ? -static_cast<double>(whole) : static_cast<double>(whole);
+  // Visits every value inside an array or object, so that simdjson validates it.
+  bool walk(od::value& v, char open, int depth) {
+    if (depth > kMaxDepth) return fail(ChromeError::too_deep, "nesting deeper than " + std::to_string(kMaxDepth));
+    ChromeValue ignored;
+    if (open == '[') {
+      od::array arr;
+      if (auto err = v.get_array().get(arr)) return fail_iter(err);
+      for (auto element : arr) {
+        od::value item;
+        if (auto err = element.get(item)) return fail_iter(err);
+        if (!value(item, ignored, depth + 1)) return false;
+      }
       return true;
     }
-    if (p_ < e_ && *p_ == '.') {
-      ++p_;
-      if (p_ >= e_) return truncated("a number");
-      if (!is_digit(*p_)) return syntax("invalid number");
-      while (p_ < e_ && is_digit(*p_)) ++p_;
+    od::object obj;
+    if (auto err = v.get_object().get(obj)) return fail_iter(err);
+    for (auto member : obj) {
+      od::field f;
+      if (auto err = std::move(member).get(f)) return fail_iter(err);
+      std::string_view key;
+      if (!key_of(f, key)) return false;
+      if (!value(f.value(), ignored, depth + 1)) return false;
     }
-    if (p_ < e_ && (*p_ == 'e' || *p_ == 'E')) {
-      ++p_;
-      if (p_ < e_ && (*p_ == '+' || *p_ == '-')) ++p_;
-      if (p_ >= e_) return truncated("a number");
-      if (!is_digit(*p_)) return syntax("invalid number");
-      while (p_ < e_ && is_digit(*p_)) ++p_;
-    }
-    v.type = ChromeValue::number;
-    v.text = std::string_view(s, static_cast<size_t>(p_ - s));
-    v.num = 0;
-    auto r = std::from_chars(s, p_, v.num);
-    if (r.ec == std::errc::result_out_of_range) v.num = (*s == '-') ? -HUGE_VAL : HUGE_VAL;
     return true;
   }
 
-  bool literal(std::string_view word) {
-    size_t left = static_cast<size_t>(e_ - p_);
-    if (left < word.size()) {
-      if (std::string_view(p_, left) == word.substr(0, left)) return truncated("a literal");
-      return syntax("invalid literal");
+  // A member's name: a view of the input when it has no escapes, else unescaped by simdjson.
+  bool key_of(od::field& f, std::string_view& key) {
+    const char* k = f.key().raw();
+    at_ = k - 1;
+    const char* q = static_cast<const char*>(std::memchr(k, '"', static_cast<size_t>(user_end_ - k)));
+    if (q && !std::memchr(k, '\\', static_cast<size_t>(q - k))) {
+      key = std::string_view(k, static_cast<size_t>(q - k));
+      return true;
     }
-    if (std::string_view(p_, word.size()) != word) return syntax("invalid literal");
-    p_ += word.size();
+    if (auto err = f.unescaped_key().get(key)) return fail_simdjson(err);
     return true;
   }
 
-  bool skip_value(int depth) {
-    ws();
-    if (p_ >= e_) return truncated("a value");
-    if (depth > kMaxDepth) return fail(ChromeError::too_deep, "nesting deeper than " + std::to_string(kMaxDepth));
-    char c = *p_;
-    if (c == '{' || c == '[') {
-      const char close = c == '{' ? '}' : ']';
-      ++p_;
-      ws();
-      if (p_ >= e_) return truncated(c == '{' ? "an object" : "an array");
-      if (*p_ == close) {
-        ++p_;
-        return true;
+  // ---- events ----
+  bool time_value(od::value& v, bool& has, int64_t& ns) {
+    ChromeValue t;
+    if (!value(v, t, 4)) return false;
+    if (t.type == ChromeValue::number) {
+      has = true;
+      ns = micros_text_to_ns(t.text, t.num);
+    } else if (t.type == ChromeValue::string && !t.text.empty()) {
+      double d = 0;
+      auto r = std::from_chars(t.text.data(), t.text.data() + t.text.size(), d);
+      if (r.ec == std::errc() && r.ptr == t.text.data() + t.text.size()) {
+        has = true;
+        ns = micros_text_to_ns(t.text, d);
       }
-      for (;;) {
-        if (c == '{') {
-          ws();
-          if (p_ >= e_) return truncated("an object");
-          if (*p_ != '"') return syntax("expected a member name");
-          if (!skip_string()) return false;
-          if (!expect(':', "an object")) return false;
-        }
-        if (!skip_value(depth + 1)) return false;
-        ws();
-        if (p_ >= e_) return truncated(c == '{' ? "an object" : "an array");
-        if (*p_ == ',') {
-          ++p_;
-          continue;
-        }
-        if (*p_ == close) {
-          ++p_;
+    }
+    return true;
+  }
+
+  bool args(od::value& v, size_t& nargs) {
+    od::object obj;
+    if (auto err = v.get_object().get(obj)) return fail_iter(err);
+    for (auto member : obj) {
+      od::field f;
+      if (auto err = std::move(member).get(f)) return fail_iter(err);
+      std::string_view key;
+      if (!key_of(f, key)) return false;
+      ChromeValue val;
+      if (!value(f.value(), val, 5)) return false;
+      if (nargs < kMaxArgs) args_[nargs++] = ChromeArg{key, val};
+    }
+    return true;
+  }
+
+  bool event_member(std::string_view key, od::value& v, ChromeEventView& ev, size_t& nargs) {
+    ChromeValue val;
+    switch (key.size()) {
+      case 1:
+        if (key == "s") {  // an instant's scope
+          if (!value(v, val, 4)) return false;
+          if (val.type == ChromeValue::string) ev.scope = val.text;
           return true;
         }
-        return syntax(c == '{' ? "expected ',' or '}'" : "expected ',' or ']'");
-      }
+        break;
+      case 2:
+        if (key == "id") return value(v, ev.id, 4);
+        if (key == "bp") {  // a flow end's binding point
+          if (!value(v, val, 4)) return false;
+          if (val.type == ChromeValue::string) ev.bp = val.text;
+          return true;
+        }
+        if (key == "ph") {
+          if (!value(v, val, 4)) return false;
+          if (val.type == ChromeValue::string && !val.text.empty()) ev.ph = val.text[0];
+          return true;
+        }
+        if (key == "ts") return time_value(v, ev.has_ts, ev.ts_ns);
+        break;
+      case 3:
+        if (key == "pid") return value(v, ev.pid, 4);
+        if (key == "tid") return value(v, ev.tid, 4);
+        if (key == "dur") return time_value(v, ev.has_dur, ev.dur_ns);
+        if (key == "cat") {
+          if (!value(v, val, 4)) return false;
+          if (val.type == ChromeValue::string || val.type == ChromeValue::number) ev.cat = val.text;
+          return true;
+        }
+        break;
+      case 4:
+        if (key == "name") {
+          if (!value(v, val, 4)) return false;
+          if (val.type == ChromeValue::string || val.type == ChromeValue::number) ev.name = val.text;
+          return true;
+        }
+        if (key == "args") {
+          const std::string_view token = v.raw_json_token();
+          at_ = token.data();
+          if (!token.empty() && token[0] == '{') return args(v, nargs);
+        }
+        break;
+      default: break;
     }
-    ChromeValue v;
-    return scalar(v, scratch_);
+    return value(v, val, 4);
   }
 
-  bool scalar(ChromeValue& v, std::string& scratch) {
-    char c = *p_;
-    if (c == '"') {
-      v.type = ChromeValue::string;
-      return string(v.text, scratch);
-    }
-    if (c == 't' || c == 'f') {
-      v.type = ChromeValue::boolean;
-      v.num = c == 't' ? 1 : 0;
-      v.text = c == 't' ? "true" : "false";
-      return literal(v.text);
-    }
-    if (c == 'n') {
-      v.type = ChromeValue::null;
-      v.text = "null";
-      return literal("null");
-    }
-    if (c == '-' || is_digit(c)) return number(v);
-    return syntax(std::string("unexpected character '") + (static_cast<unsigned char>(c) >= 0x20 ? c : '?') + "'");
-  }
-
-  // Any value: scalars decoded, arrays/objects as raw text.
-  bool value(ChromeValue& v, std::string& scratch, int depth) {
-    ws();
-    if (p_ >= e_) return truncated("a value");
-    if (*p_ == '{' || *p_ == '[') {
-      const char* s = p_;
-      if (!skip_value(depth)) return false;
-      v.type = ChromeValue::raw;
-      v.text = std::string_view(s, static_cast<size_t>(p_ - s));
-      return true;
-    }
-    return scalar(v, scratch);
-  }
-
-  bool expect(char c, const char* inside) {
-    ws();
-    if (p_ >= e_) return truncated(inside);
-    if (*p_ != c) return syntax(std::string("expected '") + c + "'");
-    ++p_;
-    return true;
-  }
-
-  // Iterates the members of an object; *p_ == '{'. `member(key)` must consume the value.
-  template <class F>
-  bool members(const char* what, std::string& key_scratch, F&& member) {
-    ++p_;
-    ws();
-    if (p_ >= e_) return truncated(what);
-    if (*p_ == '}') {
-      ++p_;
-      return true;
-    }
-    for (;;) {
-      ws();
-      if (p_ >= e_) return truncated(what);
-      if (*p_ != '"') return syntax("expected a member name");
-      std::string_view key;
-      if (!string(key, key_scratch)) return false;
-      if (!expect(':', what)) return false;
-      ws();
-      if (p_ >= e_) return truncated(what);
-      if (!member(key)) return false;
-      ws();
-      if (p_ >= e_) return truncated(what);
-      if (*p_ == ',') {
-        ++p_;
-        continue;
-      }
-      if (*p_ == '}') {
-        ++p_;
-        return true;
-      }
-      return syntax("expected ',' or '}'");
-    }
-  }
-
-  bool time_value(bool& has, int64_t& ns) {
-    ChromeValue v;
-    if (!value(v, tmp_s_, 3)) return false;
-    if (v.type == ChromeValue::number) {
-      has = true;
-      ns = micros_text_to_ns(v.text, v.num);
-    } else if (v.type == ChromeValue::string && !v.text.empty()) {
-      double d = 0;
-      auto r = std::from_chars(v.text.data(), v.text.data() + v.text.size(), d);
-      if (r.ec == std::errc() && r.ptr == v.text.data() + v.text.size()) {
-        has = true;
-        ns = micros_text_to_ns(v.text, d);
-      }
-    }
-    return true;
-  }
-
-  bool event() {
+  bool event(od::value& v) {
+    od::object obj;
+    if (auto err = v.get_object().get(obj)) return fail_iter(err);
     ChromeEventView ev;
     size_t nargs = 0;
-    bool ok = members("an event", key_s_, [&](std::string_view key) {
-      ChromeValue v;
-      if (key == "ph") {
-        if (!value(v, ph_s_, 3)) return false;
-        if (v.type == ChromeValue::string && !v.text.empty()) ev.ph = v.text[0];
-        return true;
-      }
-      if (key == "name" || key == "cat") {
-        std::string& scratch = key == "name" ? name_s_ : cat_s_;
-        if (!value(v, scratch, 3)) return false;
-        if (v.type == ChromeValue::string || v.type == ChromeValue::number) (key == "name" ? ev.name : ev.cat) = v.text;
-        return true;
-      }
-      if (key == "pid") return value(ev.pid, pid_s_, 3);
-      if (key == "tid") return value(ev.tid, tid_s_, 3);
-      if (key == "id") return value(ev.id, id_s_, 3);
-      if (key == "bp" || key == "s") {
-        if (!value(v, key == "bp" ? bp_s_ : scope_s_, 3)) return false;
-        if (v.type == ChromeValue::string) (key == "bp" ? ev.bp : ev.scope) = v.text;
-        return true;
-      }
-      if (key == "ts") return time_value(ev.has_ts, ev.ts_ns);
-      if (key == "dur") return time_value(ev.has_dur, ev.dur_ns);
-      if (key == "args" && *p_ == '{') {
-        return members("an event's args", akey_s_, [&](std::string_view akey) {
-          if (nargs >= kMaxArgs) return skip_value(3);
-          std::string& ks = arg_key_s_[nargs];
-          if (akey.data() == akey_s_.data()) {  // the key was unescaped into the shared scratch: keep a copy
-            ks = akey_s_;
-            akey = ks;
-          }
-          ChromeValue av;
-          if (!value(av, arg_val_s_[nargs], 3)) return false;
-          args_[nargs].key = akey;
-          args_[nargs].value = av;
-          ++nargs;
-          return true;
-        });
-      }
-      return skip_value(2);
-    });
-    if (!ok) return false;
+    for (auto member : obj) {
+      od::field f;
+      if (auto err = std::move(member).get(f)) return fail_iter(err);
+      std::string_view key;
+      if (!key_of(f, key)) return false;
+      if (!event_member(key, f.value(), ev, nargs)) return false;
+    }
     ev.args = args_.data();
     ev.arg_count = nargs;
     ++info_.events;
@@ -391,97 +423,205 @@ class Parser {
     return true;
   }
 
-  bool events_array() {
-    ++p_;  // '['
-    ws();
-    if (p_ >= e_) return truncated("the event array");
-    if (*p_ == ']') {
-      ++p_;
-      return true;
-    }
-    for (;;) {
-      ws();
-      if (p_ >= e_) return truncated("the event array");
-      if (*p_ == '{') {
-        if (!event()) return false;
+  template <class Container>
+  bool events_array(Container& c) {
+    od::array arr;
+    const bool root = opening_root_;
+    opening_root_ = false;
+    if (auto err = c.get_array().get(arr)) return root ? root_error(err) : fail_iter(err);
+    for (auto element : arr) {
+      od::value item;
+      if (auto err = element.get(item)) return fail_iter(err);
+      const std::string_view token = item.raw_json_token();
+      at_ = token.data();
+      if (!token.empty() && token[0] == '{') {
+        if (!event(item)) return false;
         if (stopped_) return true;
-      } else if (!skip_value(2)) {
+      } else {
+        ChromeValue ignored;
+        if (!value(item, ignored, 3)) return false;
+      }
+    }
+    return true;
+  }
+
+  // ---- the document ----
+  // simdjson checks up front that the root's last character closes it; when it does not, the text is re-read
+  // wrapped (parse_chrome_json) to say why.
+  bool root_error(simdjson::error_code err) {
+    if (err == simdjson::INCOMPLETE_ARRAY_OR_OBJECT) {
+      root_unclosed_ = true;
+      return truncated("the document ends before its closing bracket");
+    }
+    return fail_simdjson(err);
+  }
+
+  // A top-level member other than the events: kept as JSON when small.
+  bool top_member(std::string_view key, od::value& v) {
+    const std::string_view token = trim_right(v.raw_json_token());
+    ChromeValue val;
+    if (!value(v, val, 2)) return false;
+    const std::string_view raw = val.type == ChromeValue::raw ? val.text : token;  // a string with its quotes
+    if (raw.size() > kMaxTopLevelValue) return true;
+    nlohmann::json j = nlohmann::json::parse(raw.begin(), raw.end(), nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded()) info_.top[std::string(key)] = std::move(j);
+    return true;
+  }
+
+  template <class Container>
+  bool trace_object(Container& c) {
+    od::object obj;
+    const bool root = opening_root_;
+    opening_root_ = false;
+    if (auto err = c.get_object().get(obj)) return root ? root_error(err) : fail_iter(err);
+    bool seen_events = false;
+    for (auto member : obj) {
+      od::field f;
+      if (auto err = std::move(member).get(f)) return fail_iter(err);
+      std::string_view key;
+      if (!key_of(f, key)) return false;
+      od::value v = f.value();
+      const std::string_view token = v.raw_json_token();
+      at_ = token.data();
+      if (key == "traceEvents" && !token.empty() && token[0] == '[') {
+        seen_events = true;
+        if (!events_array(v) || stopped_) return false;
+      } else if (!top_member(key, v)) {
         return false;
       }
-      ws();
-      if (p_ >= e_) return truncated("the event array");
-      if (*p_ == ',') {
-        ++p_;
-        continue;
-      }
-      if (*p_ == ']') {
-        ++p_;
-        return true;
-      }
-      return syntax("expected ',' or ']' between events");
     }
+    if (!seen_events) {
+      at_ = origin_;
+      return fail(ChromeError::not_a_trace, "the JSON object has no \"traceEvents\" array");
+    }
+    return true;
   }
 
-  void document() {
-    ws();
-    if (p_ >= e_) {
-      fail(ChromeError::empty, "no JSON text");
-      return;
-    }
-    if (*p_ == '[') {
+  // The root when it is an array or an object; false when it failed or the callback stopped the reading.
+  template <class Root>
+  bool root_container(Root& r) {
+    const std::string_view token = trim_right(token_of(r));
+    at_ = token.data();
+    if (token.empty()) return fail_simdjson(simdjson::TAPE_ERROR);
+    opening_root_ = true;
+    if (token[0] == '[') {
       info_.array_format = true;
-      if (!events_array()) return;
-    } else if (*p_ == '{') {
-      bool seen_events = false;
-      bool ok = members("the trace object", key_s_, [&](std::string_view key) {
-        if (key == "traceEvents" && *p_ == '[') {
-          seen_events = true;
-          return events_array();
-        }
-        std::string k(key);
-        const char* s = p_;
-        if (!skip_value(1)) return false;
-        if (static_cast<size_t>(p_ - s) <= kMaxTopLevelValue) {
-          nlohmann::json j = nlohmann::json::parse(s, p_, nullptr, /*allow_exceptions=*/false);
-          if (!j.is_discarded()) info_.top[k] = std::move(j);
-        }
-        return !stopped_;
-      });
-      if (stopped_) return;
-      if (!ok) return;
-      if (!seen_events) {
-        fail(ChromeError::not_a_trace, "the JSON object has no \"traceEvents\" array");
-        return;
-      }
-    } else {
-      ChromeValue v;
-      if (!scalar(v, scratch_)) return;
-      fail(ChromeError::not_a_trace, "the JSON document is a scalar, not a trace");
-      return;
+      return events_array(r) && !stopped_;
     }
-    if (stopped_) return;
-    ws();
-    if (p_ < e_) syntax("unexpected characters after the JSON document");
+    if (token[0] == '{') return trace_object(r) && !stopped_;
+    return root_scalar(r, token);
   }
 
-  const char* b_;
-  const char* p_;
-  const char* e_;
+  template <class Root>
+  bool root_scalar(Root& r, std::string_view token) {
+    simdjson::error_code err = simdjson::SUCCESS;
+    if (token[0] == '"') {
+      std::string_view s;
+      err = r.get_string().get(s);
+    } else if (token[0] == 't' || token[0] == 'f') {
+      bool b = false;
+      err = r.get_bool().get(b);
+    } else if (token[0] == 'n') {
+      bool null = false;
+      err = r.is_null().get(null);
+      if (!err && !null) err = simdjson::N_ATOM_ERROR;
+    } else {
+      double d = 0;
+      err = r.get_double().get(d);
+    }
+    if (err) return fail_simdjson(err);
+    return fail(ChromeError::not_a_trace, "the JSON document is a scalar, not a trace");
+  }
+
+  void document(od::document& doc) {
+    auto first = doc.raw_json_token();
+    if (first.error()) {
+      at_ = origin_;
+      fail_simdjson(first.error());
+      return;
+    }
+    if (!root_container(doc)) return;
+    auto where = doc.current_location();
+    if (!where.error()) {
+      at_ = where.value_unsafe();
+      syntax("unexpected characters after the JSON document");
+    }
+  }
+
+  std::string_view text_;
+  const char* origin_;
+  const char* user_end_;
   const ChromeEventFn& fn_;
   ChromeDocInfo& info_;
   ChromeStatus status_;
+  od::document* doc_ = nullptr;
+  const char* at_ = origin_;  // the token being read: where an error is reported
+  bool opening_root_ = false;  // the next container opened is the root (simdjson checks it is closed)
   bool stopped_ = false;
-  std::string scratch_, key_s_, akey_s_, ph_s_, name_s_, cat_s_, pid_s_, tid_s_, tmp_s_, id_s_, bp_s_, scope_s_;
-  std::vector<std::string> arg_key_s_, arg_val_s_;
+  bool root_unclosed_ = false;
   std::array<ChromeArg, kMaxArgs> args_{};
 };
 
+bool only_whitespace(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), is_space);
+}
+
+// A root that is not closed: cut short, or a syntax error, or nesting too deep before the end. The text is read again
+// as the only element of an array, which simdjson accepts, and the error found there is the answer.
+ChromeStatus diagnose_unclosed_root(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+  std::string wrapped;
+  wrapped.reserve(json.size() + 2 + simdjson::SIMDJSON_PADDING);
+  wrapped.push_back('[');
+  wrapped.append(json);
+  wrapped.push_back(']');
+  wrapped.append(simdjson::SIMDJSON_PADDING, '\0');
+  const std::string_view text(wrapped.data(), json.size() + 2);
+  info = ChromeDocInfo{};
+  od::parser parser;
+  Parser p(text, wrapped.data() + 1, json.size(), on_event, info);
+  ChromeStatus s = p.run_wrapped(parser, wrapped.size());
+  if (s.ok()) s = make_chrome_error(ChromeError::truncated, "the document ends before its closing bracket");
+  return s;
+}
+
+ChromeStatus parse_padded(std::string_view json, size_t capacity, const ChromeEventFn& on_event,
+                          ChromeDocInfo& info) {
+  if (only_whitespace(json)) return make_chrome_error(ChromeError::empty, "no JSON text at byte 0 (line 1)");
+  if (json.size() > simdjson::SIMDJSON_MAXSIZE_BYTES - simdjson::SIMDJSON_PADDING)
+    return make_chrome_error(ChromeError::too_large, "the JSON text is larger than 4 GiB, the most simdjson indexes");
+  od::parser parser;
+  Parser p(json, json.data(), json.size(), on_event, info);
+  ChromeStatus s = p.run(parser, capacity);
+  // Events already handed to the callback stay handed; the diagnosis only names the error.
+  if (p.root_unclosed() && json.size() <= kMaxDiagnosedBytes) {
+    ChromeDocInfo scratch;
+    ChromeStatus why = diagnose_unclosed_root(json, nullptr, scratch);
+    if (why.error != ChromeError::none) s = why;
+  }
+  return s;
+}
+
 }  // namespace
+
+ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+  if (json.capacity() < json.size() + simdjson::SIMDJSON_PADDING)
+    return parse_chrome_json(std::string_view(json), on_event, info);
+  try {
+    return parse_padded(json, json.capacity(), on_event, info);
+  } catch (const std::bad_alloc&) {
+    return make_chrome_error(ChromeError::too_large, "out of memory while reading the trace");
+  }
+}
 
 ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   try {
-    Parser parser(json, on_event, info);
-    return parser.run();
+    // simdjson reads up to 64 bytes past the end of the text: a copy with that padding.
+    std::string padded;
+    padded.reserve(json.size() + simdjson::SIMDJSON_PADDING);
+    padded.assign(json);
+    padded.append(simdjson::SIMDJSON_PADDING, '\0');
+    padded.resize(json.size());
+    return parse_padded(padded, padded.capacity(), on_event, info);
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory while reading the trace");
   }
