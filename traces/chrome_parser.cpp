@@ -29,6 +29,7 @@ constexpr size_t kMaxTopLevelValue = 4u << 20;
 // A document whose root is not closed is re-read inside a wrapper to tell truncation from a syntax error or too deep
 // nesting; above this size it is called truncated without that second reading (a cut file is by far the likelier).
 constexpr size_t kMaxDiagnosedBytes = 64u << 20;
+constexpr size_t kMaxReusedParserBytes = 64u << 20;
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -37,13 +38,13 @@ std::string_view trim_right(std::string_view s) {
   return s;
 }
 
-// The view of a string token's contents when it has no escapes (the common case: no copy), else empty and false.
-bool plain_string(std::string_view token, std::string_view& out) {
-  token = trim_right(token);
-  if (token.size() < 2 || token.front() != '"' || token.back() != '"') return false;
-  std::string_view inside = token.substr(1, token.size() - 2);
-  if (std::memchr(inside.data(), '\\', inside.size())) return false;
-  out = inside;
+// The contents of the string whose opening quote is just before `p`, when it has no escapes (the common case: a view,
+// no copy). simdjson's first pass has checked that every string is closed, so the scan stops before the text's end.
+bool plain_string(const char* p, std::string_view& out) {
+  const char* q = p;
+  while (*q != '"' && *q != '\\') ++q;
+  if (*q != '"') return false;
+  out = std::string_view(p, static_cast<size_t>(q - p));
   return true;
 }
 
@@ -240,7 +241,7 @@ class Parser {
     switch (token[0]) {
       case '"':
         out.type = ChromeValue::string;
-        if (plain_string(token, out.text)) return true;
+        if (plain_string(token.data() + 1, out.text)) return true;
         err = v.get_string().get(out.text);
         break;
       case 't':
@@ -311,11 +312,7 @@ class Parser {
   bool key_of(od::field& f, std::string_view& key) {
     const char* k = f.key().raw();
     at_ = k - 1;
-    const char* q = static_cast<const char*>(std::memchr(k, '"', static_cast<size_t>(user_end_ - k)));
-    if (q && !std::memchr(k, '\\', static_cast<size_t>(q - k))) {
-      key = std::string_view(k, static_cast<size_t>(q - k));
-      return true;
-    }
+    if (plain_string(k, key)) return true;
     if (auto err = f.unescaped_key().get(key)) return fail_simdjson(err);
     return true;
   }
@@ -589,7 +586,11 @@ ChromeStatus parse_padded(std::string_view json, size_t capacity, const ChromeEv
   if (only_whitespace(json)) return make_chrome_error(ChromeError::empty, "no JSON text at byte 0 (line 1)");
   if (json.size() > simdjson::SIMDJSON_MAXSIZE_BYTES - simdjson::SIMDJSON_PADDING)
     return make_chrome_error(ChromeError::too_large, "the JSON text is larger than 4 GiB, the most simdjson indexes");
-  od::parser parser;
+  // Small documents reuse their thread's parser (its buffers stay paged in); a big one gets its own, freed after, so
+  // that no thread keeps gigabytes of index.
+  thread_local od::parser reused;
+  od::parser own;
+  od::parser& parser = json.size() <= kMaxReusedParserBytes ? reused : own;
   Parser p(json, json.data(), json.size(), on_event, info);
   ChromeStatus s = p.run(parser, capacity);
   // Events already handed to the callback stay handed; the diagnosis only names the error.

@@ -1,0 +1,298 @@
+// The Kineto reader's speed targets (issue 10), measured once each on a 2-rank set built from a real trace's event
+// mix: the events of tests/data/kineto/pytorch-2.11-cpu/balanced/ replicated, each copy shifted in time and in its
+// ProfilerStep numbers so steps stay distinct and ordered. Prints one line per target with its ratio (>= 1 is met):
+//   parse_events_per_s    >= 10 M events/s, one core, the JSON already in memory
+//   gunzip_out_bytes_per_s >= 1 GB/s of inflated output
+//   open_align_analyse_s  <= 2 s for both ranks (load_kineto_run + analyze, as ddp_profile --analyze does)
+//   viewer_bytes_per_span <= 40 (the Timeline of one rank's trace: heap in use after building it, per span)
+// Usage: kineto_bench [events per rank, default 5000000]
+#include <libdeflate.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "traces/analysis.h"
+#include "traces/chrome_reader.h"
+#include "traces/kineto_import.h"
+#include "traces/timeline.h"
+
+namespace fs = std::filesystem;
+using namespace ddp;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "kineto_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+void append_value(std::string& out, const ChromeValue& v) {
+  if (v.type == ChromeValue::string)
+    append_json_string(out, v.text);
+  else
+    out += v.text;  // numbers, literals and raw arrays/objects as written
+}
+
+// One event of the real trace, written out as Kineto writes it except for its time and step number, which change
+// per copy.
+struct TemplateEvent {
+  std::string before_ts;  // "{\"ph\": ..., \"name\": \"ProfilerStep#\"" up to the step number or the timestamp
+  bool profiler_step = false;
+  uint32_t step = 0;
+  std::string after_name;  // the rest of the head up to "ts"
+  int64_t ts_ns = 0;
+  bool has_dur = false;
+  int64_t dur_ns = 0;
+  std::string tail;  // args and the closing brace
+};
+
+struct RankTemplate {
+  std::string head;  // the top-level members before "traceEvents"
+  std::vector<TemplateEvent> events;
+  int64_t t_min = 0, t_max = 0;
+  uint32_t max_step = 0;
+};
+
+void append_micros(std::string& out, int64_t ns) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%lld.%03lld", static_cast<long long>(ns / 1000),
+                static_cast<long long>(ns % 1000));
+  out += buf;
+}
+
+RankTemplate read_template(const std::string& path) {
+  std::string text;
+  ChromeStatus s = read_chrome_bytes(path, text);
+  if (!s.ok()) die(s.message);
+  RankTemplate t;
+  t.t_min = INT64_MAX;
+  t.t_max = INT64_MIN;
+  ChromeDocInfo info;
+  s = parse_chrome_json(text, [&](const ChromeEventView& e) {
+    TemplateEvent ev;
+    std::string& h = ev.before_ts;
+    h = "  {\n    \"ph\": \"";
+    h += e.ph;
+    h += "\", \"cat\": ";
+    append_json_string(h, e.cat);
+    h += ", \"name\": ";
+    constexpr std::string_view kStep = "ProfilerStep#";
+    if (e.name.substr(0, kStep.size()) == kStep) {
+      ev.profiler_step = true;
+      ev.step = static_cast<uint32_t>(std::strtoul(std::string(e.name.substr(kStep.size())).c_str(), nullptr, 10));
+      h += "\"ProfilerStep#";
+      t.max_step = std::max(t.max_step, ev.step);
+    } else {
+      append_json_string(h, e.name);
+    }
+    std::string& m = ev.after_name;
+    m = ev.profiler_step ? "\"" : "";
+    m += ", \"pid\": ";
+    append_value(m, e.pid);
+    m += ", \"tid\": ";
+    append_value(m, e.tid);
+    m += ",\n    \"ts\": ";
+    ev.ts_ns = e.ts_ns;
+    ev.has_dur = e.has_dur;
+    ev.dur_ns = e.dur_ns;
+    if (e.has_ts) {
+      t.t_min = std::min(t.t_min, e.ts_ns);
+      t.t_max = std::max(t.t_max, e.ts_ns + (e.has_dur ? e.dur_ns : 0));
+    }
+    std::string& a = ev.tail;
+    if (e.arg_count > 0) {
+      a += ",\n    \"args\": {\n      ";
+      for (size_t i = 0; i < e.arg_count; ++i) {
+        if (i) a += ", ";
+        append_json_string(a, e.args[i].key);
+        a += ": ";
+        append_value(a, e.args[i].value);
+      }
+      a += "\n    }";
+    }
+    a += "\n  }";
+    t.events.push_back(std::move(ev));
+    return true;
+  }, info);
+  if (!s.ok()) die(path + ": " + s.message);
+  for (auto it = info.top.begin(); it != info.top.end(); ++it) t.head += "  \"" + it.key() + "\": " + it->dump() + ",\n";
+  return t;
+}
+
+// Writes `events` events: copies of the template, each shifted past the one before it.
+void write_rank(const RankTemplate& t, size_t events, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  std::string buf = "{\n" + t.head + "  \"traceEvents\": [\n";
+  const int64_t period = t.t_max - t.t_min + 1'000'000;  // 1 ms between copies
+  size_t written = 0;
+  for (uint32_t copy = 0; written < events; ++copy) {
+    const int64_t shift = copy * period;
+    const uint32_t step_shift = copy * (t.max_step + 1);
+    for (const TemplateEvent& e : t.events) {
+      if (written == events) break;
+      if (written) buf += ",\n";
+      buf += e.before_ts;
+      if (e.profiler_step) buf += std::to_string(e.step + step_shift);
+      buf += e.after_name;
+      append_micros(buf, e.ts_ns + shift);
+      if (e.has_dur) {
+        buf += ", \"dur\": ";
+        append_micros(buf, e.dur_ns);
+      }
+      buf += e.tail;
+      ++written;
+      if (buf.size() > (8u << 20)) {
+        out << buf;
+        buf.clear();
+      }
+    }
+  }
+  buf += "\n  ]\n}\n";
+  out << buf;
+  if (!out) die("cannot write " + path);
+}
+
+void report(const char* metric, double value, const char* unit, double target, bool at_least, const std::string& how) {
+  const double ratio = at_least ? value / target : target / value;
+  std::printf("%s=%.3g%s target=%s%.3g%s ratio=%.2f (%s)\n", metric, value, unit, at_least ? ">=" : "<=", target, unit,
+              ratio, how.c_str());
+  std::fflush(stdout);
+}
+
+void measure_parse(const std::string& path) {
+  std::string text;
+  ChromeStatus s = read_chrome_bytes(path, text);
+  if (!s.ok()) die(s.message);
+  uint64_t spans = 0;
+  ChromeDocInfo info;
+  auto t0 = std::chrono::steady_clock::now();
+  s = parse_chrome_json(text, [&](const ChromeEventView& e) {
+    spans += e.ph == 'X';
+    return true;
+  }, info);
+  const double sec = seconds_since(t0);
+  if (!s.ok()) die(s.message);
+  report("parse_events_per_s", static_cast<double>(info.events) / sec / 1e6, "M", 10, true,
+         std::to_string(info.events) + " events, " + std::to_string(text.size() >> 20) + " MiB in " +
+             std::to_string(sec) + " s, one thread");
+  // The copy a string_view caller pays for simdjson's padding.
+  ChromeDocInfo info2;
+  t0 = std::chrono::steady_clock::now();
+  s = parse_chrome_json(std::string_view(text), nullptr, info2);
+  const double copied = seconds_since(t0);
+  std::printf("parse_string_view_s=%.3f (in place: %.3f s; the difference is the padded copy)\n", copied, sec);
+}
+
+void measure_gunzip(const std::string& path) {
+  std::string text;
+  ChromeStatus s = read_chrome_bytes(path, text);
+  if (!s.ok()) die(s.message);
+  text.resize(std::min<size_t>(text.size(), 256u << 20));  // compressing more would only make the bench slower
+  libdeflate_compressor* c = libdeflate_alloc_compressor(6);  // gzip's default level
+  std::string gz(libdeflate_gzip_compress_bound(c, text.size()), '\0');
+  gz.resize(libdeflate_gzip_compress(c, text.data(), text.size(), gz.data(), gz.size()));
+  libdeflate_free_compressor(c);
+  std::string out;
+  auto t0 = std::chrono::steady_clock::now();
+  s = gunzip(gz, out);
+  const double sec = seconds_since(t0);
+  if (!s.ok() || out != text) die("gunzip failed: " + s.message);
+  report("gunzip_out_bytes_per_s", static_cast<double>(out.size()) / sec / 1e9, "G", 1, true,
+         std::to_string(gz.size() >> 20) + " MiB gzip -> " + std::to_string(out.size() >> 20) + " MiB in " +
+             std::to_string(sec) + " s");
+}
+
+void measure_open_align_analyse(const std::string& dir, size_t events) {
+  auto t0 = std::chrono::steady_clock::now();
+  RunTrace run;
+  std::string err;
+  if (!load_kineto_run({dir}, KinetoStageMap{}, run, err)) die(err);
+  const double loaded = seconds_since(t0);
+  Analysis a = analyze(run);
+  const double sec = seconds_since(t0);
+  size_t kept = 0;
+  for (const RankTrace& r : run.ranks) kept += r.events.size();
+  report("open_align_analyse_s", sec, "s", 2, false,
+         std::to_string(run.ranks.size()) + " ranks x " + std::to_string(events) + " events, " +
+             std::to_string(kept) + " stage spans kept; load+align " + std::to_string(loaded) + " s, verdict: " +
+             a.verdict.substr(0, 60));
+}
+
+size_t heap_in_use() {
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+void measure_viewer_memory(const std::string& path) {
+  const size_t before = heap_in_use();
+  Timeline tl;
+  std::string err;
+  auto t0 = std::chrono::steady_clock::now();
+  if (!timeline_from_chrome_file(path, tl, err)) die(err);
+  const double sec = seconds_since(t0);
+  malloc_trim(0);
+  const size_t after = heap_in_use();
+  const double per_span = static_cast<double>(after - before) / static_cast<double>(tl.span_count);
+  report("viewer_bytes_per_span", per_span, "", 40, false,
+         std::to_string(tl.span_count) + " spans, " + std::to_string((after - before) >> 20) +
+             " MiB heap after building the timeline (sizeof(Span) = " + std::to_string(sizeof(Span)) + "), built in " +
+             std::to_string(sec) + " s");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const size_t events = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 5'000'000;
+  const std::string src = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu/balanced/";
+  const fs::path dir = fs::temp_directory_path() / ("kineto_bench_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> fixtures;
+  for (const auto& e : fs::directory_iterator(src)) fixtures.push_back(e.path().string());
+  std::sort(fixtures.begin(), fixtures.end());
+  if (fixtures.size() != 2) die(src + ": expected two rank traces");
+  std::vector<std::string> ranks;
+  for (int r = 0; r < 2; ++r) {
+    RankTemplate t = read_template(fixtures[r]);
+    ranks.push_back((dir / ("rank" + std::to_string(r) + ".pt.trace.json")).string());
+    write_rank(t, events, ranks.back());
+    std::printf("generated %s: %zu events (%zu-event real trace x %zu), %llu MiB\n", ranks.back().c_str(), events,
+                t.events.size(), (events + t.events.size() - 1) / t.events.size(),
+                static_cast<unsigned long long>(fs::file_size(ranks.back()) >> 20));
+  }
+  std::printf("generated in %.1f s\n", seconds_since(t0));
+  measure_parse(ranks[0]);
+  measure_gunzip(ranks[0]);
+  measure_open_align_analyse(dir.string(), events);
+  measure_viewer_memory(ranks[0]);
+  if (!std::getenv("KINETO_BENCH_KEEP")) fs::remove_all(dir);
+  return 0;
+}
