@@ -43,13 +43,38 @@ class StringTable {
   std::unordered_map<std::string_view, uint32_t> index_;
 };
 
+// The spans' other args as text ("External id: 1025\nEv Idx: 0"), zstd-compressed in blocks of about 64 KiB: in a
+// Kineto trace nearly every span has some, about 50 bytes that would otherwise be most of the timeline's memory,
+// while the viewer shows one span's at a time (decompressing its block takes tens of microseconds).
+class ExtraTexts {
+ public:
+  uint32_t add(std::string_view text);  // the text's id, 1-based
+  std::string at(uint32_t id) const;    // "" for 0 or an unknown id
+  void seal();                          // compresses the block being filled (finish() calls it)
+  size_t size() const { return count_; }
+  size_t memory_bytes() const;
+
+ private:
+  struct Block {
+    uint32_t first = 1;  // id of its first text
+    uint32_t count = 0;
+    uint32_t raw_size = 0;
+    bool compressed = true;  // false only if zstd failed: then `packed` holds the texts as they are
+    std::string packed;      // zstd frame of the texts, each as a varint length and its bytes
+  };
+  std::vector<Block> blocks_;
+  std::string open_;  // the block being filled, uncompressed
+  uint32_t open_count_ = 0;
+  uint32_t count_ = 0;
+};
+
 struct Span {
   int64_t t0 = 0;  // ns since the timeline's origin (the earliest event), all processes on one clock
   int64_t t1 = 0;
   uint64_t bytes = 0;
   uint32_t step = kNoStep;
   uint32_t name = 0;   // Timeline::names id
-  uint32_t extra = 0;  // 1-based index into Timeline::extras (other args, as text); 0 = none
+  uint32_t extra = 0;  // Timeline::extras id (other args, as text); 0 = none
   uint16_t epoch = 0;
   uint16_t bucket = kNoBucket;
   uint8_t micro = 0;
@@ -107,7 +132,7 @@ struct Timeline {
   std::string run_dir;   // the run folder, when loaded from one
   std::string producer;  // "ddp_profile", "kineto" or ""
   StringTable names;
-  std::vector<std::string> extras;
+  ExtraTexts extras;
   std::vector<uint32_t> name_colors;  // per name id (stage colour or a hashed colour)
   std::vector<Process> processes;     // sorted for display
   int64_t t_begin = 0, t_end = 0;     // over all spans and counter samples
@@ -121,9 +146,7 @@ struct Timeline {
     return s.name < name_colors.size() ? name_colors[s.name] : 0xFFA0A0A0;
   }
   std::string_view name(const Span& s) const { return names.at(s.name); }
-  std::string_view extra(const Span& s) const {
-    return s.extra && s.extra <= extras.size() ? std::string_view(extras[s.extra - 1]) : std::string_view();
-  }
+  std::string extra(const Span& s) const { return extras.at(s.extra); }
   // Steps known in any process: the union of their ranges. False when the step is not in the trace.
   bool step_range(uint32_t step, int64_t& t0, int64_t& t1) const;
 };

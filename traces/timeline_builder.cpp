@@ -44,10 +44,7 @@ int TimelineBuilder::lane(int p, std::string_view key) {
   return id;
 }
 
-uint32_t TimelineBuilder::add_extra(std::string text) {
-  tl_.extras.push_back(std::move(text));
-  return static_cast<uint32_t>(tl_.extras.size());
-}
+uint32_t TimelineBuilder::add_extra(std::string text) { return tl_.extras.add(text); }
 
 void TimelineBuilder::add_counter(int p, std::string_view name, int64_t t, double v) {
   auto& idx = counter_index_[p];
@@ -165,9 +162,10 @@ void assign_rows(Lane& lane, std::vector<Span>& spans) {
     if (!one_row) row.spans.push_back(s);
     row.max_dur = std::max(row.max_dur, s.t1 - s.t0);
   }
-  if (one_row)
+  if (one_row) {
     lane.rows[0].spans = std::move(spans);
-  else
+    lane.rows[0].spans.shrink_to_fit();  // the staging vector's growth room would cost up to a span per span
+  } else
     std::vector<Span>().swap(spans);
 }
 
@@ -259,6 +257,7 @@ Timeline TimelineBuilder::finish() {
   for (size_t p = 0; p < procs_.size(); ++p) finish_process(p, shift);
   std::stable_sort(procs_.begin(), procs_.end(), [](const Process& a, const Process& b) { return a.sort < b.sort; });
   tl_.processes = std::move(procs_);
+  tl_.extras.seal();
   assign_name_colors(tl_);
   procs_.clear();
   staged_.clear();

@@ -296,7 +296,7 @@ void tooltip(const App& app, const Hit& h) {
     }
     if (s.has_stage() && is_wait(static_cast<Stage>(s.stage)))
       ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "a wait: see the stalls panel for its cause");
-    std::string_view extra = tl.extra(s);
+    const std::string extra = tl.extra(s);
     if (!extra.empty()) {
       ImGui::Separator();
       ImGui::TextUnformatted(extra.data(), extra.data() + extra.size());

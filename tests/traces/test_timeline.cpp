@@ -265,3 +265,24 @@ TEST(Timeline, CudaSpansFromARunAreNamedByTheirKernelNotShownAsBuckets) {
   EXPECT_EQ(gemm.count, 2u);
   EXPECT_EQ(gemm.total_ns, 15'000);
 }
+
+// Args texts are kept compressed in blocks: every id finds its own text, in sealed blocks and in the open one.
+TEST(Timeline, ExtraTextsFindEveryTextAcrossBlocks) {
+  ExtraTexts x;
+  std::vector<std::string> texts;
+  for (int i = 0; i < 20000; ++i) {
+    texts.push_back("External id: " + std::to_string(i) + "\nEv Idx: " + std::string(static_cast<size_t>(i % 300), 'x'));
+    ASSERT_EQ(x.add(texts.back()), static_cast<uint32_t>(i + 1));
+    if (i == 15000) x.seal();  // a short block in the middle
+  }
+  for (uint32_t id : {1u, 2u, 777u, 15001u, 15002u, 20000u}) EXPECT_EQ(x.at(id), texts[id - 1]) << id;
+  x.seal();
+  for (uint32_t id = 1; id <= texts.size(); id += 97) ASSERT_EQ(x.at(id), texts[id - 1]) << id;
+  EXPECT_EQ(x.at(20000), texts.back());
+  EXPECT_EQ(x.at(0), "");
+  EXPECT_EQ(x.at(20001), "");
+  EXPECT_EQ(x.at(20000).size(), texts.back().size());
+  size_t raw = 0;
+  for (const auto& t : texts) raw += t.size();
+  EXPECT_LT(x.memory_bytes(), raw / 4);  // they compress
+}
