@@ -52,12 +52,21 @@ class Parser {
  public:
   // `text` is the JSON inside `buf`, which stays readable for simdjson's padding after it; `origin` is where byte 0
   // of the user's text is (the wrapper of the diagnosis reading adds one byte in front).
-  Parser(std::string_view text, const char* origin, size_t user_size, const ChromeEventFn& fn, ChromeDocInfo& info)
-      : text_(text), origin_(origin), user_end_(origin + user_size), fn_(fn), info_(info) {}
+  // `base` is the offset in the whole document `doc` of the user text's first byte here (pieces of a chunked reading
+  // start inside it); `skip` events are parsed but not handed on (a piece read again after a failed attempt).
+  Parser(std::string_view text, const char* origin, size_t user_size, const ChromeEventFn& fn, ChromeDocInfo& info,
+         std::string_view doc = {}, uint64_t base = 0, uint64_t skip = 0)
+      : text_(text), origin_(origin), user_end_(origin + user_size), doc_(doc), base_(base), skip_(skip), fn_(fn),
+        info_(info) {}
+
+  // A middle piece of a chunked reading: a bare array of events, not the document's root.
+  void events_only() { events_only_ = true; }
+  uint64_t handed_on() const { return handed_on_; }
+  bool stopped() const { return stopped_; }
 
   ChromeStatus run(od::parser& parser, size_t capacity) {
     od::document doc;
-    doc_ = &doc;
+    json_doc_ = &doc;
     auto err = parser.iterate(simdjson::padded_string_view(text_.data(), text_.size(), capacity)).get(doc);
     if (err) {
       first_pass_error(err);
@@ -72,7 +81,7 @@ class Parser {
     od::document doc;
     od::array wrapper;
     od::value root;
-    doc_ = &doc;
+    json_doc_ = &doc;
     auto err = parser.iterate(simdjson::padded_string_view(text_.data(), text_.size(), capacity)).get(doc);
     if (!err) err = doc.get_array().get(wrapper);
     if (err) {
@@ -108,7 +117,7 @@ class Parser {
   // ---- errors ----
   // An error while stepping through an array or object: where the iterator stands (the end: the text was cut).
   bool fail_iter(simdjson::error_code err) {
-    auto where = doc_->current_location();
+    auto where = json_doc_->current_location();
     at_ = where.error() ? user_end_ : where.value_unsafe();
     return fail_simdjson(err);
   }
@@ -117,8 +126,10 @@ class Parser {
     if (status_.ok()) {
       const char* at = std::clamp(at_, origin_, user_end_);
       status_.error = err;
-      status_.offset = static_cast<uint64_t>(at - origin_);
-      const uint64_t line = 1 + static_cast<uint64_t>(std::count(origin_, at, '\n'));
+      status_.offset = base_ + static_cast<uint64_t>(at - origin_);
+      const std::string_view before =
+          doc_.empty() ? std::string_view(origin_, static_cast<size_t>(at - origin_)) : doc_.substr(0, status_.offset);
+      const uint64_t line = 1 + static_cast<uint64_t>(std::count(before.begin(), before.end(), '\n'));
       status_.message = std::string(chrome_error_name(err)) + ": " + what + " at byte " +
                         std::to_string(status_.offset) + " (line " + std::to_string(line) + ")";
     }
@@ -413,9 +424,14 @@ class Parser {
       if (!key_of(f, key)) return false;
       if (!event_member(key, f.value(), ev, nargs)) return false;
     }
+    if (skip_ > 0) {
+      --skip_;
+      return true;
+    }
     ev.args = args_.data();
     ev.arg_count = nargs;
     ++info_.events;
+    ++handed_on_;
     if (fn_ && !fn_(ev)) stopped_ = true;
     return true;
   }
@@ -502,7 +518,7 @@ class Parser {
     if (token.empty()) return fail_simdjson(simdjson::TAPE_ERROR);
     opening_root_ = true;
     if (token[0] == '[') {
-      info_.array_format = true;
+      if (!events_only_) info_.array_format = true;
       return events_array(r) && !stopped_;
     }
     if (token[0] == '{') return trace_object(r) && !stopped_;
@@ -548,10 +564,15 @@ class Parser {
   std::string_view text_;
   const char* origin_;
   const char* user_end_;
+  std::string_view doc_;
+  uint64_t base_ = 0;
+  uint64_t skip_ = 0;
+  uint64_t handed_on_ = 0;
+  bool events_only_ = false;
   const ChromeEventFn& fn_;
   ChromeDocInfo& info_;
   ChromeStatus status_;
-  od::document* doc_ = nullptr;
+  od::document* json_doc_ = nullptr;
   const char* at_ = origin_;  // the token being read: where an error is reported
   bool opening_root_ = false;  // the next container opened is the root (simdjson checks it is closed)
   bool stopped_ = false;
@@ -563,43 +584,188 @@ bool only_whitespace(std::string_view s) {
   return std::all_of(s.begin(), s.end(), is_space);
 }
 
+// Small texts reuse their thread's parser (its buffers stay paged in); a big one gets its own, freed after, so that
+// no thread keeps gigabytes of index.
+od::parser& parser_for(size_t bytes, od::parser& own) {
+  thread_local od::parser reused;
+  return bytes <= kMaxReusedParserBytes ? reused : own;
+}
+
 // A root that is not closed: cut short, or a syntax error, or nesting too deep before the end. The text is read again
-// as the only element of an array, which simdjson accepts, and the error found there is the answer.
-ChromeStatus diagnose_unclosed_root(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+// as the only element of an array, which simdjson accepts, and the error found there is the answer. `text` holds the
+// user's bytes [user, user + size), which are at `base` in the whole document `doc`.
+ChromeStatus diagnose_unclosed_root(std::string_view text, size_t user, size_t size, std::string_view doc,
+                                    uint64_t base) {
   std::string wrapped;
-  wrapped.reserve(json.size() + 2 + simdjson::SIMDJSON_PADDING);
+  wrapped.reserve(text.size() + 2 + simdjson::SIMDJSON_PADDING);
   wrapped.push_back('[');
-  wrapped.append(json);
+  wrapped.append(text);
   wrapped.push_back(']');
   wrapped.append(simdjson::SIMDJSON_PADDING, '\0');
-  const std::string_view text(wrapped.data(), json.size() + 2);
-  info = ChromeDocInfo{};
+  ChromeDocInfo scratch;
+  const ChromeEventFn no_callback;  // the Parser keeps a reference: not a temporary
   od::parser parser;
-  Parser p(text, wrapped.data() + 1, json.size(), on_event, info);
+  Parser p(std::string_view(wrapped.data(), text.size() + 2), wrapped.data() + 1 + user, size, no_callback, scratch,
+           doc, base);
   ChromeStatus s = p.run_wrapped(parser, wrapped.size());
   if (s.ok()) s = make_chrome_error(ChromeError::truncated, "the document ends before its closing bracket");
   return s;
 }
 
+// One reading of `text` (padded to `capacity`) whose user bytes are [user, user + size) of it, at `base` in `doc`.
+struct Reading {
+  ChromeStatus status;
+  uint64_t handed_on = 0;
+  bool stopped = false;
+};
+Reading read_text(std::string_view text, size_t capacity, size_t user, size_t size, std::string_view doc,
+                  uint64_t base, uint64_t skip, bool events_only, const ChromeEventFn& on_event,
+                  ChromeDocInfo& info) {
+  od::parser own;
+  od::parser& parser = parser_for(text.size(), own);
+  Parser p(text, text.data() + user, size, on_event, info, doc, base, skip);
+  if (events_only) p.events_only();
+  Reading r;
+  r.status = p.run(parser, capacity);
+  r.handed_on = p.handed_on();
+  r.stopped = p.stopped();
+  // Events already handed to the callback stay handed; the diagnosis only names the error.
+  if (p.root_unclosed() && text.size() <= kMaxDiagnosedBytes) {
+    ChromeStatus why = diagnose_unclosed_root(text, user, size, doc, base);
+    if (why.error != ChromeError::none) r.status = why;
+  }
+  return r;
+}
+
+// A piece of the document read on its own: `prefix` + doc[at, at + size) + `suffix`, copied into `buf` with padding.
+Reading read_piece(std::string_view doc, size_t at, size_t size, std::string_view prefix, std::string_view suffix,
+                   uint64_t skip, bool events_only, std::string& buf, const ChromeEventFn& on_event,
+                   ChromeDocInfo& info) {
+  buf.clear();
+  buf.append(prefix);
+  buf.append(doc.substr(at, size));
+  buf.append(suffix);
+  const size_t n = buf.size();
+  buf.append(simdjson::SIMDJSON_PADDING, '\0');
+  return read_text(std::string_view(buf.data(), n), buf.size(), prefix.size(), size, doc, at, skip, events_only,
+                   on_event, info);
+}
+
+// ---- chunked reading ----
+// A big document read whole makes simdjson index all of it first and then read it again from memory; read in pieces
+// of about 64 KiB, each piece's index and text stay in the cache. Pieces are cut only between two events where a
+// line break separates them ("},\n{": no JSON string holds a raw line break, so the cut is never inside one). A cut
+// that falls between two objects nested deeper than the events leaves a piece that does not parse: it is read again
+// up to the next cut, skipping the events it already handed on.
+constexpr size_t kPieceBytes = 64u << 10;
+constexpr size_t kMaxCutSearch = 4u << 20;
+constexpr size_t kMaxPieceBytes = 16u << 20;
+constexpr size_t kMaxHeadBytes = 1u << 20;
+constexpr std::string_view kEventsKey = "\"traceEvents\"";
+constexpr std::string_view kLastPiecePrefix = "{\"traceEvents\":[";
+
+// Where the events array's contents start (after its '['): the root array's, or the "traceEvents" member's when it
+// comes within the first megabyte. npos when neither.
+size_t events_start(std::string_view doc, bool& object_root) {
+  size_t i = 0;
+  while (i < doc.size() && is_space(doc[i])) ++i;
+  if (i == doc.size()) return std::string_view::npos;
+  object_root = doc[i] == '{';
+  if (doc[i] == '[') return i + 1;
+  if (!object_root) return std::string_view::npos;
+  const size_t key = doc.substr(0, kMaxHeadBytes).find(kEventsKey);
+  if (key == std::string_view::npos) return std::string_view::npos;
+  i = key + kEventsKey.size();
+  while (i < doc.size() && is_space(doc[i])) ++i;
+  if (i == doc.size() || doc[i] != ':') return std::string_view::npos;
+  ++i;
+  while (i < doc.size() && is_space(doc[i])) ++i;
+  return i < doc.size() && doc[i] == '[' ? i + 1 : std::string_view::npos;
+}
+
+// The comma of the first "}" ws "," ws "{" with a line break in its whitespace at or after `from`; npos when none
+// within kMaxCutSearch.
+size_t next_cut(std::string_view doc, size_t from) {
+  const size_t limit = std::min(doc.size(), from + kMaxCutSearch);
+  for (size_t nl = from; nl < limit; ++nl) {
+    const char* p = static_cast<const char*>(std::memchr(doc.data() + nl, '\n', limit - nl));
+    if (!p) return std::string_view::npos;
+    nl = static_cast<size_t>(p - doc.data());
+    size_t b = nl;
+    while (b > from && is_space(doc[b - 1])) --b;
+    if (b <= from + 1 || doc[b - 1] != ',') continue;
+    const size_t comma = b - 1;
+    b = comma;
+    while (b > from && is_space(doc[b - 1])) --b;
+    if (b == from || doc[b - 1] != '}') continue;
+    size_t f = nl + 1;
+    while (f < doc.size() && is_space(doc[f])) ++f;
+    if (f < doc.size() && doc[f] == '{') return comma;
+  }
+  return std::string_view::npos;
+}
+
+// The members after the events join those before them; the last piece's count of events is the total.
+void merge_tail(ChromeDocInfo& info, ChromeDocInfo& tail) {
+  for (auto it = tail.top.begin(); it != tail.top.end(); ++it) info.top[it.key()] = std::move(it.value());
+  info.events = tail.events;
+}
+
+// Reads the document in pieces; false in `used` when its beginning does not allow it (then nothing was read).
+ChromeStatus parse_chunked(std::string_view doc, const ChromeEventFn& on_event, ChromeDocInfo& info, bool& used) {
+  used = false;
+  bool object_root = false;
+  size_t at = events_start(doc, object_root);
+  if (at == std::string_view::npos) return {};
+  std::string buf;
+  buf.reserve(kPieceBytes + kMaxCutSearch + kLastPiecePrefix.size() + 2 + simdjson::SIMDJSON_PADDING);
+  if (object_root) {
+    // The members before the events, read on their own as an object with an empty "traceEvents".
+    ChromeDocInfo head;
+    Reading r = read_piece(doc, 0, at, "", "]}", 0, false, buf, nullptr, head);
+    if (!r.status.ok()) return {};
+    info.top = std::move(head.top);
+  } else {
+    info.array_format = true;
+  }
+  used = true;
+  uint64_t skip = 0;  // events of a failed attempt at this piece, already handed on
+  for (;;) {
+    size_t cut = at + kPieceBytes < doc.size() ? next_cut(doc, at + kPieceBytes) : std::string_view::npos;
+    Reading r;
+    // A piece that does not parse (a cut inside an event, or damage) is tried again, twice as long, until it grows
+    // past kMaxPieceBytes; the rest is then read as the last piece, which names the damage.
+    while (cut != std::string_view::npos) {
+      r = read_piece(doc, at, cut - at, "[", "]", skip, true, buf, on_event, info);
+      if (r.stopped) return {};
+      skip += r.handed_on;
+      if (r.status.ok() || cut - at > kMaxPieceBytes) break;
+      cut = next_cut(doc, at + 2 * (cut - at));  // twice as long: a damaged piece costs a few readings, not one per event
+    }
+    if (cut == std::string_view::npos || !r.status.ok()) break;
+    at = cut + 1;
+    skip = 0;
+  }
+  // The last events, the end of the array and the members after it.
+  ChromeDocInfo tail;
+  tail.events = info.events;
+  Reading r = read_piece(doc, at, doc.size() - at, object_root ? kLastPiecePrefix : "[", "", skip, false, buf,
+                         on_event, tail);
+  merge_tail(info, tail);
+  return r.status;
+}
+
 ChromeStatus parse_padded(std::string_view json, size_t capacity, const ChromeEventFn& on_event,
                           ChromeDocInfo& info) {
   if (only_whitespace(json)) return make_chrome_error(ChromeError::empty, "no JSON text at byte 0 (line 1)");
+  if (json.size() > kPieceBytes * 2) {
+    bool chunked = false;
+    ChromeStatus s = parse_chunked(json, on_event, info, chunked);
+    if (chunked) return s;
+  }
   if (json.size() > simdjson::SIMDJSON_MAXSIZE_BYTES - simdjson::SIMDJSON_PADDING)
     return make_chrome_error(ChromeError::too_large, "the JSON text is larger than 4 GiB, the most simdjson indexes");
-  // Small documents reuse their thread's parser (its buffers stay paged in); a big one gets its own, freed after, so
-  // that no thread keeps gigabytes of index.
-  thread_local od::parser reused;
-  od::parser own;
-  od::parser& parser = json.size() <= kMaxReusedParserBytes ? reused : own;
-  Parser p(json, json.data(), json.size(), on_event, info);
-  ChromeStatus s = p.run(parser, capacity);
-  // Events already handed to the callback stay handed; the diagnosis only names the error.
-  if (p.root_unclosed() && json.size() <= kMaxDiagnosedBytes) {
-    ChromeDocInfo scratch;
-    ChromeStatus why = diagnose_unclosed_root(json, nullptr, scratch);
-    if (why.error != ChromeError::none) s = why;
-  }
-  return s;
+  return read_text(json, capacity, 0, json.size(), json, 0, 0, false, on_event, info).status;
 }
 
 }  // namespace

@@ -344,3 +344,66 @@ TEST(ChromeReader, DamagedFiles) {
   EXPECT_FALSE(t.ok());
   fs::remove_all(dir);
 }
+
+namespace {
+
+// A Kineto-like trace big enough to be read in pieces: one event per line, every 7th with args holding objects on
+// their own lines ("},\n{" inside an event: a place where a piece may not be cut).
+std::string big_trace(size_t events) {
+  std::string t = "{\n  \"schemaVersion\": 1,\n  \"traceEvents\": [\n";
+  for (size_t i = 0; i < events; ++i) {
+    if (i) t += ",\n";
+    t += "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op" + std::to_string(i % 13) + "\", \"pid\": 1, \"tid\": 2, " +
+         "\"ts\": " + std::to_string(1000 + i * 10) + ".5, \"dur\": 3, \"args\": {\"External id\": " + std::to_string(i);
+    if (i % 7 == 0) t += ", \"nested\": [{\"a\": 1},\n    {\"b\": 2},\n  {\"c\": \"x\\ny\"}]";
+    t += "}}";
+  }
+  t += "\n  ],\n  \"displayTimeUnit\": \"ms\"\n}\n";
+  return t;
+}
+
+}  // namespace
+
+// Big documents are read in pieces: the same events, once each and in order, the members before and after the events,
+// and the same typed errors at the same byte offsets as a document read whole.
+TEST(ChromeReader, BigDocumentsReadInPiecesLikeWhole) {
+  const size_t n = 30000;
+  const std::string text = big_trace(n);
+  ASSERT_GT(text.size(), 2u << 20);
+  std::vector<int64_t> ids;
+  ChromeDocInfo info;
+  ChromeStatus s = parse_chrome_json(text, [&](const ChromeEventView& e) {
+    const ChromeValue* id = e.arg("External id");
+    ids.push_back(id ? static_cast<int64_t>(id->num) : -1);
+    return true;
+  }, info);
+  ASSERT_TRUE(s.ok()) << s.message;
+  ASSERT_EQ(ids.size(), n);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(ids[i], static_cast<int64_t>(i));
+  EXPECT_EQ(info.events, n);
+  EXPECT_EQ(info.top.value("schemaVersion", 0), 1);
+  EXPECT_EQ(info.top.value("displayTimeUnit", ""), "ms");
+
+  // The callback can stop the reading in any piece.
+  size_t seen = 0;
+  ChromeDocInfo stop_info;
+  EXPECT_TRUE(parse_chrome_json(text, [&](const ChromeEventView&) { return ++seen < 20000; }, stop_info).ok());
+  EXPECT_EQ(seen, 20000u);
+
+  // Cut anywhere: truncated, also deep inside the document.
+  for (size_t cut : {text.size() / 3, text.size() / 2 + 17, text.size() - 40, text.size() - 3}) {
+    ChromeDocInfo i2;
+    ChromeStatus t = parse_chrome_json(std::string_view(text.data(), cut), nullptr, i2);
+    EXPECT_EQ(t.error, ChromeError::truncated) << cut << ": " << t.message;
+  }
+  // A syntax error in a middle piece is named at its byte, with its line.
+  std::string bad = text;
+  const size_t at = bad.find("\"dur\": 3", bad.size() / 2) + 7;
+  bad[at] = '-';  // "dur": -,
+  ChromeDocInfo i3;
+  ChromeStatus b = parse_chrome_json(bad, nullptr, i3);
+  EXPECT_EQ(b.error, ChromeError::syntax) << b.message;
+  EXPECT_EQ(b.offset, at) << b.message;
+  const size_t line = 1 + static_cast<size_t>(std::count(bad.begin(), bad.begin() + static_cast<long>(at), '\n'));
+  EXPECT_NE(b.message.find("(line " + std::to_string(line) + ")"), std::string::npos) << b.message;
+}
