@@ -31,25 +31,29 @@ uint64_t trailer_isize(std::string_view gz) {
   return uint64_t{t[0]} | uint64_t{t[1]} << 8 | uint64_t{t[2]} << 16 | uint64_t{t[3]} << 24;
 }
 
-// The first guess of the inflated size. ISIZE is exact for a single member under 4 GiB; for bigger files it is the
-// size modulo 2^32, so 4 GiB steps are added until the guess is at least the compressed size; a damaged trailer
-// cannot ask for more than DEFLATE's largest ratio (1032:1).
-uint64_t first_size_guess(std::string_view gz) {
-  uint64_t guess = trailer_isize(gz);
-  if (guess == 0) guess = gz.size() * 4;
-  while (guess < gz.size()) guess += uint64_t{1} << 32;
-  return std::min<uint64_t>({guess, gz.size() * 1032 + 64, kMaxChromeJsonBytes});
+}  // namespace
+
+// The first guess of the inflated size: ISIZE, exact for a single member under 4 GiB. An ISIZE below the compressed
+// size cannot be the whole output (a file over 4 GiB, modulo 2^32, or a small last member of several): then eight
+// times the compressed size, a common ratio for trace JSON. Never more than DEFLATE's largest ratio (1032:1) allows,
+// whatever a damaged trailer says.
+uint64_t gzip_first_size_guess(std::string_view gz) {
+  const uint64_t isize = trailer_isize(gz);
+  const uint64_t guess = isize >= gz.size() ? isize : uint64_t{gz.size()} * 8;
+  return std::min<uint64_t>({guess, uint64_t{gz.size()} * 1032 + 64, kMaxChromeJsonBytes});
 }
 
 // More room after a member did not fit. Where the last member's ISIZE can still be right (the true size is
 // produced + ISIZE + k * 4 GiB, and DEFLATE cannot expand the remaining bytes more than 1032-fold), the next such size;
 // otherwise (a member before the last, or a damaged trailer) twice the room.
-uint64_t grown_size(uint64_t room, size_t produced, size_t compressed_left, std::string_view gz) {
+uint64_t gzip_grown_size(uint64_t room, size_t produced, size_t compressed_left, std::string_view gz) {
   uint64_t next = produced + trailer_isize(gz);
   while (next <= room) next += uint64_t{1} << 32;
-  if (next > produced + compressed_left * uint64_t{1032}) next = room * 2;
+  if (next > produced + compressed_left * uint64_t{1032}) next = std::max<uint64_t>(room * 2, 4096);
   return std::min<uint64_t>(next, kMaxChromeJsonBytes);
 }
+
+namespace {
 
 ChromeStatus too_large_inflated() {
   return make_chrome_error(ChromeError::too_large,
@@ -64,7 +68,7 @@ ChromeStatus gunzip(std::string_view gz, std::string& out) {
     std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(libdeflate_alloc_decompressor(),
                                                                                   &libdeflate_free_decompressor);
     if (!d) return make_chrome_error(ChromeError::too_large, "out of memory for the gzip decompressor");
-    uint64_t room = first_size_guess(gz);
+    uint64_t room = gzip_first_size_guess(gz);
     out.resize(room + kJsonPadding);
     size_t produced = 0;
     size_t consumed = 0;
@@ -78,7 +82,7 @@ ChromeStatus gunzip(std::string_view gz, std::string& out) {
                                         room - produced, &in_used, &out_made);
       if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
         if (room >= kMaxChromeJsonBytes) return out.clear(), too_large_inflated();
-        room = grown_size(room, produced, gz.size() - consumed, gz);
+        room = gzip_grown_size(room, produced, gz.size() - consumed, gz);
         out.resize(room + kJsonPadding);
         continue;  // the member again, into the larger buffer
       }

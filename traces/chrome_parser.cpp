@@ -755,14 +755,17 @@ ChromeStatus parse_chunked(std::string_view doc, const ChromeEventFn& on_event, 
   return r.status;
 }
 
-ChromeStatus parse_padded(std::string_view json, size_t capacity, const ChromeEventFn& on_event,
-                          ChromeDocInfo& info) {
+// The document read in pieces (which are copied, so `json` needs no padding) when it is big enough and can be cut;
+// false in `done` otherwise.
+ChromeStatus parse_in_pieces(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info, bool& done) {
+  done = false;
+  if (json.size() <= kPieceBytes * 2) return {};
+  return parse_chunked(json, on_event, info, done);
+}
+
+// The document read whole; `json` is followed by readable padding up to `capacity`.
+ChromeStatus parse_whole(std::string_view json, size_t capacity, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   if (only_whitespace(json)) return make_chrome_error(ChromeError::empty, "no JSON text at byte 0 (line 1)");
-  if (json.size() > kPieceBytes * 2) {
-    bool chunked = false;
-    ChromeStatus s = parse_chunked(json, on_event, info, chunked);
-    if (chunked) return s;
-  }
   if (json.size() > simdjson::SIMDJSON_MAXSIZE_BYTES - simdjson::SIMDJSON_PADDING)
     return make_chrome_error(ChromeError::too_large, "the JSON text is larger than 4 GiB, the most simdjson indexes");
   return read_text(json, capacity, 0, json.size(), json, 0, 0, false, on_event, info).status;
@@ -774,7 +777,9 @@ ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_
   if (json.capacity() < json.size() + simdjson::SIMDJSON_PADDING)
     return parse_chrome_json(std::string_view(json), on_event, info);
   try {
-    return parse_padded(json, json.capacity(), on_event, info);
+    bool done = false;
+    ChromeStatus s = parse_in_pieces(json, on_event, info, done);
+    return done ? s : parse_whole(json, json.capacity(), on_event, info);
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory while reading the trace");
   }
@@ -782,13 +787,16 @@ ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_
 
 ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   try {
+    bool done = false;
+    ChromeStatus s = parse_in_pieces(json, on_event, info, done);
+    if (done) return s;
     // simdjson reads up to 64 bytes past the end of the text: a copy with that padding.
     std::string padded;
     padded.reserve(json.size() + simdjson::SIMDJSON_PADDING);
     padded.assign(json);
     padded.append(simdjson::SIMDJSON_PADDING, '\0');
     padded.resize(json.size());
-    return parse_padded(padded, padded.capacity(), on_event, info);
+    return parse_whole(padded, padded.capacity(), on_event, info);
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory while reading the trace");
   }

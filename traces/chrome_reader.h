@@ -78,8 +78,9 @@ struct ChromeDocInfo {
 // Return false from the callback to stop reading (the status is then ok).
 using ChromeEventFn = std::function<bool(const ChromeEventView&)>;
 
-// Parses a JSON text. `json` need not be NUL terminated. simdjson reads up to 64 bytes past the text's end, so a view
-// is copied into a padded buffer first (about 0.1 s per GB); a std::string with that much spare capacity (what
+// Parses a JSON text. `json` need not be NUL terminated. Texts over 128 KiB are read in pieces of ~64 KiB cut between
+// events, each copied into a padded buffer; a text that cannot be cut is read whole, which needs 64 bytes of
+// simdjson padding after it: a view is then copied first, a std::string with that much spare capacity (what
 // read_chrome_bytes returns) is read in place.
 ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info);
 ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_event, ChromeDocInfo& info);

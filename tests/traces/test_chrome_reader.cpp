@@ -6,10 +6,12 @@
 #include <random>
 #include <set>
 
+#include <libdeflate.h>
 #include <unistd.h>
 
 #include "traces/chrome_export.h"
 #include "traces/chrome_reader.h"
+#include "traces/chrome_status.h"
 #include "traces/timeline.h"
 #include "traces/trace_writer.h"
 
@@ -406,4 +408,53 @@ TEST(ChromeReader, BigDocumentsReadInPiecesLikeWhole) {
   EXPECT_EQ(b.offset, at) << b.message;
   const size_t line = 1 + static_cast<size_t>(std::count(bad.begin(), bad.begin() + static_cast<long>(at), '\n'));
   EXPECT_NE(b.message.find("(line " + std::to_string(line) + ")"), std::string::npos) << b.message;
+}
+
+namespace {
+
+std::string gzip_of(std::string_view text) {
+  libdeflate_compressor* c = libdeflate_alloc_compressor(6);
+  std::string gz(libdeflate_gzip_compress_bound(c, text.size()), '\0');
+  gz.resize(libdeflate_gzip_compress(c, text.data(), text.size(), gz.data(), gz.size()));
+  libdeflate_free_compressor(c);
+  return gz;
+}
+
+}  // namespace
+
+// gunzip sizes its output from the last member's ISIZE: several members (the last one small, so the first guess is
+// far too short) inflate whole; a damaged or truncated member is a decompress error; bytes after the last member are
+// ignored, as gzip(1) does.
+TEST(ChromeReader, GzipMembersLargerThanTheTrailerSays) {
+  std::string big;
+  for (int i = 0; big.size() < (3u << 20); ++i) big += "{\"ph\": \"X\", \"name\": \"op" + std::to_string(i) + "\"},\n";
+  const std::string small = "{\"ph\": \"X\"}\n";
+  const std::string gz = gzip_of(big) + gzip_of(big.substr(0, 1000)) + gzip_of(small);
+  ASSERT_LT(gzip_first_size_guess(gz), big.size());  // the trailer speaks for the last member only
+  std::string out;
+  ChromeStatus s = gunzip(gz, out);
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_TRUE(out == big + big.substr(0, 1000) + small);
+  EXPECT_GE(out.capacity(), out.size() + 64);  // simdjson's padding
+
+  std::string rest;
+  EXPECT_TRUE(gunzip(gzip_of(small) + "trailing garbage", rest).ok());
+  EXPECT_EQ(rest, small);
+  EXPECT_EQ(gunzip(gz.substr(0, gz.size() - 5), out).error, ChromeError::decompress);     // last member cut
+  EXPECT_EQ(gunzip(gz.substr(0, gz.size() / 2), out).error, ChromeError::decompress);     // first member cut
+  std::string wrong_isize = gzip_of(small);
+  wrong_isize[wrong_isize.size() - 4] ^= 1;
+  EXPECT_EQ(gunzip(wrong_isize, out).error, ChromeError::decompress);
+  EXPECT_EQ(gunzip("", out).error, ChromeError::decompress);
+}
+
+// The next room after a member did not fit: a single member over 4 GiB is ISIZE + k * 4 GiB (one retry, not a
+// doubling series); a small last member's ISIZE cannot be the rest, so the room doubles.
+TEST(ChromeReader, GzipRoomFollowsIsizeModulo4GiB) {
+  std::string fake(100, '\0');
+  const uint32_t isize = 1u << 30;  // a 5 GiB text's ISIZE
+  for (int i = 0; i < 4; ++i) fake[fake.size() - 4 + i] = static_cast<char>((isize >> (8 * i)) & 0xFF);
+  EXPECT_EQ(gzip_grown_size(1ull << 30, 0, 300u << 20, fake), 5ull << 30);
+  EXPECT_EQ(gzip_grown_size(1ull << 20, 0, 1000, fake), 2ull << 20);
+  EXPECT_EQ(gzip_grown_size(0, 0, 0, fake), 4096u);
 }
