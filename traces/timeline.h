@@ -68,20 +68,27 @@ class ExtraTexts {
   uint32_t count_ = 0;
 };
 
+// What some spans carry beyond their times and names: bytes moved and the gradient bucket (our runs' allreduces,
+// copies and reads; Kineto collectives), with the span's args text. Kept apart so that a span is 32 bytes.
+struct SpanDetail {
+  uint64_t bytes = 0;
+  uint32_t text = 0;  // ExtraTexts id; 0 = none
+  uint16_t bucket = kNoBucket;
+};
+
 struct Span {
   int64_t t0 = 0;  // ns since the timeline's origin (the earliest event), all processes on one clock
   int64_t t1 = 0;
-  uint64_t bytes = 0;
   uint32_t step = kNoStep;
-  uint32_t name = 0;   // Timeline::names id
-  uint32_t extra = 0;  // Timeline::extras id (other args, as text); 0 = none
+  uint32_t name = 0;    // Timeline::names id
+  uint32_t detail = 0;  // bytes, bucket and args text, read through Timeline::bytes/bucket/extra; 0 = none
   uint16_t epoch = 0;
-  uint16_t bucket = kNoBucket;
   uint8_t micro = 0;
   uint8_t stage = kNoStage;  // a Stage when the name (or the Kineto category) maps to our vocabulary
   int64_t duration() const { return t1 - t0; }
   bool has_stage() const { return stage != kNoStage; }
 };
+static_assert(sizeof(Span) == 32, "the viewer holds tens of millions of spans: keep a span at 32 bytes");
 
 // Spans of one lane that do not overlap (nesting depth d of the lane), sorted by t0.
 struct Row {
@@ -133,6 +140,7 @@ struct Timeline {
   std::string producer;  // "ddp_profile", "kineto" or ""
   StringTable names;
   ExtraTexts extras;
+  std::vector<SpanDetail> details;  // Span::detail with kDetailBit set indexes these; without it, an ExtraTexts id
   std::vector<uint32_t> name_colors;  // per name id (stage colour or a hashed colour)
   std::vector<Process> processes;     // sorted for display
   int64_t t_begin = 0, t_end = 0;     // over all spans and counter samples
@@ -146,7 +154,23 @@ struct Timeline {
     return s.name < name_colors.size() ? name_colors[s.name] : 0xFFA0A0A0;
   }
   std::string_view name(const Span& s) const { return names.at(s.name); }
-  std::string extra(const Span& s) const { return extras.at(s.extra); }
+  static constexpr uint32_t kDetailBit = 0x80000000u;
+  const SpanDetail* detail(const Span& s) const {
+    const uint32_t i = s.detail & ~kDetailBit;
+    return (s.detail & kDetailBit) && i < details.size() ? &details[i] : nullptr;
+  }
+  uint64_t bytes(const Span& s) const {
+    const SpanDetail* d = detail(s);
+    return d ? d->bytes : 0;
+  }
+  uint16_t bucket(const Span& s) const {
+    const SpanDetail* d = detail(s);
+    return d ? d->bucket : kNoBucket;
+  }
+  std::string extra(const Span& s) const {
+    const SpanDetail* d = detail(s);
+    return extras.at(d ? d->text : (s.detail & kDetailBit) ? 0 : s.detail);
+  }
   // Steps known in any process: the union of their ranges. False when the step is not in the trace.
   bool step_range(uint32_t step, int64_t& t0, int64_t& t1) const;
 };
@@ -164,7 +188,8 @@ class TimelineBuilder {
   void set_lane_name(int p, int l, std::string_view name) { procs_[p].lanes[l].name = name; }
   void set_lane_sort(int p, int l, int64_t sort) { procs_[p].lanes[l].sort = sort; }
   uint32_t intern(std::string_view s) { return tl_.names.intern(s); }
-  uint32_t add_extra(std::string text);
+  // A Span::detail for these (0 when there is nothing: no bytes, no bucket, no text).
+  uint32_t add_detail(uint64_t bytes, uint16_t bucket, std::string_view text);
   void add_span(int p, int l, const Span& s) { staged_[p][l].push_back(s); }
   void reserve_spans(int p, int l, size_t n) { staged_[p][l].reserve(staged_[p][l].size() + n); }
   void add_counter(int p, std::string_view name, int64_t t, double v);

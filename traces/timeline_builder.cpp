@@ -44,7 +44,12 @@ int TimelineBuilder::lane(int p, std::string_view key) {
   return id;
 }
 
-uint32_t TimelineBuilder::add_extra(std::string text) { return tl_.extras.add(text); }
+uint32_t TimelineBuilder::add_detail(uint64_t bytes, uint16_t bucket, std::string_view text) {
+  const uint32_t text_id = text.empty() ? 0 : tl_.extras.add(text);
+  if (bytes == 0 && bucket == kNoBucket) return text_id;  // most spans: at most a text, no detail record
+  tl_.details.push_back(SpanDetail{bytes, text_id, bucket});
+  return Timeline::kDetailBit | static_cast<uint32_t>(tl_.details.size() - 1);
+}
 
 void TimelineBuilder::add_counter(int p, std::string_view name, int64_t t, double v) {
   auto& idx = counter_index_[p];
@@ -258,6 +263,7 @@ Timeline TimelineBuilder::finish() {
   std::stable_sort(procs_.begin(), procs_.end(), [](const Process& a, const Process& b) { return a.sort < b.sort; });
   tl_.processes = std::move(procs_);
   tl_.extras.seal();
+  tl_.details.shrink_to_fit();
   assign_name_colors(tl_);
   procs_.clear();
   staged_.clear();

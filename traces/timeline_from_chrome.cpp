@@ -161,6 +161,8 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
   s.name = b_.intern(e.name);
   s.stage = stage_for_chrome_event(e.name, e.cat);
   std::string extra;
+  uint64_t bytes = 0;
+  uint16_t bucket = kNoBucket;
   for (size_t i = 0; i < e.arg_count; ++i) {
     const ChromeArg& a = e.args[i];
     uint64_t u = 0;
@@ -171,9 +173,9 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
     } else if (a.key == "micro" && arg_uint(a.value, u)) {
       s.micro = static_cast<uint8_t>(std::min<uint64_t>(u, 0xFF));
     } else if (a.key == "bucket" && arg_uint(a.value, u)) {
-      s.bucket = static_cast<uint16_t>(std::min<uint64_t>(u, kNoBucket));
+      bucket = static_cast<uint16_t>(std::min<uint64_t>(u, kNoBucket));
     } else if ((a.key == "bytes" || a.key == "Bytes") && arg_uint(a.value, u)) {
-      s.bytes = u;
+      bytes = u;
     } else if (a.key == "batch" || a.key == "samples") {
       // part of our own export; not shown
     } else if (extra.size() < 240) {
@@ -187,7 +189,7 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
     int64_t n = 0;
     if (parse_decimal(e.name.substr(13), n) && n >= 0) s.step = static_cast<uint32_t>(n);
   }
-  if (!extra.empty()) s.extra = b_.add_extra(std::move(extra));
+  s.detail = b_.add_detail(bytes, bucket, extra);
   return s;
 }
 

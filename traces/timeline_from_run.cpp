@@ -67,14 +67,14 @@ std::array<int, 256> map_span_lanes(TimelineBuilder& b, int p, const RankTrace& 
 }
 
 // Span event `e` on the run's clock (`shift` moves it from its rank's clock).
-Span span_of(const Event& e, int64_t shift, SpanNames& names) {
+Span span_of(const Event& e, int64_t shift, SpanNames& names, TimelineBuilder& b) {
   Span s;
   s.t0 = e.t0 + shift;
   s.t1 = e.t1 + shift;
-  s.bytes = e.value;
   s.step = e.step;
   s.epoch = e.epoch;
-  s.bucket = e.is_cuda() ? kNoBucket : e.bucket_index();  // a CUDA event's bucket field holds its name id
+  // a CUDA event's bucket field holds its name id
+  s.detail = b.add_detail(e.value, e.is_cuda() ? kNoBucket : e.bucket_index(), {});
   s.micro = e.micro;
   s.stage = e.stage < kStageCount ? e.stage : kNoStage;
   s.name = names.of(e);
@@ -92,7 +92,7 @@ int add_rank_to_timeline(TimelineBuilder& b, const RankTrace& r, int64_t origin_
   SpanNames names(b, r);
   for (const Event& e : r.events) {
     if (e.is_span())
-      b.add_span(p, lane_of[e.lane], span_of(e, shift, names));
+      b.add_span(p, lane_of[e.lane], span_of(e, shift, names, b));
     else
       b.add_counter(p, counter_name(e.counter_id()), e.t0 + shift, static_cast<double>(e.value));
   }

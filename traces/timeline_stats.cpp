@@ -17,7 +17,7 @@ SpanStats span_stats(const Timeline& tl, uint32_t name, int process) {
         for (const Span& s : r.spans)
           if (s.name == name) {
             d.push_back(s.t1 - s.t0);
-            st.bytes += s.bytes;
+            st.bytes += tl.bytes(s);
           }
   }
   st.count = d.size();

@@ -289,10 +289,10 @@ void tooltip(const App& app, const Hit& h) {
     ImGui::Text("start     %s", format_duration(s.t0).c_str());
     ImGui::Text("where     %s / %s", p.name.c_str(), lane.name.c_str());
     if (s.step != kNoStep) ImGui::Text("step      %u  (epoch %u, micro %u)", s.step, s.epoch, s.micro);
-    if (s.bucket != kNoBucket) ImGui::Text("bucket    %u", s.bucket);
-    if (s.bytes) {
-      double gbps = s.duration() > 0 ? static_cast<double>(s.bytes) / static_cast<double>(s.duration()) : 0.0;
-      ImGui::Text("bytes     %s  (%.2f GB/s)", format_bytes(static_cast<double>(s.bytes)).c_str(), gbps);
+    if (tl.bucket(s) != kNoBucket) ImGui::Text("bucket    %u", tl.bucket(s));
+    if (const uint64_t bytes = tl.bytes(s)) {
+      double gbps = s.duration() > 0 ? static_cast<double>(bytes) / static_cast<double>(s.duration()) : 0.0;
+      ImGui::Text("bytes     %s  (%.2f GB/s)", format_bytes(static_cast<double>(bytes)).c_str(), gbps);
     }
     if (s.has_stage() && is_wait(static_cast<Stage>(s.stage)))
       ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "a wait: see the stalls panel for its cause");
