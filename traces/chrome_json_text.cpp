@@ -81,6 +81,39 @@ void append_utf8(std::string& s, uint32_t cp) {
   }
 }
 
+bool plain_micros_to_ns(std::string_view t, int64_t& ns) {
+  // One pass: check the form and convert, as micros_text_to_ns_raw does for decimal text.
+  size_t i = 0;
+  const bool neg = !t.empty() && t[0] == '-';
+  if (neg) ++i;
+  const size_t int_begin = i;
+  int64_t whole = 0;
+  while (i < t.size() && is_digit(t[i])) whole = whole * 10 + (t[i++] - '0');
+  const size_t int_digits = i - int_begin;
+  if (int_digits == 0 || int_digits > 15 || (int_digits > 1 && t[int_begin] == '0')) return false;
+  int64_t frac = 0;
+  int frac_digits = 0;
+  bool round_up = false;
+  if (i < t.size()) {
+    if (t[i] != '.') return false;
+    const size_t frac_begin = ++i;
+    for (; i < t.size() && is_digit(t[i]); ++i) {
+      if (frac_digits < 3) {
+        frac = frac * 10 + (t[i] - '0');
+        ++frac_digits;
+      } else if (frac_digits == 3) {
+        round_up = t[i] >= '5';
+        ++frac_digits;
+      }
+    }
+    if (i == frac_begin || i != t.size()) return false;
+  }
+  for (; frac_digits < 3; ++frac_digits) frac *= 10;
+  const int64_t v = whole * 1000 + frac + (round_up ? 1 : 0);  // at most 10^18: no clamp needed
+  ns = neg ? -v : v;
+  return true;
+}
+
 int64_t micros_text_to_ns(std::string_view t, double fallback) {
   return std::clamp(micros_text_to_ns_raw(t, fallback), -kMaxNs, kMaxNs);
 }

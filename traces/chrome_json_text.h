@@ -17,4 +17,9 @@ void append_utf8(std::string& s, uint32_t cp);
 // two timestamps cannot overflow.
 int64_t micros_text_to_ns(std::string_view t, double fallback);
 
+// The same for a JSON number of the plain form -?(0|[1-9][0-9]*)(.[0-9]+)? with at most 15 integer digits (no
+// exponent): true with `ns` set. False for any other text, valid JSON or not, which the caller then hands to a JSON
+// number parser.
+bool plain_micros_to_ns(std::string_view t, int64_t& ns);
+
 }  // namespace ddp::chrome_json
