@@ -9,9 +9,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <charconv>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "traces/chrome_json_text.h"
 #include "traces/chrome_reader.h"
@@ -48,15 +52,23 @@ bool plain_string(const char* p, std::string_view& out) {
   return true;
 }
 
+// Line numbers for error messages: counted in the text in memory, or in the file a streamed text comes from.
+class LineCounter {
+ public:
+  virtual ~LineCounter() = default;
+  virtual uint64_t line_of(uint64_t offset) const = 0;  // 1-based line of byte `offset`
+};
+
 class Parser {
  public:
   // `text` is the JSON inside `buf`, which stays readable for simdjson's padding after it; `origin` is where byte 0
   // of the user's text is (the wrapper of the diagnosis reading adds one byte in front).
-  // `base` is the offset in the whole document `doc` of the user text's first byte here (pieces of a chunked reading
-  // start inside it); `skip` events are parsed but not handed on (a piece read again after a failed attempt).
+  // `base` is the offset in the whole document of the user text's first byte here (pieces of a chunked reading start
+  // inside it), `lines` numbers that document's lines; `skip` events are parsed but not handed on (a piece read again
+  // after a failed attempt).
   Parser(std::string_view text, const char* origin, size_t user_size, const ChromeEventFn& fn, ChromeDocInfo& info,
-         std::string_view doc = {}, uint64_t base = 0, uint64_t skip = 0)
-      : text_(text), origin_(origin), user_end_(origin + user_size), doc_(doc), base_(base), skip_(skip), fn_(fn),
+         const LineCounter& lines, uint64_t base = 0, uint64_t skip = 0)
+      : text_(text), origin_(origin), user_end_(origin + user_size), lines_(lines), base_(base), skip_(skip), fn_(fn),
         info_(info) {}
 
   // A middle piece of a chunked reading: a bare array of events, not the document's root.
@@ -127,9 +139,7 @@ class Parser {
       const char* at = std::clamp(at_, origin_, user_end_);
       status_.error = err;
       status_.offset = base_ + static_cast<uint64_t>(at - origin_);
-      const std::string_view before =
-          doc_.empty() ? std::string_view(origin_, static_cast<size_t>(at - origin_)) : doc_.substr(0, status_.offset);
-      const uint64_t line = 1 + static_cast<uint64_t>(std::count(before.begin(), before.end(), '\n'));
+      const uint64_t line = lines_.line_of(status_.offset);
       status_.message = std::string(chrome_error_name(err)) + ": " + what + " at byte " +
                         std::to_string(status_.offset) + " (line " + std::to_string(line) + ")";
     }
@@ -581,7 +591,7 @@ class Parser {
   std::string_view text_;
   const char* origin_;
   const char* user_end_;
-  std::string_view doc_;
+  const LineCounter& lines_;
   uint64_t base_ = 0;
   uint64_t skip_ = 0;
   uint64_t handed_on_ = 0;
@@ -609,10 +619,103 @@ od::parser& parser_for(size_t bytes, od::parser& own) {
   return bytes <= kMaxReusedParserBytes ? reused : own;
 }
 
+// A document's text as the chunked reading asks for it: whole in memory, or streamed from a file through a window.
+// Offsets only move forward: bytes before the last `at` asked for may be gone.
+class DocText : public LineCounter {
+ public:
+  virtual std::string_view bytes(uint64_t at, size_t n) = 0;  // up to n bytes from `at`, fewer at the end
+  virtual std::string_view rest(uint64_t at) = 0;             // every byte from `at` to the end
+  virtual ChromeStatus read_error() const { return {}; }      // a file that could not be read to its end
+};
+
+class MemoryText final : public DocText {
+ public:
+  explicit MemoryText(std::string_view doc) : doc_(doc) {}
+  std::string_view bytes(uint64_t at, size_t n) override { return at < doc_.size() ? doc_.substr(at, n) : ""; }
+  std::string_view rest(uint64_t at) override { return bytes(at, doc_.size()); }
+  uint64_t line_of(uint64_t offset) const override {
+    const std::string_view before = doc_.substr(0, std::min<uint64_t>(offset, doc_.size()));
+    return 1 + static_cast<uint64_t>(std::count(before.begin(), before.end(), '\n'));
+  }
+
+ private:
+  std::string_view doc_;
+};
+
+// A plain JSON file read through a window of a few megabytes that slides forward: the text is never in memory whole
+// (a 1 GB trace read into one buffer costs as much in page faults as the parsing), and a piece is copied out of a
+// buffer that is already in the cache.
+class FileText final : public DocText {
+ public:
+  FileText(std::FILE* f, std::string path) : f_(f), path_(std::move(path)) { buf_.reserve(kBlock * 2); }
+
+  std::string_view bytes(uint64_t at, size_t n) override {
+    forget_before(at);
+    const size_t from = start_ + static_cast<size_t>(at - buf_at_);
+    while (buf_.size() < from + n && !eof_) read_block(from + n - buf_.size());
+    return from < buf_.size() ? std::string_view(buf_).substr(from, n) : "";
+  }
+  std::string_view rest(uint64_t at) override {
+    forget_before(at);
+    while (!eof_) read_block(kBlock);
+    return bytes(at, buf_.size());
+  }
+  uint64_t line_of(uint64_t offset) const override {
+    // Errors are rare: the file is read again from its start to count.
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path_.c_str(), "rb"), &std::fclose);
+    uint64_t line = 1, seen = 0;
+    std::vector<char> block(kBlock);
+    while (f && seen < offset) {
+      const size_t got = std::fread(block.data(), 1, std::min<uint64_t>(block.size(), offset - seen), f.get());
+      if (got == 0) break;
+      line += static_cast<uint64_t>(std::count(block.data(), block.data() + got, '\n'));
+      seen += got;
+    }
+    return line;
+  }
+  ChromeStatus read_error() const override { return error_; }
+  uint64_t size_read() const { return buf_at_ + (buf_.size() - start_); }
+
+ private:
+  static constexpr size_t kBlock = 4u << 20;
+
+  // Drops the bytes before `at`, moving the kept ones to the front only when that costs less than what was read.
+  void forget_before(uint64_t at) {
+    start_ += static_cast<size_t>(std::min<uint64_t>(at - buf_at_, buf_.size() - start_));
+    buf_at_ = at;
+    if (start_ > buf_.size() / 2) {
+      buf_.erase(0, start_);
+      start_ = 0;
+    }
+  }
+  void read_block(size_t at_least) {
+    const size_t old = buf_.size();
+    buf_.resize(old + std::max(at_least, kBlock));
+    const size_t got = std::fread(buf_.data() + old, 1, buf_.size() - old, f_);
+    buf_.resize(old + got);
+    if (got == 0) {
+      eof_ = true;
+      if (std::ferror(f_)) error_ = make_chrome_error(ChromeError::cannot_open, path_ + ": read error");
+    }
+    if (size_read() > kMaxChromeJsonBytes) {
+      eof_ = true;
+      error_ = make_chrome_error(ChromeError::too_large, path_ + " is larger than 8 GiB");
+    }
+  }
+
+  std::FILE* f_;
+  std::string path_;
+  std::string buf_;     // the window: file bytes [buf_at_ - start_, buf_at_ - start_ + buf_.size())
+  size_t start_ = 0;    // where byte buf_at_ is in buf_
+  uint64_t buf_at_ = 0;
+  bool eof_ = false;
+  ChromeStatus error_;
+};
+
 // A root that is not closed: cut short, or a syntax error, or nesting too deep before the end. The text is read again
 // as the only element of an array, which simdjson accepts, and the error found there is the answer. `text` holds the
-// user's bytes [user, user + size), which are at `base` in the whole document `doc`.
-ChromeStatus diagnose_unclosed_root(std::string_view text, size_t user, size_t size, std::string_view doc,
+// user's bytes [user, user + size), which are at `base` in the document `lines` counts.
+ChromeStatus diagnose_unclosed_root(std::string_view text, size_t user, size_t size, const LineCounter& lines,
                                     uint64_t base) {
   std::string wrapped;
   wrapped.reserve(text.size() + 2 + simdjson::SIMDJSON_PADDING);
@@ -624,24 +727,25 @@ ChromeStatus diagnose_unclosed_root(std::string_view text, size_t user, size_t s
   const ChromeEventFn no_callback;  // the Parser keeps a reference: not a temporary
   od::parser parser;
   Parser p(std::string_view(wrapped.data(), text.size() + 2), wrapped.data() + 1 + user, size, no_callback, scratch,
-           doc, base);
+           lines, base);
   ChromeStatus s = p.run_wrapped(parser, wrapped.size());
   if (s.ok()) s = make_chrome_error(ChromeError::truncated, "the document ends before its closing bracket");
   return s;
 }
 
-// One reading of `text` (padded to `capacity`) whose user bytes are [user, user + size) of it, at `base` in `doc`.
+// One reading of `text` (padded to `capacity`) whose user bytes are [user, user + size) of it, at `base` in the
+// document `lines` counts.
 struct Reading {
   ChromeStatus status;
   uint64_t handed_on = 0;
   bool stopped = false;
 };
-Reading read_text(std::string_view text, size_t capacity, size_t user, size_t size, std::string_view doc,
+Reading read_text(std::string_view text, size_t capacity, size_t user, size_t size, const LineCounter& lines,
                   uint64_t base, uint64_t skip, bool events_only, const ChromeEventFn& on_event,
                   ChromeDocInfo& info) {
   od::parser own;
   od::parser& parser = parser_for(text.size(), own);
-  Parser p(text, text.data() + user, size, on_event, info, doc, base, skip);
+  Parser p(text, text.data() + user, size, on_event, info, lines, base, skip);
   if (events_only) p.events_only();
   Reading r;
   r.status = p.run(parser, capacity);
@@ -649,24 +753,25 @@ Reading read_text(std::string_view text, size_t capacity, size_t user, size_t si
   r.stopped = p.stopped();
   // Events already handed to the callback stay handed; the diagnosis only names the error.
   if (p.root_unclosed() && text.size() <= kMaxDiagnosedBytes) {
-    ChromeStatus why = diagnose_unclosed_root(text, user, size, doc, base);
+    ChromeStatus why = diagnose_unclosed_root(text, user, size, lines, base);
     if (why.error != ChromeError::none) r.status = why;
   }
   return r;
 }
 
-// A piece of the document read on its own: `prefix` + doc[at, at + size) + `suffix`, copied into `buf` with padding.
-Reading read_piece(std::string_view doc, size_t at, size_t size, std::string_view prefix, std::string_view suffix,
-                   uint64_t skip, bool events_only, std::string& buf, const ChromeEventFn& on_event,
-                   ChromeDocInfo& info) {
+// A piece of the document read on its own: `prefix` + `body` (at `at` in the document) + `suffix`, copied into `buf`
+// with padding.
+Reading read_piece(const DocText& doc, uint64_t at, std::string_view body, std::string_view prefix,
+                   std::string_view suffix, uint64_t skip, bool events_only, std::string& buf,
+                   const ChromeEventFn& on_event, ChromeDocInfo& info) {
   buf.clear();
   buf.append(prefix);
-  buf.append(doc.substr(at, size));
+  buf.append(body);
   buf.append(suffix);
   const size_t n = buf.size();
   buf.append(simdjson::SIMDJSON_PADDING, '\0');
-  return read_text(std::string_view(buf.data(), n), buf.size(), prefix.size(), size, doc, at, skip, events_only,
-                   on_event, info);
+  return read_text(std::string_view(buf.data(), n), buf.size(), prefix.size(), body.size(), doc, at, skip,
+                   events_only, on_event, info);
 }
 
 // ---- chunked reading ----
@@ -674,53 +779,58 @@ Reading read_piece(std::string_view doc, size_t at, size_t size, std::string_vie
 // of about 64 KiB, each piece's index and text stay in the cache. Pieces are cut only between two events where a
 // line break separates them ("},\n{": no JSON string holds a raw line break, so the cut is never inside one). A cut
 // that falls between two objects nested deeper than the events leaves a piece that does not parse: it is read again
-// up to the next cut, skipping the events it already handed on.
+// twice as long, skipping the events it already handed on.
 constexpr size_t kPieceBytes = 64u << 10;
 constexpr size_t kMaxCutSearch = 4u << 20;
 constexpr size_t kMaxPieceBytes = 16u << 20;
 constexpr size_t kMaxHeadBytes = 1u << 20;
 constexpr std::string_view kEventsKey = "\"traceEvents\"";
 constexpr std::string_view kLastPiecePrefix = "{\"traceEvents\":[";
+constexpr size_t kNoCut = std::string_view::npos;
 
 // Where the events array's contents start (after its '['): the root array's, or the "traceEvents" member's when it
 // comes within the first megabyte. npos when neither.
-size_t events_start(std::string_view doc, bool& object_root) {
+size_t events_start(std::string_view head, bool& object_root) {
   size_t i = 0;
-  while (i < doc.size() && is_space(doc[i])) ++i;
-  if (i == doc.size()) return std::string_view::npos;
-  object_root = doc[i] == '{';
-  if (doc[i] == '[') return i + 1;
-  if (!object_root) return std::string_view::npos;
-  const size_t key = doc.substr(0, kMaxHeadBytes).find(kEventsKey);
-  if (key == std::string_view::npos) return std::string_view::npos;
+  while (i < head.size() && is_space(head[i])) ++i;
+  if (i == head.size()) return kNoCut;
+  object_root = head[i] == '{';
+  if (head[i] == '[') return i + 1;
+  if (!object_root) return kNoCut;
+  const size_t key = head.substr(0, kMaxHeadBytes).find(kEventsKey);
+  if (key == std::string_view::npos) return kNoCut;
   i = key + kEventsKey.size();
-  while (i < doc.size() && is_space(doc[i])) ++i;
-  if (i == doc.size() || doc[i] != ':') return std::string_view::npos;
+  while (i < head.size() && is_space(head[i])) ++i;
+  if (i == head.size() || head[i] != ':') return kNoCut;
   ++i;
-  while (i < doc.size() && is_space(doc[i])) ++i;
-  return i < doc.size() && doc[i] == '[' ? i + 1 : std::string_view::npos;
+  while (i < head.size() && is_space(head[i])) ++i;
+  return i < head.size() && head[i] == '[' ? i + 1 : kNoCut;
 }
 
-// The comma of the first "}" ws "," ws "{" with a line break in its whitespace at or after `from`; npos when none
-// within kMaxCutSearch.
-size_t next_cut(std::string_view doc, size_t from) {
-  const size_t limit = std::min(doc.size(), from + kMaxCutSearch);
-  for (size_t nl = from; nl < limit; ++nl) {
-    const char* p = static_cast<const char*>(std::memchr(doc.data() + nl, '\n', limit - nl));
-    if (!p) return std::string_view::npos;
-    nl = static_cast<size_t>(p - doc.data());
+// In `w` (the document from offset `at`), the comma of the first "}" ws "," ws "{" with a line break in its
+// whitespace at or after w[from]: its offset in the document, or kNoCut.
+uint64_t next_cut(std::string_view w, uint64_t at, size_t from) {
+  for (size_t nl = from; nl < w.size(); ++nl) {
+    const char* p = static_cast<const char*>(std::memchr(w.data() + nl, '\n', w.size() - nl));
+    if (!p) return kNoCut;
+    nl = static_cast<size_t>(p - w.data());
     size_t b = nl;
-    while (b > from && is_space(doc[b - 1])) --b;
-    if (b <= from + 1 || doc[b - 1] != ',') continue;
+    while (b > from && is_space(w[b - 1])) --b;
+    if (b <= from + 1 || w[b - 1] != ',') continue;
     const size_t comma = b - 1;
     b = comma;
-    while (b > from && is_space(doc[b - 1])) --b;
-    if (b == from || doc[b - 1] != '}') continue;
+    while (b > from && is_space(w[b - 1])) --b;
+    if (b == from || w[b - 1] != '}') continue;
     size_t f = nl + 1;
-    while (f < doc.size() && is_space(doc[f])) ++f;
-    if (f < doc.size() && doc[f] == '{') return comma;
+    while (f < w.size() && is_space(w[f])) ++f;
+    if (f < w.size() && w[f] == '{') return at + comma;
   }
-  return std::string_view::npos;
+  return kNoCut;
+}
+
+// The cut ending a piece that starts at `at` and is at least `min_size` long.
+uint64_t cut_after(DocText& doc, uint64_t at, size_t min_size) {
+  return next_cut(doc.bytes(at, min_size + kMaxCutSearch), at, min_size);
 }
 
 // The members after the events join those before them; the last piece's count of events is the total.
@@ -729,46 +839,49 @@ void merge_tail(ChromeDocInfo& info, ChromeDocInfo& tail) {
   info.events = tail.events;
 }
 
-// Reads the document in pieces; false in `used` when its beginning does not allow it (then nothing was read).
-ChromeStatus parse_chunked(std::string_view doc, const ChromeEventFn& on_event, ChromeDocInfo& info, bool& used) {
+// Reads the document in pieces; false in `used` when its beginning does not allow it (then nothing was handed on).
+ChromeStatus parse_chunked(DocText& doc, const ChromeEventFn& on_event, ChromeDocInfo& info, bool& used) {
   used = false;
   bool object_root = false;
-  size_t at = events_start(doc, object_root);
-  if (at == std::string_view::npos) return {};
+  const std::string_view head = doc.bytes(0, kMaxHeadBytes + 64);
+  const size_t start = events_start(head, object_root);
+  if (start == kNoCut) return {};
   std::string buf;
   buf.reserve(kPieceBytes + kMaxCutSearch + kLastPiecePrefix.size() + 2 + simdjson::SIMDJSON_PADDING);
   if (object_root) {
     // The members before the events, read on their own as an object with an empty "traceEvents".
-    ChromeDocInfo head;
-    Reading r = read_piece(doc, 0, at, "", "]}", 0, false, buf, nullptr, head);
+    ChromeDocInfo members;
+    Reading r = read_piece(doc, 0, head.substr(0, start), "", "]}", 0, false, buf, nullptr, members);
     if (!r.status.ok()) return {};
-    info.top = std::move(head.top);
+    info.top = std::move(members.top);
   } else {
     info.array_format = true;
   }
   used = true;
+  uint64_t at = start;
   uint64_t skip = 0;  // events of a failed attempt at this piece, already handed on
   for (;;) {
-    size_t cut = at + kPieceBytes < doc.size() ? next_cut(doc, at + kPieceBytes) : std::string_view::npos;
+    uint64_t cut = cut_after(doc, at, kPieceBytes);
     Reading r;
     // A piece that does not parse (a cut inside an event, or damage) is tried again, twice as long, until it grows
     // past kMaxPieceBytes; the rest is then read as the last piece, which names the damage.
-    while (cut != std::string_view::npos) {
-      r = read_piece(doc, at, cut - at, "[", "]", skip, true, buf, on_event, info);
+    while (cut != kNoCut) {
+      r = read_piece(doc, at, doc.bytes(at, cut - at), "[", "]", skip, true, buf, on_event, info);
       if (r.stopped) return {};
       skip += r.handed_on;
       if (r.status.ok() || cut - at > kMaxPieceBytes) break;
-      cut = next_cut(doc, at + 2 * (cut - at));  // twice as long: a damaged piece costs a few readings, not one per event
+      cut = cut_after(doc, at, 2 * (cut - at));  // a damaged piece costs a few readings, not one per event
     }
-    if (cut == std::string_view::npos || !r.status.ok()) break;
+    if (cut == kNoCut || !r.status.ok()) break;
     at = cut + 1;
     skip = 0;
   }
   // The last events, the end of the array and the members after it.
   ChromeDocInfo tail;
   tail.events = info.events;
-  Reading r = read_piece(doc, at, doc.size() - at, object_root ? kLastPiecePrefix : "[", "", skip, false, buf,
-                         on_event, tail);
+  const std::string_view rest = doc.rest(at);
+  if (!doc.read_error().ok()) return doc.read_error();
+  Reading r = read_piece(doc, at, rest, object_root ? kLastPiecePrefix : "[", "", skip, false, buf, on_event, tail);
   merge_tail(info, tail);
   return r.status;
 }
@@ -778,7 +891,8 @@ ChromeStatus parse_chunked(std::string_view doc, const ChromeEventFn& on_event, 
 ChromeStatus parse_in_pieces(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info, bool& done) {
   done = false;
   if (json.size() <= kPieceBytes * 2) return {};
-  return parse_chunked(json, on_event, info, done);
+  MemoryText doc(json);
+  return parse_chunked(doc, on_event, info, done);
 }
 
 // The document read whole; `json` is followed by readable padding up to `capacity`.
@@ -786,10 +900,42 @@ ChromeStatus parse_whole(std::string_view json, size_t capacity, const ChromeEve
   if (only_whitespace(json)) return make_chrome_error(ChromeError::empty, "no JSON text at byte 0 (line 1)");
   if (json.size() > simdjson::SIMDJSON_MAXSIZE_BYTES - simdjson::SIMDJSON_PADDING)
     return make_chrome_error(ChromeError::too_large, "the JSON text is larger than 4 GiB, the most simdjson indexes");
-  return read_text(json, capacity, 0, json.size(), json, 0, 0, false, on_event, info).status;
+  const MemoryText lines(json);
+  return read_text(json, capacity, 0, json.size(), lines, 0, 0, false, on_event, info).status;
+}
+
+bool starts_as_gzip(std::FILE* f) {
+  unsigned char magic[2] = {0, 0};
+  const size_t got = std::fread(magic, 1, 2, f);
+  std::rewind(f);
+  return got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 }
 
 }  // namespace
+
+ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+  try {
+    std::error_code ec;
+    std::unique_ptr<FILE, int (*)(FILE*)> f(
+        std::filesystem::is_directory(path, ec) ? nullptr : std::fopen(path.c_str(), "rb"), &std::fclose);
+    // gzip is inflated whole (libdeflate needs it so); so is a file that cannot be opened, for read_chrome_bytes's
+    // errors.
+    if (f && !starts_as_gzip(f.get())) {
+      FileText doc(f.get(), path);
+      bool done = false;
+      ChromeStatus s = parse_chunked(doc, on_event, info, done);
+      if (done) return s;
+      if (!doc.read_error().ok()) return doc.read_error();
+    }
+    std::string text;
+    ChromeStatus s = read_chrome_bytes(path, text);
+    if (!s.ok()) return s;
+    info = ChromeDocInfo{};
+    return parse_chrome_json(text, on_event, info);
+  } catch (const std::bad_alloc&) {
+    return make_chrome_error(ChromeError::too_large, "out of memory while reading " + path);
+  }
+}
 
 ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   if (json.capacity() < json.size() + simdjson::SIMDJSON_PADDING)

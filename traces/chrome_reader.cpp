@@ -42,9 +42,11 @@ const std::string* ChromeEvent::arg(std::string_view key) const {
   return nullptr;
 }
 
-ChromeTrace read_chrome_text(std::string_view json) {
-  ChromeTrace t;
-  auto copy = [&t](const ChromeEventView& v) {
+namespace {
+
+// The callback that keeps an owned copy of every event.
+ChromeEventFn copy_into(ChromeTrace& t) {
+  return [&t](const ChromeEventView& v) {
     ChromeEvent e;
     e.ph = v.ph;
     e.name = v.name;
@@ -62,8 +64,16 @@ ChromeTrace read_chrome_text(std::string_view json) {
     t.events.push_back(std::move(e));
     return true;
   };
+}
+
+}  // namespace
+
+bool chrome_error_names_file(ChromeError e) { return e == ChromeError::cannot_open || e == ChromeError::decompress; }
+
+ChromeTrace read_chrome_text(std::string_view json) {
+  ChromeTrace t;
   try {
-    t.status = parse_chrome_json(json, copy, t.info);
+    t.status = parse_chrome_json(json, copy_into(t), t.info);
   } catch (const std::bad_alloc&) {
     t.status = make_chrome_error(ChromeError::too_large, "out of memory while reading the trace");
   }
@@ -71,15 +81,13 @@ ChromeTrace read_chrome_text(std::string_view json) {
 }
 
 ChromeTrace read_chrome_file(const std::string& path) {
-  std::string text;
-  ChromeStatus s = read_chrome_bytes(path, text);
-  if (!s.ok()) {
-    ChromeTrace t;
-    t.status = s;
-    return t;
+  ChromeTrace t;
+  try {
+    t.status = parse_chrome_file(path, copy_into(t), t.info);
+  } catch (const std::bad_alloc&) {
+    t.status = make_chrome_error(ChromeError::too_large, "out of memory while reading the trace");
   }
-  ChromeTrace t = read_chrome_text(text);
-  if (!t.status.ok()) t.status.message = path + ": " + t.status.message;
+  if (!t.status.ok() && !chrome_error_names_file(t.status.error)) t.status.message = path + ": " + t.status.message;
   return t;
 }
 

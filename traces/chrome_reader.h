@@ -85,6 +85,11 @@ using ChromeEventFn = std::function<bool(const ChromeEventView&)>;
 ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info);
 ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_event, ChromeDocInfo& info);
 
+// Reads and parses a trace file. Plain JSON is streamed through a window of a few megabytes when it can be read in
+// pieces (a file is never in memory whole then); gzip (detected by its magic bytes, not the file name) is inflated
+// into memory first. Errors reading the file name it (as read_chrome_bytes's do); parse errors are parse_chrome_json's.
+ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info);
+
 // Reads a file into memory, inflating gzip (detected by its magic bytes, not the file name).
 ChromeStatus read_chrome_bytes(const std::string& path, std::string& out);
 // Inflates a gzip stream (also concatenated members). Fails with ChromeError::decompress when damaged.

@@ -160,12 +160,9 @@ KFile read_kineto_file(const std::string& path, const KinetoStageMap& map) {
   KFile f;
   f.path = path;
   f.name = std::filesystem::path(path).filename().string();
-  std::string text;
-  f.status = read_chrome_bytes(path, text);
-  if (!f.status.ok()) return f;
   ChromeDocInfo info;
   Collector c(f, map);
-  f.status = parse_chrome_json(text, std::ref(c), info);
+  f.status = parse_chrome_file(path, std::ref(c), info);  // streamed: a big trace is never in memory whole
   if (!f.status.ok()) {
     f.spans.clear();
     return f;

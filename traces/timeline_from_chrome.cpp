@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "traces/chrome_reader.h"
+#include "traces/chrome_status.h"
 #include "traces/parse_int.h"
 #include "traces/timeline.h"
 #include "traces/timeline_sources.h"
@@ -226,13 +227,16 @@ namespace {
 
 using timeline_detail::ChromeToTimeline;
 
-bool build_from_chrome(std::string_view json, const std::string& source, Timeline& out, std::string& error) {
+// `parse` reads the trace (a text in memory, or a file) into the callback it is given.
+using ChromeParse = std::function<ChromeStatus(const ChromeEventFn&, ChromeDocInfo&)>;
+
+bool build_from_chrome(const ChromeParse& parse, const std::string& source, Timeline& out, std::string& error) {
   TimelineBuilder b;
   ChromeToTimeline conv(b);
   ChromeDocInfo info;
-  ChromeStatus st = parse_chrome_json(json, std::ref(conv), info);
+  ChromeStatus st = parse(std::ref(conv), info);
   if (!st.ok()) {
-    error = source.empty() ? st.message : source + ": " + st.message;
+    error = source.empty() || chrome_error_names_file(st.error) ? st.message : source + ": " + st.message;
     return false;
   }
   conv.close(conv.last_ts());
@@ -252,7 +256,9 @@ bool build_from_chrome(std::string_view json, const std::string& source, Timelin
 
 bool timeline_from_chrome_text(std::string_view json, Timeline& out, std::string& error) {
   try {
-    return build_from_chrome(json, "", out, error);
+    return build_from_chrome(
+        [json](const ChromeEventFn& fn, ChromeDocInfo& info) { return parse_chrome_json(json, fn, info); }, "", out,
+        error);
   } catch (const std::bad_alloc&) {
     error = "out of memory while building the timeline";
     return false;
@@ -260,14 +266,10 @@ bool timeline_from_chrome_text(std::string_view json, Timeline& out, std::string
 }
 
 bool timeline_from_chrome_file(const std::string& path, Timeline& out, std::string& error) {
-  std::string text;
-  ChromeStatus st = read_chrome_bytes(path, text);
-  if (!st.ok()) {
-    error = st.message;
-    return false;
-  }
   try {
-    return build_from_chrome(text, path, out, error);
+    return build_from_chrome(
+        [&path](const ChromeEventFn& fn, ChromeDocInfo& info) { return parse_chrome_file(path, fn, info); }, path, out,
+        error);
   } catch (const std::bad_alloc&) {
     error = "out of memory while building the timeline";
     return false;

@@ -458,3 +458,43 @@ TEST(ChromeReader, GzipRoomFollowsIsizeModulo4GiB) {
   EXPECT_EQ(gzip_grown_size(1ull << 20, 0, 1000, fake), 2ull << 20);
   EXPECT_EQ(gzip_grown_size(0, 0, 0, fake), 4096u);
 }
+
+// A plain JSON file is streamed through a window of a few megabytes: every event once and in order, and errors at the
+// file's byte and line, the same as the text read from memory.
+TEST(ChromeReader, BigFilesStreamLikeText) {
+  const std::string dir = temp_dir("stream");
+  const std::string text = big_trace(80000);
+  ASSERT_GT(text.size(), 10u << 20);  // several windows
+  std::ofstream(dir + "/big.json", std::ios::binary) << text;
+  uint64_t next = 0;
+  bool in_order = true;
+  ChromeDocInfo info;
+  ChromeStatus s = parse_chrome_file(dir + "/big.json", [&](const ChromeEventView& e) {
+    const ChromeValue* id = e.arg("External id");
+    in_order &= id && static_cast<uint64_t>(id->num) == next++;
+    return true;
+  }, info);
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_TRUE(in_order);
+  EXPECT_EQ(next, 80000u);
+  EXPECT_EQ(info.events, 80000u);
+  EXPECT_EQ(info.top.value("displayTimeUnit", ""), "ms");
+
+  std::string bad = text;
+  const size_t at = bad.find("\"dur\": 3", bad.size() * 3 / 4) + 7;
+  bad[at] = '-';
+  std::ofstream(dir + "/bad.json", std::ios::binary) << bad;
+  ChromeDocInfo i2, i3;
+  ChromeStatus from_file = parse_chrome_file(dir + "/bad.json", nullptr, i2);
+  ChromeStatus from_text = parse_chrome_json(bad, nullptr, i3);
+  EXPECT_EQ(from_file.error, ChromeError::syntax) << from_file.message;
+  EXPECT_EQ(from_file.offset, at);
+  EXPECT_EQ(from_file.message, from_text.message);
+
+  std::ofstream(dir + "/cut.json", std::ios::binary) << text.substr(0, text.size() * 2 / 3);
+  ChromeDocInfo i4;
+  EXPECT_EQ(parse_chrome_file(dir + "/cut.json", nullptr, i4).error, ChromeError::truncated);
+  ChromeDocInfo i5;
+  EXPECT_EQ(parse_chrome_file(dir + "/missing.json", nullptr, i5).error, ChromeError::cannot_open);
+  fs::remove_all(dir);
+}
