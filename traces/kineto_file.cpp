@@ -44,7 +44,11 @@ class Collector {
       return true;
     }
     if (e.ph != 'X' || !e.has_ts) return true;
-    if (e.cat == "cpu_op") op_starts_[thread(e)].push_back(e.ts_ns);
+    if (e.cat == "cpu_op") {
+      const uint16_t t = thread(e);
+      if (op_starts_.size() <= t) op_starts_.resize(t + 1u);
+      op_starts_[t].push_back(e.ts_ns);
+    }
     const std::string_view coll = e.name == "record_param_comms" ? arg_text(e, "Collective name") : std::string_view();
     auto m = map_.classify(e.name, e.cat, coll);
     if (!m) return true;
@@ -82,13 +86,12 @@ class Collector {
   // with num_workers=0 the whole Dataset). The first operator inside it is where the batch has arrived: only the
   // time before it is wait_data, the rest stays untracked main-thread time.
   void cut_data_waits() {
-    for (auto& [thread, starts] : op_starts_) std::sort(starts.begin(), starts.end());
+    for (auto& starts : op_starts_) std::sort(starts.begin(), starts.end());
     for (KSpan& s : f_.spans) {
-      if (!s.wait_until_first_op) continue;
-      auto it = op_starts_.find(s.thread);
-      if (it == op_starts_.end()) continue;
-      auto first = std::upper_bound(it->second.begin(), it->second.end(), s.t0);
-      if (first != it->second.end() && *first < s.t1) s.t1 = *first;
+      if (!s.wait_until_first_op || s.thread >= op_starts_.size()) continue;
+      const std::vector<int64_t>& starts = op_starts_[s.thread];
+      auto first = std::upper_bound(starts.begin(), starts.end(), s.t0);
+      if (first != starts.end() && *first < s.t1) s.t1 = *first;
     }
   }
 
@@ -106,8 +109,12 @@ class Collector {
   using Key = std::pair<std::string, std::string>;
   static Key key(const ChromeEventView& e) { return {std::string(e.pid.key()), std::string(e.tid.key())}; }
   uint16_t thread(const ChromeEventView& e) {
+    // Events come in runs from one thread: the last one's index is reused without building its key.
+    if (last_thread_ && e.pid.key() == last_thread_->first.first && e.tid.key() == last_thread_->first.second)
+      return last_thread_->second;
     auto [it, fresh] = thread_ids_.try_emplace(key(e), static_cast<uint16_t>(thread_ids_.size()));
     (void)fresh;
+    last_thread_ = &*it;
     return it->second;
   }
   uint32_t intern(std::string_view name) {
@@ -119,9 +126,10 @@ class Collector {
   KFile& f_;
   const KinetoStageMap& map_;
   std::map<Key, uint16_t> thread_ids_;
+  const std::pair<const Key, uint16_t>* last_thread_ = nullptr;  // std::map nodes do not move
   std::map<Key, std::string> thread_names_;
   std::unordered_map<std::string, uint32_t> name_ids_;
-  std::unordered_map<uint16_t, std::vector<int64_t>> op_starts_;  // start of every cpu_op, per thread
+  std::vector<std::vector<int64_t>> op_starts_;  // start of every cpu_op, per thread index
 };
 
 // distributedInfo.rank / world_size when the trace has them.

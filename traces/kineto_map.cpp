@@ -91,8 +91,8 @@ std::optional<KinetoMatch> KinetoStageMap::classify(std::string_view name, std::
                                                     std::string_view collective_name) const {
   // The GPU copy of a host annotation (same name on a GPU stream) is not the host's stage.
   if (cat == "gpu_user_annotation") return std::nullopt;
-  std::string key;
-  key.reserve(name.size() + cat.size() + collective_name.size() + 2);
+  std::string& key = key_;  // reused: one lookup per event, no allocation once it is big enough
+  key.clear();
   key.append(name).push_back('\x1f');
   key.append(cat).push_back('\x1f');
   key.append(collective_name);
@@ -107,7 +107,7 @@ std::optional<KinetoMatch> KinetoStageMap::classify(std::string_view name, std::
     }
   if (!m) m = classify_cuda(name, cat);
   if (!m) m = classify_host(name, collective_name);
-  cache_.emplace(std::move(key), m);
+  cache_.emplace(key, m);
   return m;
 }
 

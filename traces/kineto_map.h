@@ -49,6 +49,7 @@ class KinetoStageMap {
   };
   std::vector<UserRule> user_;
   mutable std::unordered_map<std::string, std::optional<KinetoMatch>> cache_;
+  mutable std::string key_;  // the cache key being looked up
 };
 
 // `ProfilerStep#N` -> N.
