@@ -1,6 +1,7 @@
-// The parser behind parse_chrome_json: simdjson's On-Demand API walks the text once (its first pass indexes the
+// The parser behind parse_chrome_json and parse_chrome_file: simdjson's On-Demand API (its first pass indexes the
 // structure with SIMD, then we pull each event's fields in file order), every event handed to the callback as views
-// into the input or into simdjson's string buffer (strings with escapes), no DOM.
+// into the text or into simdjson's string buffer (strings with escapes), no DOM. Big texts and files are read in
+// pieces cut between events ("chunked reading" below).
 //
 // On-Demand validates what it is asked for, so every value of an event and of the top level is visited (nested
 // values too, with our own depth limit, since On-Demand has none). Its errors say what but rarely where: the parser
@@ -9,11 +10,11 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
-#include <charconv>
-#include <cstring>
 #include <new>
 #include <vector>
 
