@@ -145,11 +145,9 @@ bool export_kineto_merged(const RunTrace& run, const std::string& path, ExportSt
   std::string reread_error;
   auto append_files = [&](JsonOut& o) {
     for (const KinetoRankFile& f : kineto_rank_files(run, run.origin_ns())) {
-      std::string text;
-      ChromeStatus st = read_chrome_bytes(f.path, text);
       RankRewriter rewrite(o, stats, f.rank, f.shift_ns);
       ChromeDocInfo info;
-      if (st.ok()) st = parse_chrome_json(text, std::ref(rewrite), info);
+      const ChromeStatus st = parse_chrome_file(f.path, std::ref(rewrite), info);  // streamed
       if (!st.ok()) {  // it was read once already: the file changed or vanished since
         reread_error = f.path + ": " + st.message;
         return false;

@@ -18,8 +18,6 @@ constexpr int64_t kRankSortStride = int64_t{1} << 41;
 
 // One rank's file, re-read in full (the importer kept only its stage spans).
 bool add_rank_file(TimelineBuilder& b, const KinetoRankFile& f, std::string& error) {
-  std::string text;
-  ChromeStatus st = read_chrome_bytes(f.path, text);
   ChromeDocInfo info;
   ChromeFileScope scope;
   scope.key_prefix = "r" + std::to_string(f.rank) + ":";
@@ -28,7 +26,7 @@ bool add_rank_file(TimelineBuilder& b, const KinetoRankFile& f, std::string& err
   scope.sort_base = static_cast<int64_t>(f.rank) * kRankSortStride + 1;
   scope.shift_ns = f.shift_ns;
   ChromeToTimeline conv(b, scope);
-  if (st.ok()) st = parse_chrome_json(text, std::ref(conv), info);
+  const ChromeStatus st = parse_chrome_file(f.path, std::ref(conv), info);  // streamed: never whole in memory
   if (!st.ok()) {  // it was read once already: the file changed under us
     error = f.path + ": " + st.message;
     return false;
