@@ -96,6 +96,16 @@ inline void set_context(const StepContext& ctx) {
   if (b) b->ctx = ctx;
 }
 
+// Names the calling thread's lane once per recording (cheap after the first call): for threads we do not own, such
+// as Gloo's worker thread recording the allreduce spans it completes.
+inline void name_this_thread_once(const char* lane_name) {
+  thread_local uint32_t named_generation = 0;
+  const uint32_t g = g_generation.load(std::memory_order_relaxed);
+  if (named_generation == g || !recording()) return;
+  name_this_thread(lane_name);
+  named_generation = g;
+}
+
 // Records one finished span. t0/t1 are ticks().
 inline void record_span(Stage stage, uint64_t t0, uint64_t t1, uint64_t value = 0, uint16_t bucket = kNoBucket,
                         uint32_t item = 0, const StepContext* ctx = nullptr) {

@@ -75,7 +75,9 @@ Dist::Dist(const DistOptions& opt) : opt_(opt) {
   auto gloo = [&](const std::string& prefix) {
     auto go = c10d::ProcessGroupGloo::Options::create(opt.timeout);
     go->devices.push_back(gloo_device(opt.master_addr));
-    go->threads = 2;
+    // One worker thread: DDP runs one collective at a time, in order, and on small machines every idle thread is one
+    // more to schedule; it is also the one "comm" lane the allreduce spans are recorded on (grad_sync.cpp).
+    go->threads = 1;
     return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store_),
                                                        opt.rank, opt.world, go);
   };

@@ -84,6 +84,7 @@ class GradSync {
   };
   void launch(size_t b);
   void comm_loop();
+  void ensure_comm_thread();  // started on first need: NCCL polling, or recording a work that has no future
   at::Tensor grad_view(size_t param) const;  // the parameter's slice of its bucket, shaped like the parameter
   bool grad_is_view(size_t param) const;
   bool view_fits(size_t param) const;  // same dtype and device as its bucket
@@ -99,6 +100,7 @@ class GradSync {
     size_t bucket;
   };
   std::vector<StepWork> step_works_;  // launched this backward, in launch order
+  bool record_at_completion(const StepWork& w, uint64_t t0);
   std::vector<Bucket> buckets_;
   Allreduce allreduce_;
   int world_ = 1;
