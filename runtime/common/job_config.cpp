@@ -17,6 +17,7 @@ nlohmann::json to_json(const JobConfig& c) {
       {"accum_steps", c.accum_steps}, {"sync_every_step", c.sync_every_step},
       {"bucket_mb", c.bucket_mb},     {"amp", c.amp},
       {"seed", c.seed},               {"nproc", c.nproc},
+      {"pin_cpus", c.pin_cpus},
       {"device", c.device},           {"backend", c.backend},
       {"record", c.record},           {"slow", slow},
       {"hang_timeout_s", c.hang_timeout_s}, {"checkpoint_steps", c.checkpoint_steps},

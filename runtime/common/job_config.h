@@ -56,6 +56,7 @@ struct JobConfig {
   uint64_t seed = 0;
   // distributed
   int nproc = 2;
+  bool pin_cpus = true;  // a local launch gives each rank its own share of the cores (runtime/launch/cpu_sets.h)
   std::string device = "auto";  // auto, cpu, cuda
   std::string backend = "auto";  // auto, gloo, nccl
   // recording

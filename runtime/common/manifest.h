@@ -25,7 +25,7 @@ struct ManifestStart {
   std::string launch_method, master_addr;
   JobConfig job;
   std::vector<int64_t> sample_shape;  // one sample, as the dataset stores it ([F], or [C,H,W] for images)
-  nlohmann::json rank_hosts;          // [{host, pid}] per rank
+  nlohmann::json rank_hosts;          // [{host, pid, cpus}] per rank
   std::string clock_source;
 };
 nlohmann::json manifest_at_start(const ManifestStart& s);

@@ -24,12 +24,13 @@
 #include "traces/chrome_export.h"
 #include "traces/run_folder.h"
 #include "runtime/common/json_file.h"
+#include "runtime/launch/cpu_sets.h"
 
 namespace ddp {
 namespace {
 
 pid_t spawn_worker(int rank, int world, int port, const std::string& run_dir, const std::vector<std::string>& args,
-                   bool quiet) {
+                   bool quiet, const std::vector<int>& cpus) {
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid != 0) return pid;
@@ -47,6 +48,7 @@ pid_t spawn_worker(int rank, int world, int port, const std::string& run_dir, co
   // One BLAS/OpenMP thread per rank: two ranks share the cores; oversubscription would distort every span.
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
   ::setenv("OMP_NUM_THREADS", "1", 1);
+  if (!cpus.empty() && !pin_process(cpus)) std::fprintf(stderr, "ddp_profile: rank %d: cannot pin to its cores\n", rank);
   if (rank != 0 || quiet) {
     std::string log = in_run(run_dir, rank_log_file(rank));
     int fd = ::open(log.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
@@ -141,9 +143,11 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
 
   std::vector<RankOutcome> ranks(world);
   std::vector<pid_t> pids(world);
+  const std::vector<std::vector<int>> cpu_sets = job.pin_cpus ? rank_cpu_sets(allowed_cpus(), world)
+                                                              : std::vector<std::vector<int>>{};
   for (int r = 0; r < world; ++r) {
     ranks[r].rank = r;
-    pids[r] = spawn_worker(r, world, port, dir, args, quiet);
+    pids[r] = spawn_worker(r, world, port, dir, args, quiet, cpu_sets.empty() ? std::vector<int>{} : cpu_sets[r]);
     ranks[r].pid = pids[r];
     if (pids[r] < 0) {
       out.exit_code = 1;

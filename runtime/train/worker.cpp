@@ -27,6 +27,7 @@
 #include "runtime/train/device_plan.h"
 #include "runtime/train/loss_scaler.h"
 #include "runtime/data/dataset.h"
+#include "runtime/launch/cpu_sets.h"
 #include "runtime/train/dist.h"
 #include "runtime/train/grad_sync.h"
 #include "runtime/launch/launch_env.h"
@@ -678,7 +679,9 @@ int run_worker(const Command& cmd) {
     std::unique_ptr<Dataset> dataset = open_dataset(s.job, err);
     if (!dataset) throw std::runtime_error(err);
     fit_job_to_dataset(s.job, *dataset);
-    auto metas = dist.exchange("meta_start", nlohmann::json({{"host", host_name()}, {"pid", ::getpid()}}).dump());
+    // The cores each rank may run on (a local launch pins each rank to its own share: runtime/launch/cpu_sets.h).
+    auto metas = dist.exchange(
+        "meta_start", nlohmann::json({{"host", host_name()}, {"pid", ::getpid()}, {"cpus", allowed_cpus()}}).dump());
     if (s.env.rank == 0) write_start_manifest(s, dataset->sample_shape(), metas);
     g_progress.set_state(RankState::running);
     {

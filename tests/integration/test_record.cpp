@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +56,14 @@ TEST(Record, DefaultJobRecordsEveryStageOnEveryRankAndReplicasMatch) {
   }
   EXPECT_EQ(m["ranks"][0]["param_hash"], m["ranks"][1]["param_hash"]) << "replicas must be bitwise identical";
   EXPECT_EQ(m["ranks"][0]["buffer_hash"], m["ranks"][1]["buffer_hash"]);
+  // Each rank ran on its own share of the cores (on a machine with as many cores as ranks): disjoint, not empty.
+  ASSERT_EQ(m["rank_hosts"].size(), 2u);
+  const std::vector<int> cpus0 = m["rank_hosts"][0]["cpus"], cpus1 = m["rank_hosts"][1]["cpus"];
+  if (std::thread::hardware_concurrency() >= 2) {
+    ASSERT_FALSE(cpus0.empty());
+    ASSERT_FALSE(cpus1.empty());
+    for (int c : cpus0) EXPECT_EQ(std::count(cpus1.begin(), cpus1.end(), c), 0) << "core " << c << " shared";
+  }
 
   RunTrace run_trace;
   std::string err;
