@@ -21,20 +21,6 @@ const char* category(Stage s) {
   return "compute";
 }
 
-// Kineto's categories for CUDA activity, so tools that know PyTorch profiler traces read ours the same way.
-const char* cuda_category(Stage s) {
-  switch (s) {
-    case Stage::kernel:
-    case Stage::nccl: return "kernel";
-    case Stage::memcpy_h2d:
-    case Stage::memcpy_d2h:
-    case Stage::memcpy_d2d: return "gpu_memcpy";
-    case Stage::memset: return "gpu_memset";
-    case Stage::sync: return "cuda_sync";
-    default: return "cuda_runtime";
-  }
-}
-
 void flow(Out& o, char ph, uint32_t pid, uint8_t tid, int64_t ts_ns, uint64_t id) {
   o.raw(",\n{\"ph\":\"");
   o.raw(std::string_view(&ph, 1));

@@ -16,4 +16,8 @@ std::vector<std::string> cuda_event_names(const RankTrace& rank);
 // The name of CUDA event `e` from `names`, or its stage's name when the event is unnamed.
 std::string_view cuda_event_name(const Event& e, const std::vector<std::string>& names);
 
+// Kineto's category for a CUDA event of stage `s` (kernel, gpu_memcpy, gpu_memset, cuda_sync, cuda_runtime), so tools
+// that know PyTorch profiler traces read both our exports the same way.
+std::string_view cuda_category(Stage s);
+
 }  // namespace ddp

@@ -132,19 +132,6 @@ HostName host_name(const Event& e, const RunFacts& run) {
   }
 }
 
-std::string_view cuda_category(Stage s) {
-  switch (s) {
-    case Stage::kernel:
-    case Stage::nccl: return "kernel";
-    case Stage::memcpy_h2d:
-    case Stage::memcpy_d2h:
-    case Stage::memcpy_d2d: return "gpu_memcpy";
-    case Stage::memset: return "gpu_memset";
-    case Stage::sync: return "cuda_sync";
-    default: return "cuda_runtime";
-  }
-}
-
 CommSize comm_size(uint64_t bytes) {
   if (bytes % 4 == 0) return {bytes / 4, "Float"};
   return {bytes, "Byte"};

@@ -66,9 +66,6 @@ struct HostName {
 };
 HostName host_name(const Event& e, const RunFacts& run);
 
-// Kineto's category of a CUDA span (kernel, gpu_memcpy, gpu_memset, cuda_sync, cuda_runtime).
-std::string_view cuda_category(Stage s);
-
 // A collective's size as record_param_comms says it: elements of a dtype (Float when the bytes are whole floats,
 // else Byte; our gradient buckets are fp32).
 struct CommSize {
