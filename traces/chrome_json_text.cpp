@@ -9,6 +9,26 @@ namespace {
 
 constexpr int64_t kMaxNs = int64_t{1} << 61;
 
+// The digits from t[i] on as a fraction of a microsecond, in whole nanoseconds: the first three digits, rounded by
+// the fourth. Returns the index after the digits.
+size_t fraction_ns(std::string_view t, size_t i, int64_t& ns) {
+  int64_t frac = 0;
+  int digits = 0;
+  bool round_up = false;
+  for (; i < t.size() && is_digit(t[i]); ++i) {
+    if (digits < 3) {
+      frac = frac * 10 + (t[i] - '0');
+      ++digits;
+    } else if (digits == 3) {
+      round_up = t[i] >= '5';
+      ++digits;
+    }
+  }
+  for (; digits < 3; ++digits) frac *= 10;
+  ns = frac + (round_up ? 1 : 0);
+  return i;
+}
+
 int64_t micros_text_to_ns_raw(std::string_view t, double fallback) {
   size_t i = 0;
   bool neg = false;
@@ -24,21 +44,7 @@ int64_t micros_text_to_ns_raw(std::string_view t, double fallback) {
     if (++digits > 15) break;
   }
   int64_t frac = 0;
-  int frac_digits = 0;
-  bool round_up = false;
-  if (i < t.size() && t[i] == '.') {
-    ++i;
-    while (i < t.size() && is_digit(t[i])) {
-      if (frac_digits < 3) {
-        frac = frac * 10 + (t[i] - '0');
-        ++frac_digits;
-      } else if (frac_digits == 3) {
-        round_up = t[i] >= '5';
-        ++frac_digits;
-      }
-      ++i;
-    }
-  }
+  if (i < t.size() && t[i] == '.') i = fraction_ns(t, i + 1, frac);
   if (i != t.size()) {  // exponent or a huge number: go through the double
     double ns = fallback * 1000.0;
     if (!std::isfinite(ns)) return 0;
@@ -46,11 +52,7 @@ int64_t micros_text_to_ns_raw(std::string_view t, double fallback) {
     if (ns <= -9.2e18) return std::numeric_limits<int64_t>::min();
     return static_cast<int64_t>(std::llround(ns));
   }
-  while (frac_digits < 3) {
-    frac *= 10;
-    ++frac_digits;
-  }
-  int64_t ns = whole * 1000 + frac + (round_up ? 1 : 0);
+  const int64_t ns = whole * 1000 + frac;
   return neg ? -ns : ns;
 }
 
@@ -92,24 +94,13 @@ bool plain_micros_to_ns(std::string_view t, int64_t& ns) {
   const size_t int_digits = i - int_begin;
   if (int_digits == 0 || int_digits > 15 || (int_digits > 1 && t[int_begin] == '0')) return false;
   int64_t frac = 0;
-  int frac_digits = 0;
-  bool round_up = false;
   if (i < t.size()) {
     if (t[i] != '.') return false;
     const size_t frac_begin = ++i;
-    for (; i < t.size() && is_digit(t[i]); ++i) {
-      if (frac_digits < 3) {
-        frac = frac * 10 + (t[i] - '0');
-        ++frac_digits;
-      } else if (frac_digits == 3) {
-        round_up = t[i] >= '5';
-        ++frac_digits;
-      }
-    }
+    i = fraction_ns(t, i, frac);
     if (i == frac_begin || i != t.size()) return false;
   }
-  for (; frac_digits < 3; ++frac_digits) frac *= 10;
-  const int64_t v = whole * 1000 + frac + (round_up ? 1 : 0);  // at most 10^18: no clamp needed
+  const int64_t v = whole * 1000 + frac;  // at most 10^18: no clamp needed
   ns = neg ? -v : v;
   return true;
 }
