@@ -31,12 +31,9 @@ void distributed_info(JsonOut& o, const RunFacts& run, const RankTrace& r) {
   o.str(run.backend_config);
   o.raw(", \"pg_size\": ");
   o.unum(run.world);
-  o.raw(", \"ranks\": [");
-  for (uint32_t i = 0; i < run.world; ++i) {
-    if (i) o.raw(", ");
-    o.unum(i);
-  }
-  o.raw("]}]},\n");
+  o.raw(", \"ranks\": ");
+  o.raw(run.group_ranks);  // "[0, 1, ...]", built once per export
+  o.raw("}]},\n");
 }
 
 void device_properties(JsonOut& o, const RunFacts& run, const RankLayout& layout) {
