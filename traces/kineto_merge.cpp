@@ -107,7 +107,15 @@ class RankRewriter {
 
   // The merged pid of the file's process; on first sight, its sort index (and a name, in case the file has none).
   uint64_t pid_of(const ChromeEventView& e) {
-    const std::string key(e.pid.key());
+    // Events of one process come in runs: the last answer saves a string and a hash lookup per event.
+    if (last_pid_ && e.pid.key() == last_key_) return last_pid_;
+    last_key_.assign(e.pid.key());
+    last_pid_ = lookup_pid(e);
+    return last_pid_;
+  }
+
+  uint64_t lookup_pid(const ChromeEventView& e) {
+    const std::string& key = last_key_;
     auto it = pids_.find(key);
     if (it != pids_.end()) return it->second;
     const uint64_t k = std::min<uint64_t>(pids_.size(), kPidsPerRank - 1);
@@ -133,6 +141,8 @@ class RankRewriter {
   const int rank_;
   const int64_t shift_ns_;
   std::unordered_map<std::string, uint64_t> pids_;
+  std::string last_key_;
+  uint64_t last_pid_ = 0;  // 0: none yet (merged pids start at kFilePidBase)
 };
 
 }  // namespace
