@@ -2,8 +2,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <numeric>
 
 namespace ddp {
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;

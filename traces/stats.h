@@ -4,6 +4,9 @@
 
 namespace ddp {
 
+// The arithmetic mean. 0 for an empty sample.
+double mean(const std::vector<double>& v);
+
 // The middle value; for an even count the mean of the two middle values. 0 for an empty sample.
 double median(std::vector<double> v);
 

@@ -57,6 +57,7 @@ struct JobConfig {
   // distributed
   int nproc = 2;
   bool pin_cpus = true;  // a local launch gives each rank its own share of the cores (runtime/launch/cpu_sets.h)
+  bool batch_sched = true;  // a Gloo rank's threads run SCHED_BATCH (runtime/launch/batch_scheduling.h)
   std::string device = "auto";  // auto, cpu, cuda
   std::string backend = "auto";  // auto, gloo, nccl
   // recording

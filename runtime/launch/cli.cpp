@@ -121,7 +121,8 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
 
   std::vector<std::string> slow, ckpt;
   std::string fault;
-  bool no_record = false, pageable = false, no_shuffle = false, keep_last = false, no_pin = false;
+  bool no_record = false, pageable = false, no_shuffle = false, keep_last = false, no_pin = false,
+       no_batch_sched = false;
   auto* g_job = app.add_option_group("Job options");
   g_job->add_option("--dataset", j.dataset,
                             "synthetic (default: 128-feature .ddpd file) or images[:DIR] (an image folder, generated "
@@ -167,6 +168,9 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_job->add_flag("--no-record", no_record, "run the identical job without recording");
   g_job->add_flag("--no-pin", no_pin, "let every rank run on every core (by default each rank of a local launch gets its "
                                       "own share of the cores)");
+  g_job->add_flag("--no-batch-sched", no_batch_sched,
+                  "keep the normal scheduling policy (by default a Gloo rank's threads run SCHED_BATCH, so Gloo's event "
+                  "loop does not preempt its worker mid-collective)");
   g_job->add_option("--slow", slow, "rank=R,stage=S,ms=M: slow a stage down (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   g_job->add_option("--inject-fault", fault, "rank=R,step=S,kind=throw|kill|hang|exit0");
@@ -207,6 +211,7 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
 
   j.record = !no_record;
   j.pin_cpus = !no_pin;
+  j.batch_sched = !no_batch_sched;
   j.pinned = !pageable;
   j.shuffle = !no_shuffle;
   j.drop_last = !keep_last;

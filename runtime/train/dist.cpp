@@ -6,10 +6,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
 #include "profiler/clock.h"
+#include "runtime/launch/batch_scheduling.h"
 #include "runtime/launch/rendezvous_store.h"
 #include "runtime/train/torch_compat.h"
 
@@ -73,6 +75,10 @@ Dist::Dist(const DistOptions& opt) : opt_(opt) {
       "ddp_profile/attempt" + std::to_string(opt.attempt),
       c10::make_intrusive<ClientStore>(opt.master_addr, server_ ? server_->port() : opt.master_port, opt.timeout));
   auto gloo = [&](const std::string& prefix) {
+    // Gloo's device loop and worker threads start in here and inherit the policy (runtime/launch/batch_scheduling.h).
+    BatchSchedulingScope batch(opt.gloo_batch_sched);
+    if (!batch.error().empty())
+      std::fprintf(stderr, "ddp_profile: rank %d: %s; the normal policy stays\n", opt.rank, batch.error().c_str());
     auto go = c10d::ProcessGroupGloo::Options::create(opt.timeout);
     go->devices.push_back(gloo_device(opt.master_addr));
     // One worker thread: DDP runs one collective at a time, in order, and on small machines every idle thread is one

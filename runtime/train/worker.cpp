@@ -27,6 +27,7 @@
 #include "runtime/train/device_plan.h"
 #include "runtime/train/loss_scaler.h"
 #include "runtime/data/dataset.h"
+#include "runtime/launch/batch_scheduling.h"
 #include "runtime/launch/cpu_sets.h"
 #include "runtime/train/dist.h"
 #include "runtime/train/grad_sync.h"
@@ -303,6 +304,8 @@ class Trainer {
             {"batch", first_batch_},
             {"steps", steps_done_},
             {"step_time_median_ms", median(step_ms_)},
+            {"step_time_mean_ms", mean(step_ms_)},
+            {"step_time_p90_ms", percentile(step_ms_, 0.9)},
             {"param_bytes", param_bytes},
             {"param_hash", tensors_hash(model_.parameters())},
             {"buffer_hash", tensors_hash(model_.buffers())},
@@ -647,6 +650,7 @@ int run_worker(const Command& cmd) {
     dopt.cuda_device = s.plan.cuda ? s.plan.device_index : -1;
     dopt.agent_store = s.env.agent_store;
     dopt.attempt = s.env.restart_count;
+    dopt.gloo_batch_sched = s.job.batch_sched;
     Dist dist(dopt);
     if (s.env.rank == 0) dist.store_set("run_dir", absolute_path(cmd.out_dir.empty() ? default_run_folder() : cmd.out_dir));
     s.dir = dist.store_get("run_dir");
@@ -679,9 +683,13 @@ int run_worker(const Command& cmd) {
     std::unique_ptr<Dataset> dataset = open_dataset(s.job, err);
     if (!dataset) throw std::runtime_error(err);
     fit_job_to_dataset(s.job, *dataset);
-    // The cores each rank may run on (a local launch pins each rank to its own share: runtime/launch/cpu_sets.h).
-    auto metas = dist.exchange(
-        "meta_start", nlohmann::json({{"host", host_name()}, {"pid", ::getpid()}, {"cpus", allowed_cpus()}}).dump());
+    // The cores each rank may run on (a local launch pins each rank to its own share: runtime/launch/cpu_sets.h) and
+    // how many of its threads run SCHED_BATCH (Gloo's, unless --no-batch-sched), as the kernel reports them.
+    auto metas = dist.exchange("meta_start", nlohmann::json({{"host", host_name()},
+                                                             {"pid", ::getpid()},
+                                                             {"cpus", allowed_cpus()},
+                                                             {"sched_batch_threads", batch_scheduled_threads()}})
+                                                 .dump());
     if (s.env.rank == 0) write_start_manifest(s, dataset->sample_shape(), metas);
     g_progress.set_state(RankState::running);
     {

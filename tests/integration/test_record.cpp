@@ -112,6 +112,30 @@ TEST(Record, DefaultJobRecordsEveryStageOnEveryRankAndReplicasMatch) {
   EXPECT_GT(sj["ranks"][0]["stages"]["allreduce"]["bytes"].get<double>(), 0);
 }
 
+// Gloo's event loop and worker run SCHED_BATCH unless --no-batch-sched (runtime/launch/batch_scheduling.h); the
+// manifest's count is read back from the kernel, so a rank that did not apply it reports 0.
+TEST(Record, GlooThreadsRunUnderBatchSchedulingUnlessAskedNot) {
+  for (bool batch : {true, false}) {
+    std::string d = fresh_dir(batch ? "sched_batch" : "sched_normal");
+    std::vector<std::string> args = {kExe, "--record", "--out", d, "--max-steps", "20", "--no-record"};
+    if (!batch) args.push_back("--no-batch-sched");
+    auto r = run(args, d + ".log");
+    ASSERT_EQ(r.code, 0) << r.output;
+    auto m = read_json(d + "/manifest.json");
+    ASSERT_EQ(m["rank_hosts"].size(), 2u);
+    for (const auto& h : m["rank_hosts"]) {
+      if (batch) EXPECT_GE(h["sched_batch_threads"].get<int>(), 2) << "Gloo's device loop and its worker";
+      else EXPECT_EQ(h["sched_batch_threads"].get<int>(), 0);
+    }
+    EXPECT_EQ(m["config"]["batch_sched"], batch);
+    for (const auto& rk : m["ranks"]) {  // the step times are measured without recording too
+      EXPECT_GT(rk["step_time_median_ms"].get<double>(), 0);
+      EXPECT_GT(rk["step_time_mean_ms"].get<double>(), 0);
+      EXPECT_GE(rk["step_time_p90_ms"].get<double>(), rk["step_time_median_ms"].get<double>());
+    }
+  }
+}
+
 TEST(Record, BatchNormReplicasDivergeInTheirBuffers) {
   // The replica comparison bites: BatchNorm's running statistics come from each rank's own batches.
   std::string d = fresh_dir("bn");
