@@ -135,7 +135,6 @@ void GradSync::on_grad_ready(size_t param) {
 
 void GradSync::launch(size_t bi) {
   Bucket& b = buckets_[bi];
-  uint64_t t0 = prof::recording() ? prof::ticks() : 0;
   for (size_t i = 0; i < b.params.size(); ++i) {
     const size_t k = b.params[i];
     copied_in_[k] = !grad_is_view(k);
@@ -146,6 +145,9 @@ void GradSync::launch(size_t bi) {
   }
   b.flat.div_(world_);
   std::vector<at::Tensor> v{b.flat};
+  // The span starts where the collective does, as PyTorch's record_param_comms does: the averaging above (and any
+  // copy in) is backward's work on this thread and stays in its span.
+  const uint64_t t0 = prof::recording() ? prof::ticks() : 0;
   auto work = allreduce_(v);
   calls_.fetch_add(1);
   bytes_.fetch_add(b.bytes);
