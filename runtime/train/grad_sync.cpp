@@ -143,7 +143,10 @@ void GradSync::launch(size_t bi) {
       b.flat.narrow(0, b.offsets[i], g.numel()).copy_(g.reshape({-1}));
     }
   }
-  b.flat.div_(world_);
+  // Averaging as DDP does, before the sum. For a power-of-two world 1/world is exact, so multiplying by it rounds to
+  // the same float as dividing, bit for bit, and costs a fraction of a vector division (~15 us of the default step).
+  if ((world_ & (world_ - 1)) == 0) b.flat.mul_(1.0 / world_);
+  else b.flat.div_(world_);
   std::vector<at::Tensor> v{b.flat};
   // The span starts where the collective does, as PyTorch's record_param_comms does: the averaging above (and any
   // copy in) is backward's work on this thread and stays in its span.
