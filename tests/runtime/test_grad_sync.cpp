@@ -214,3 +214,28 @@ TEST(GradSync, AFailedCollectiveSeenByPollingFailsTheNextSync) {
 }
 
 }  // namespace
+
+// The bucket is averaged before the sum, as DDP divides it; for a power-of-two world GradSync multiplies by 1/world
+// instead, which must give the same floats bit for bit, subnormals and huge values included (the identity collective
+// here leaves exactly the averaged gradient).
+TEST(GradSync, AveragingEqualsDivisionByTheWorldBitForBit) {
+  torch::manual_seed(3);
+  torch::Tensor g = torch::cat({torch::randn({4096}), torch::randn({4096}) * 1e-39, torch::randn({64}) * 3e38,
+                                torch::tensor({1e-45f, -1e-45f, 3e-45f, 0.0f})});
+  // (No -0.0: backward accumulates into the zeroed bucket, and +0 + -0 is +0, with a division or without.)
+  for (int world : {2, 3, 4, 8}) {
+    torch::Tensor p = torch::zeros_like(g).requires_grad_();
+    Collective c(/*blocking=*/true);
+    GradSync sync({p}, c.fn(), world, 25);
+    sync.begin_backward(true, prof::StepContext{});
+    (p * g).sum().backward();
+    std::thread finisher([&] {
+      while (c.launched().empty()) std::this_thread::sleep_for(100us);
+      for (auto& w : c.launched()) w->finish();
+    });
+    sync.finish();
+    finisher.join();
+    const torch::Tensor want = g.div(world);
+    EXPECT_TRUE(torch::equal(p.grad().view(torch::kInt32), want.view(torch::kInt32))) << "world " << world;
+  }
+}
