@@ -18,7 +18,7 @@ nlohmann::json to_json(const JobConfig& c) {
       {"bucket_mb", c.bucket_mb},     {"amp", c.amp},
       {"seed", c.seed},               {"nproc", c.nproc},
       {"pin_cpus", c.pin_cpus},
-      {"batch_sched", c.batch_sched},
+      {"batch_sched", c.batch_sched}, {"comm_poll_us", c.comm_poll_us},
       {"device", c.device},           {"backend", c.backend},
       {"record", c.record},           {"slow", slow},
       {"hang_timeout_s", c.hang_timeout_s}, {"checkpoint_steps", c.checkpoint_steps},

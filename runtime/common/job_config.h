@@ -58,6 +58,9 @@ struct JobConfig {
   int nproc = 2;
   bool pin_cpus = true;  // a local launch gives each rank its own share of the cores (runtime/launch/cpu_sets.h)
   bool batch_sched = true;  // a Gloo rank's threads run SCHED_BATCH (runtime/launch/batch_scheduling.h)
+  // Before blocking on a Gloo collective the training thread polls it this long, yielding the core (GradSync::
+  // poll_before_blocking says why); 0 blocks at once.
+  int64_t comm_poll_us = 500;
   std::string device = "auto";  // auto, cpu, cuda
   std::string backend = "auto";  // auto, gloo, nccl
   // recording

@@ -171,6 +171,10 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_job->add_flag("--no-batch-sched", no_batch_sched,
                   "keep the normal scheduling policy (by default a Gloo rank's threads run SCHED_BATCH, so Gloo's event "
                   "loop does not preempt its worker mid-collective)");
+  g_job->add_option("--comm-poll-us", j.comm_poll_us,
+                    "before blocking on a Gloo collective, poll it for up to this many microseconds, yielding the core "
+                    "(keeps an idle core from having to be woken by the peer's data; 0: block at once)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   g_job->add_option("--slow", slow, "rank=R,stage=S,ms=M: slow a stage down (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   g_job->add_option("--inject-fault", fault, "rank=R,step=S,kind=throw|kill|hang|exit0");

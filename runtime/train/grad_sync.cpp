@@ -5,6 +5,8 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <sched.h>
+
 #include <chrono>
 #include <stdexcept>
 
@@ -300,6 +302,10 @@ void GradSync::finish() {
   // hand-off through the comm thread); on NCCL it orders this thread's stream after it and returns.
   for (auto& [work, t1, bucket] : step_works_) {
     if (on_wait) on_wait(static_cast<int>(bucket));  // the heartbeat names the bucket this rank waits for
+    if (blocking_waits_ && poll_budget_.count() > 0) {
+      const auto give_up = std::chrono::steady_clock::now() + poll_budget_;
+      while (!work->isCompleted() && std::chrono::steady_clock::now() < give_up) ::sched_yield();
+    }
     work->wait();
     uint64_t unseen = 0;
     if (prof::recording() && work->isCompleted()) t1->compare_exchange_strong(unseen, prof::ticks());

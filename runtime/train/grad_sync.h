@@ -12,6 +12,7 @@
 // two to see a collective complete stamps its end; NCCL's wait() does not block the host, so there completion is seen
 // by polling).
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -64,6 +65,12 @@ class GradSync {
   // Told (on the comm thread) which bucket's collective it now waits for, and -1 when it waits for none: the
   // heartbeat's bucket, which a hang report names ("rank 0 waits in allreduce (bucket 0, step 605)").
   void observe_waits(std::function<void(int bucket)> f);
+  // With blocking waits (Gloo), finish() first polls each collective for up to `budget`, yielding the core between
+  // polls, and only then blocks in wait(). Blocked, both of a rank's threads sleep and its core goes idle; on a VM the
+  // peer's data then has to wake an idle vCPU, which took ~80 us of the default job's ~160 us allreduce whenever the
+  // ranks arrived more than ~10 us apart (docs/benchmarks.md). A yield gives the core to any runnable thread, Gloo's
+  // included, so polling only spends time nothing else wants. Zero (the default here) blocks at once.
+  void poll_before_blocking(std::chrono::microseconds budget) { poll_budget_ = budget; }
 
  private:
   struct Bucket {
@@ -104,6 +111,7 @@ class GradSync {
   std::vector<Bucket> buckets_;
   Allreduce allreduce_;
   int world_ = 1;
+  std::chrono::microseconds poll_budget_{0};
   bool blocking_waits_ = false;
   bool sync_ = false;
   prof::StepContext ctx_;

@@ -277,6 +277,7 @@ class Trainer {
         h2d_(s.device, s.job.pinned) {
     if (job_.loss_reduction == "sum") ce_.reduction(torch::kSum);
     sync_.observe_waits([](int bucket) { g_progress.bucket(bucket); });
+    sync_.poll_before_blocking(std::chrono::microseconds(s.job.comm_poll_us));
     if (!job_.resume_from.empty()) resume();
     if (job_.verify_steps > 0) {
       verify_.open(s_.dir, rank_, job_.verify_steps);

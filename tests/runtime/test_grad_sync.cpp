@@ -29,6 +29,7 @@ struct FakeWork : c10d::Work {
   explicit FakeWork(bool blocking_wait) : blocking(blocking_wait) {}
   bool isCompleted() override { return done.load(); }
   bool wait(std::chrono::milliseconds) override {
+    if (!done.load()) waited_unfinished = true;
     while (blocking && !done.load()) std::this_thread::sleep_for(50us);
     return true;
   }
@@ -45,6 +46,7 @@ struct FakeWork : c10d::Work {
   }
   const bool blocking;
   std::atomic<bool> done{false};
+  std::atomic<bool> waited_unfinished{false};  // wait() was entered before the collective was done
   mutable std::mutex mu;
   std::exception_ptr error;
 };
@@ -237,5 +239,33 @@ TEST(GradSync, AveragingEqualsDivisionByTheWorldBitForBit) {
     finisher.join();
     const torch::Tensor want = g.div(world);
     EXPECT_TRUE(torch::equal(p.grad().view(torch::kInt32), want.view(torch::kInt32))) << "world " << world;
+  }
+}
+
+// With a poll budget, finish() sees a blocking (Gloo) collective complete by polling and never enters wait() while
+// it is still running; without one, or on non-blocking (NCCL) works, it goes straight to wait().
+TEST(GradSync, PollsABlockingCollectiveBeforeBlockingOnIt) {
+  struct Case {
+    bool blocking;
+    std::chrono::microseconds budget;
+    bool expect_wait_unfinished;
+  };
+  for (const Case& k : {Case{true, 2s, false}, Case{true, 0us, true}, Case{false, 2s, true}}) {
+    Model m;
+    Collective c(k.blocking);
+    GradSync sync({m.w, m.b}, c.fn(), 1, 25, k.blocking);
+    sync.poll_before_blocking(k.budget);
+    sync.begin_backward(true, prof::StepContext{});
+    m.backward();
+    std::thread finisher([&] {
+      while (c.launched().empty()) std::this_thread::sleep_for(100us);
+      std::this_thread::sleep_for(20ms);  // finish() is polling or waiting by now
+      for (auto& w : c.launched()) w->finish();
+    });
+    sync.finish();
+    finisher.join();
+    ASSERT_EQ(c.launched().size(), 1u);
+    EXPECT_EQ(c.launched()[0]->waited_unfinished.load(), k.expect_wait_unfinished)
+        << "blocking " << k.blocking << ", budget " << k.budget.count() << " us";
   }
 }
