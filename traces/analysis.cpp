@@ -99,7 +99,7 @@ Analysis analyze(const RunTrace& run) {
   a.steps = common.size();
   a.step_ms = mean_step_ms(a.ranks);
   a.causes = attribute_stalls(data, a.ranks, common, a.step_ms, run.origin_ns());
-  add_flags(a, data, cfg);
+  add_flags(a, data, cfg, manifest_backend(run));
   a.gpu = gpu_time(run);
   a.verdict = verdict(a);
   return a;

@@ -1,7 +1,9 @@
 #include "traces/analysis_flags.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "traces/analysis_measures.h"
@@ -127,9 +129,70 @@ void flag_memory_growth(Analysis& a, const RankData& d, Counter c) {
             {"growth_bytes", growth}});
 }
 
+// The time each collective took once every rank had launched it: from the last rank's launch to the first rank's
+// completion, on the common clock. Waiting for a late peer is left out (the root-cause analysis names that peer), so
+// what remains is the backend's own time. One entry per bucket of an analysed step that every rank recorded.
+std::vector<double> collective_own_ms(const std::vector<RankData>& data) {
+  std::vector<double> out;
+  if (data.size() < 2) return out;
+  // Every other rank's collectives by bucket key: launch and completion.
+  std::vector<std::unordered_map<uint64_t, Interval>> by_key(data.size());
+  for (size_t r = 1; r < data.size(); ++r)
+    for (const Span& x : data[r].allreduce)
+      if (data[r].in(x.step)) by_key[r][bucket_key(x.step, x.micro, x.bucket)] = {x.t0, x.t1};
+  for (const Span& s : data.front().allreduce) {
+    if (!data.front().in(s.step)) continue;
+    const uint64_t key = bucket_key(s.step, s.micro, s.bucket);
+    int64_t last_launch = s.t0, first_done = s.t1;
+    bool everywhere = true;
+    for (size_t r = 1; r < data.size() && everywhere; ++r) {
+      auto it = by_key[r].find(key);
+      everywhere = it != by_key[r].end();
+      if (everywhere) {
+        last_launch = std::max(last_launch, it->second.t0);
+        first_done = std::min(first_done, it->second.t1);
+      }
+    }
+    if (everywhere && first_done > last_launch) out.push_back(ms(static_cast<double>(first_done - last_launch)));
+  }
+  return out;
+}
+
+void flag_collective_tail(Analysis& a, const std::vector<RankData>& data, const std::string& backend) {
+  if (a.steps == 0 || a.step_ms <= 0) return;
+  std::vector<double> own = collective_own_ms(data);
+  if (own.size() < kCollectiveTailMinCollectives) return;
+  const double med = median(own), p90 = percentile(own, 0.9);
+  double above = 0;
+  for (double x : own) above += std::max(0.0, x - med);
+  const double above_per_step = above / static_cast<double>(a.steps);
+  const double share = above_per_step / a.step_ms;
+  if (p90 < kCollectiveTailP90OverMedian * med || p90 - med < kCollectiveTailMinExcessMs ||
+      share < kCollectiveTailMinShare)
+    return;
+  // What usually makes such a tail, by backend (docs/stalls.md "collective_tail").
+  const char* gloo = "with Gloo on CPU ranks that share cores, its event-loop thread can preempt the worker holding a "
+                     "connection's lock and spin for a whole scheduler slice: give each rank its own cores and run it "
+                     "under SCHED_BATCH (chrt -b 0 torchrun ...)";
+  const char* nccl = "with NCCL, look at the interconnect and NCCL's own threads (NCCL_DEBUG=INFO)";
+  const std::string advice = backend == "gloo" ? gloo : backend == "nccl" ? nccl : std::string(gloo) + "; " + nccl;
+  add_flag(a, "collective_tail", -1,
+           fmt("collectives stall after every rank has launched them: median %.2f ms, p90 %.2f ms over %zu; the time "
+               "above the median costs %.2f ms/step (%.0f%% of the step) and is the backend's own, no rank waits "
+               "for a peer then; %s",
+               med, p90, own.size(), above_per_step, 100 * share, advice.c_str()),
+           {{"collectives", own.size()},
+            {"median_ms", med},
+            {"p90_ms", p90},
+            {"max_ms", *std::max_element(own.begin(), own.end())},
+            {"above_median_ms_per_step", above_per_step},
+            {"share", share},
+            {"backend", backend.empty() ? nlohmann::json(nullptr) : nlohmann::json(backend)}});
+}
+
 }  // namespace
 
-void add_flags(Analysis& a, const std::vector<RankData>& data, const nlohmann::json& cfg) {
+void add_flags(Analysis& a, const std::vector<RankData>& data, const nlohmann::json& cfg, const std::string& backend) {
   FlagSettings set;
   set.pinned = cfg_bool(cfg, "pinned");
   set.accum_steps = cfg_num(cfg, "accum_steps", 0);
@@ -146,6 +209,7 @@ void add_flags(Analysis& a, const std::vector<RankData>& data, const nlohmann::j
     flag_memory_growth(a, d, Counter::host_rss_bytes);
     flag_memory_growth(a, d, Counter::cuda_allocated_bytes);
   }
+  flag_collective_tail(a, data, backend);
 }
 
 }  // namespace ddp::analysis_detail

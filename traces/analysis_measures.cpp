@@ -123,6 +123,12 @@ const nlohmann::json& config_of(const RunTrace& run) {
   return empty;
 }
 
+std::string manifest_backend(const RunTrace& run) {
+  if (!run.manifest.is_object()) return "";
+  auto it = run.manifest.find("backend");
+  return it != run.manifest.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 double cfg_num(const nlohmann::json& cfg, const char* key, double dflt) {
   auto it = cfg.find(key);
   return it != cfg.end() && it->is_number() ? it->get<double>() : dflt;

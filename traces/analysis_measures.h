@@ -3,6 +3,7 @@
 // bandwidth/overlap/skew, loader supply and demand), and the lookups the later steps read them with.
 // Internal to traces/analysis*.cpp.
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,8 @@ namespace ddp::analysis_detail {
 
 // The manifest's "config" object (empty when the run has none).
 const nlohmann::json& config_of(const RunTrace& run);
+// The manifest's process-group backend ("gloo", "nccl"), empty when the run does not say.
+std::string manifest_backend(const RunTrace& run);
 // A number from the config, or `dflt`.
 double cfg_num(const nlohmann::json& cfg, const char* key, double dflt);
 // A boolean from the config: -1 unknown, 0 false, 1 true.

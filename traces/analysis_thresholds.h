@@ -57,6 +57,17 @@ inline constexpr size_t kMemoryMinSamplesAfterWarmup = 6;
 inline constexpr double kMemoryGrowthMinBytes = 50.0 * (1 << 20);
 inline constexpr double kMemoryGrowthMinFraction = 0.10;
 
+// ---- flag collective_tail ----
+// A collective's own time is measured from the last rank's launch to the first rank's completion, when every rank
+// has launched and nobody waits for a peer. Fewer matched collectives than this cannot show a tail.
+inline constexpr size_t kCollectiveTailMinCollectives = 20;
+// The tail fires when the p90 of that time is at least this many times its median ...
+inline constexpr double kCollectiveTailP90OverMedian = 3.0;
+// ... and at least this much above it: a scheduler slice (~3 ms) or a network retransmit, not jitter.
+inline constexpr double kCollectiveTailMinExcessMs = 1.0;
+// ... and the time above the median, per step, is at least this share of the step.
+inline constexpr double kCollectiveTailMinShare = 0.05;
+
 // ---- GPU time (traces/gpu_time.h) ----
 // A gap between two queued records on one stream up to this long is the device's own launch overhead ("kernel
 // wait"), not a dependency: back-to-back kernels on current GPUs sit a few microseconds apart.

@@ -141,6 +141,8 @@ void read_identity(const nlohmann::json& top, KFile& f) {
       f.rank = r->get<int>();
       f.rank_from = "distributedInfo";
     }
+    auto be = di->find("backend");
+    if (be != di->end() && be->is_string() && be->get<std::string>().size() < 64) f.backend = be->get<std::string>();
     auto w = di->find("world_size");
     if (w != di->end() && w->is_number_integer() && w->get<int64_t>() > 0 && w->get<int64_t>() <= (1 << 24))
       f.world = w->get<int>();

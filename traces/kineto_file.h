@@ -32,6 +32,7 @@ struct KFile {
   int rank = -1;     // -1: unknown
   int world = -1;    // -1: unknown
   std::string rank_from;  // "distributedInfo" or "file name"
+  std::string backend;    // distributedInfo.backend ("gloo", "nccl"), empty when the trace does not say
   int64_t base_ns = 0;    // baseTimeNanoseconds (0 in traces that have none)
   bool array_format = false;
   std::vector<std::string> threads;  // thread names ("thread 29741 (python3)", "stream 7"), index = KSpan::thread

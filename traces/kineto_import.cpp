@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "traces/kineto_align.h"
@@ -195,8 +196,10 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
   std::vector<BuiltRank> built;
   nlohmann::json report_files = nlohmann::json::array();
   std::vector<std::string> notes;
+  std::set<std::string> backends;  // what the files' distributedInfo say; kept when they agree
   for (const KFile& f : files) {
     if (!f.status.ok()) continue;
+    if (!f.backend.empty()) backends.insert(f.backend);
     built.push_back(build_rank(f, world));
     report_files.push_back({{"rank", f.rank}, {"file", f.path}, {"rank_from", f.rank_from},
                             {"format", f.array_format ? "legacy array" : "kineto"}, {"events", f.events}});
@@ -239,6 +242,7 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
                     {"reference_rank", run.ranks.front().rank},
                     {"clock_alignment", alignment},
                     {"notes", notes}}}};
+  if (backends.size() == 1) run.manifest["backend"] = *backends.begin();
   return true;
 }
 
