@@ -9,6 +9,7 @@ Planted causes (--plant), so tests know the answer the analysis must find:
   slow-forward:R   rank R sleeps inside forward
   slow-optimizer:R rank R sleeps inside the optimizer step
 Run under torchrun:  torchrun --nproc-per-node 2 kineto_job.py --out DIR [--plant slow-data:1] [--steps 30]
+With the remedy for Gloo's collective tail:  chrt -b 0 torchrun --nproc-per-node 2 kineto_job.py --out DIR --pin
 """
 import argparse
 import os
@@ -68,8 +69,16 @@ def main():
     ap.add_argument("--plant", action="append", default=[])
     ap.add_argument("--export-name", default="", help="write <out>/<name>rank<R>.json with export_chrome_trace")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--pin", action="store_true",
+                    help="pin each local rank to its own share of the cores before Gloo starts its threads (with "
+                         "`chrt -b 0 torchrun ...`: the remedy docs/stalls.md gives for the collective_tail flag)")
     args = ap.parse_args()
 
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        local, nlocal = int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        share = max(1, len(cpus) // nlocal)
+        os.sched_setaffinity(0, cpus[local * share:(local + 1) * share] or cpus)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
