@@ -297,6 +297,16 @@ TEST(KinetoAnalysis, RealGlooTailIsFlaggedFromThePyTorchTraces) {
   EXPECT_NE(tail->message.find("SCHED_BATCH"), std::string::npos) << tail->message;
 }
 
+// The same job recorded with that advice followed (each rank on its own core, under SCHED_BATCH): no tail, and a
+// shorter step than the unchanged job's.
+TEST(KinetoAnalysis, RealGlooJobWithTheRemedyHasNoTail) {
+  Analysis fixed = analyze(load({kCpu + "/gloo-pinned-batch"}));
+  ASSERT_GE(fixed.steps, 25u);
+  for (const StallFlag& f : fixed.flags) EXPECT_NE(f.id, "collective_tail") << analysis_text(fixed);
+  Analysis before = analyze(load({kCpu + "/balanced"}));
+  EXPECT_LT(fixed.step_ms, 0.8 * before.step_ms) << fixed.step_ms << " vs " << before.step_ms;
+}
+
 // A real pair with rank 1's clock moved by a known amount (every ts of a temp copy shifted; the two ranks ran on one
 // host, so their true offset is 0 and the known offset is the shift). The estimate moves by exactly the shift, the
 // shift lies inside the causality bounds, and the analysis verdict does not change. Where no rank is CPU-starved (the
