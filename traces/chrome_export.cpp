@@ -147,15 +147,7 @@ void write_run(const RunTrace& run, Out& o, ExportStats& stats, const MoreEvents
           }
         }
       } else {
-        o.raw("{\"ph\":\"C\",\"name\":\"");
-        o.raw(counter_name(e.counter_id()));
-        o.raw("\",\"pid\":");
-        o.unum(r.rank);
-        o.raw(",\"ts\":");
-        o.micros(e.t0 + shift);
-        o.raw(",\"args\":{\"value\":");
-        o.unum(e.value);
-        o.raw("}}");
+        counter_event(o, counter_name(e.counter_id()), static_cast<int64_t>(r.rank), e.t0 + shift, e.value);
       }
       ++stats.events;
     }

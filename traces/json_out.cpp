@@ -119,4 +119,16 @@ bool write_json_file_atomically(const std::string& path, const std::function<voi
   return true;
 }
 
+void counter_event(JsonOut& o, std::string_view name, int64_t pid, int64_t ts_ns, uint64_t value) {
+  o.raw("{\"ph\":\"C\",\"name\":\"");
+  o.raw(name);
+  o.raw("\",\"pid\":");
+  o.num(pid);
+  o.raw(",\"ts\":");
+  o.micros(ts_ns);
+  o.raw(",\"args\":{\"value\":");
+  o.unum(value);
+  o.raw("}}");
+}
+
 }  // namespace ddp

@@ -44,6 +44,10 @@ class JsonOut {
   uint64_t written_ = 0;
 };
 
+// One sample of the counter `name` as a Chrome counter event ("ph":"C") under process `pid`: the Chrome export and
+// the Kineto export both write counters this way.
+void counter_event(JsonOut& o, std::string_view name, int64_t pid, int64_t ts_ns, uint64_t value);
+
 // Writes `path` through `body` into a temp file beside it, renamed over `path` when whole: a full disk or a failed
 // write leaves the previous file (or none), never a truncated one. `bytes` is what was written. False with `error`
 // naming the path.

@@ -291,15 +291,7 @@ class RankWriter {
   // Kineto-only readers skip them.
   void counter(const Event& e) {
     sep();
-    o_.raw("{\"ph\": \"C\", \"name\": \"");
-    o_.raw(counter_name(e.counter_id()));
-    o_.raw("\", \"pid\": ");
-    o_.num(layout_.pid);
-    o_.raw(", \"ts\": ");
-    o_.micros(e.t0 + shift_);
-    o_.raw(", \"args\": {\"value\": ");
-    o_.unum(e.value);
-    o_.raw("}}");
+    counter_event(o_, counter_name(e.counter_id()), layout_.pid, e.t0 + shift_, e.value);
     ++stats_.events;
   }
 
