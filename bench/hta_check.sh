@@ -65,18 +65,12 @@ print(f"events per rank {events}, GPU kernels and copies per rank {kernels}")
 
 if not any(kernels.values()):
     print("CPU run: HTA's temporal breakdown and comm/compute overlap count GPU kernels only, and there are none")
-try:
-    print("get_temporal_breakdown():")
-    print(analysis.get_temporal_breakdown(visualize=False))
-except Exception as e:
-    print(f"  failed: {type(e).__name__}: {e}")
-    if any(kernels.values()):
-        sys.exit(1)
-try:
-    print("get_comm_comp_overlap():")
-    print(analysis.get_comm_comp_overlap(visualize=False))
-except Exception as e:
-    print(f"  failed: {type(e).__name__}: {e}")
-    if any(kernels.values()):
-        sys.exit(1)
+for method in ("get_temporal_breakdown", "get_comm_comp_overlap"):
+    try:
+        print(f"{method}():")
+        print(getattr(analysis, method)(visualize=False))
+    except Exception as e:
+        print(f"  failed: {type(e).__name__}: {e}")
+        if any(kernels.values()):
+            sys.exit(1)
 EOF
