@@ -29,7 +29,7 @@
 #include "runtime/launch/cpu_sets.h"
 #include "runtime/train/dist.h"
 #include "runtime/train/grad_sync.h"
-#include "traces/stats.h"
+#include "traces/base/stats.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;

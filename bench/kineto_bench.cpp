@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "traces/analysis.h"
-#include "traces/chrome_reader.h"
-#include "traces/kineto_import.h"
-#include "traces/timeline.h"
+#include "traces/analysis/analysis.h"
+#include "traces/chrome/chrome_reader.h"
+#include "traces/kineto/kineto_import.h"
+#include "traces/timeline/timeline.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;

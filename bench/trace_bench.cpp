@@ -9,9 +9,10 @@
 #include <filesystem>
 #include <random>
 
-#include "traces/chrome_export.h"
-#include "traces/run_folder.h"
-#include "traces/trace_writer.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
+#include "traces/native/trace_writer.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;

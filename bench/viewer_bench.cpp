@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "traces/chrome_export.h"
-#include "traces/timeline.h"
+#include "traces/native/load_run.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/timeline/timeline.h"
 #include "viewer/headless.h"
 #include "viewer/synthetic_run.h"
 

@@ -22,7 +22,7 @@
 #include "profiler/activity_source.h"
 #include "profiler/clock_map.h"
 #include "profiler/recorder.h"
-#include "traces/event.h"
+#include "traces/model/event.h"
 
 namespace ddp::prof {
 

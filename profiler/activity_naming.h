@@ -3,7 +3,7 @@
 #include <string>
 
 #include "profiler/activity_source.h"
-#include "traces/event.h"
+#include "traces/model/event.h"
 
 namespace ddp::prof {
 

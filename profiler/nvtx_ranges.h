@@ -1,7 +1,7 @@
 #pragma once
 // NVTX ranges (domain "ddp_profile") mirroring our spans, so Nsight Systems shows the same stages. Only compiled in
 // CUDA builds (DDP_PROFILE_NVTX=1); elsewhere these are empty inline functions.
-#include "traces/stages.h"
+#include "traces/model/stages.h"
 
 #if DDP_PROFILE_NVTX
 #include <nvtx3/nvToolsExt.h>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "profiler/host_memory.h"
-#include "traces/trace_writer.h"
+#include "traces/native/trace_writer.h"
 
 namespace ddp::prof {
 

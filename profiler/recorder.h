@@ -8,8 +8,8 @@
 #include <string>
 
 #include "profiler/clock.h"
-#include "traces/event.h"
-#include "traces/trace_format.h"
+#include "traces/model/event.h"
+#include "traces/model/trace_format.h"
 
 namespace ddp::prof {
 

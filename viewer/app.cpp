@@ -5,7 +5,8 @@
 
 #include <imgui.h>
 
-#include "traces/kineto_import.h"
+#include "traces/native/load_run.h"
+#include "traces/kineto/kineto_import.h"
 
 namespace ddp::viewer {
 

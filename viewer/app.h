@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "traces/kineto_map.h"
-#include "traces/timeline.h"
+#include "traces/kineto/kineto_map.h"
+#include "traces/timeline/timeline.h"
 #include "viewer/view_state.h"
 
 struct ImDrawList;

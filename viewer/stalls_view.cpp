@@ -4,7 +4,7 @@
 
 #include <imgui.h>
 
-#include "traces/analysis.h"
+#include "traces/analysis/analysis.h"
 #include "viewer/app.h"
 
 namespace ddp::viewer {

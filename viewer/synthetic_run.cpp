@@ -4,8 +4,8 @@
 #include <fstream>
 #include <vector>
 
-#include "traces/run_folder.h"
-#include "traces/trace_writer.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/trace_writer.h"
 
 namespace ddp::viewer {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/crc32.h"
-#include "traces/parse_int.h"
-#include "traces/run_folder.h"
+#include "traces/base/crc32.h"
+#include "traces/base/parse_int.h"
+#include "traces/model/run_folder.h"
 
 namespace ddp {
 namespace fs = std::filesystem;

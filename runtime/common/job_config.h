@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/stages.h"
+#include "traces/model/stages.h"
 
 namespace ddp {
 

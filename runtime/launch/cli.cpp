@@ -5,8 +5,8 @@
 #include <map>
 #include <sstream>
 
-#include "traces/kineto_map.h"
-#include "traces/parse_int.h"
+#include "traces/kineto/kineto_map.h"
+#include "traces/base/parse_int.h"
 #include "runtime/verify/check_ids.h"
 
 namespace ddp {

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "traces/parse_int.h"
+#include "traces/base/parse_int.h"
 
 namespace ddp {
 namespace {

@@ -3,14 +3,15 @@
 #include <filesystem>
 #include <iostream>
 
-#include "traces/analysis.h"
-#include "traces/chrome_export.h"
-#include "traces/kineto_export.h"
-#include "traces/kineto_import.h"
-#include "traces/kineto_merge.h"
-#include "traces/run_diff.h"
-#include "traces/run_folder.h"
-#include "traces/summary.h"
+#include "traces/analysis/analysis.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/kineto/kineto_export.h"
+#include "traces/kineto/kineto_import.h"
+#include "traces/kineto/kineto_merge.h"
+#include "traces/diff/run_diff.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
+#include "traces/analysis/summary.h"
 
 namespace ddp {
 namespace {

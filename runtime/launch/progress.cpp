@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "profiler/clock.h"
-#include "traces/run_folder.h"
-#include "traces/stats.h"
+#include "traces/model/run_folder.h"
+#include "traces/base/stats.h"
 
 namespace ddp {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "traces/stages.h"
+#include "traces/model/stages.h"
 
 namespace ddp {
 

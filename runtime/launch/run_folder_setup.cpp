@@ -1,5 +1,5 @@
 #include "runtime/launch/run_folder_setup.h"
-#include "traces/run_folder.h"
+#include "traces/model/run_folder.h"
 
 #include <ctime>
 #include <filesystem>

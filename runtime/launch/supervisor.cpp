@@ -21,8 +21,9 @@
 #include "runtime/launch/progress.h"
 #include "runtime/data/dataset_cache.h"
 #include "runtime/launch/run_folder_setup.h"
-#include "traces/chrome_export.h"
-#include "traces/run_folder.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
 #include "runtime/common/json_file.h"
 #include "runtime/launch/cpu_sets.h"
 

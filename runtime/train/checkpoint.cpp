@@ -19,8 +19,8 @@
 #include "runtime/common/json_file.h"
 #include "runtime/train/pickle_file.h"
 #include "runtime/train/torch_compat.h"
-#include "traces/crc32.h"
-#include "traces/run_folder.h"
+#include "traces/base/crc32.h"
+#include "traces/model/run_folder.h"
 
 namespace ddp {
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "runtime/train/pickle_file.h"
-#include "traces/run_folder.h"
+#include "traces/model/run_folder.h"
 #include <fstream>
 #include <stdexcept>
 

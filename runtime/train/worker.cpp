@@ -45,9 +45,10 @@
 #include "runtime/data/sampler.h"
 #include "runtime/train/torch_compat.h"
 #include "runtime/train/verify_log.h"
-#include "traces/chrome_export.h"
-#include "traces/run_folder.h"
-#include "traces/stats.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
+#include "traces/base/stats.h"
 
 namespace ddp {
 namespace {

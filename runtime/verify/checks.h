@@ -11,7 +11,7 @@
 
 #include "runtime/launch/supervisor.h"
 #include "runtime/verify/check_ids.h"
-#include "traces/run_folder.h"
+#include "traces/model/run_folder.h"
 
 namespace ddp {
 

@@ -7,10 +7,11 @@
 
 #include "runtime/common/manifest.h"
 #include "runtime/verify/checks.h"
-#include "traces/stages.h"
-#include "traces/chrome_export.h"
-#include "traces/run_folder.h"
-#include "traces/text_format.h"
+#include "traces/model/stages.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
+#include "traces/base/text_format.h"
 
 namespace ddp {
 

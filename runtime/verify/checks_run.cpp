@@ -26,8 +26,9 @@
 #include "runtime/launch/run_folder_setup.h"
 #include "runtime/data/sampler.h"
 #include "runtime/train/verify_log.h"
-#include "traces/chrome_export.h"
-#include "traces/run_folder.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
 #include "runtime/common/json_file.h"
 
 namespace ddp {

@@ -11,7 +11,7 @@
 
 #include "integration_support.h"
 #include "kineto_cli_support.h"
-#include "traces/chrome_reader.h"
+#include "traces/chrome/chrome_reader.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -14,8 +14,9 @@
 #include "integration_support.h"
 #include "runtime/data/dataset_file.h"
 #include "runtime/launch/progress.h"
-#include "traces/run_folder.h"
-#include "traces/summary.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
+#include "traces/analysis/summary.h"
 
 namespace {
 namespace fs = std::filesystem;

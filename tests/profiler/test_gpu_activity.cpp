@@ -11,7 +11,7 @@
 #include "profiler/span.h"
 #include "tests/support/fake_activity_source.h"
 #include "tests/support/memory_event_sink.h"
-#include "traces/trace_reader.h"
+#include "traces/native/trace_reader.h"
 
 namespace {
 namespace fs = std::filesystem;

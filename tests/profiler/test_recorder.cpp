@@ -8,7 +8,7 @@
 #include "profiler/clock.h"
 #include "profiler/clock_sync.h"
 #include "profiler/span.h"
-#include "traces/trace_reader.h"
+#include "traces/native/trace_reader.h"
 
 namespace {
 namespace fs = std::filesystem;

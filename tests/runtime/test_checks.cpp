@@ -7,8 +7,8 @@
 
 #include "runtime/data/sampler.h"
 #include "runtime/verify/checks.h"
-#include "traces/event.h"
-#include "traces/trace_writer.h"
+#include "traces/model/event.h"
+#include "traces/native/trace_writer.h"
 #include "tests/support/remove_tree.h"
 
 namespace {

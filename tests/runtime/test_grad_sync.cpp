@@ -17,7 +17,7 @@
 #include "profiler/clock.h"
 #include "profiler/recorder.h"
 #include "runtime/train/grad_sync.h"
-#include "traces/trace_reader.h"
+#include "traces/native/trace_reader.h"
 
 namespace {
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "profiler/gpu_activity.h"
-#include "traces/event.h"
+#include "traces/model/event.h"
 
 namespace ddp::testing {
 

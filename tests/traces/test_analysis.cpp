@@ -18,9 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "traces/analysis.h"
-#include "traces/run_folder.h"
-#include "traces/trace_writer.h"
+#include "traces/analysis/analysis.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
+#include "traces/native/trace_writer.h"
 
 namespace fs = std::filesystem;
 

@@ -9,11 +9,12 @@
 #include <libdeflate.h>
 #include <unistd.h>
 
-#include "traces/chrome_export.h"
-#include "traces/chrome_reader.h"
-#include "traces/chrome_status.h"
-#include "traces/timeline.h"
-#include "traces/trace_writer.h"
+#include "traces/native/load_run.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/chrome/chrome_reader.h"
+#include "traces/chrome/chrome_status.h"
+#include "traces/timeline/timeline.h"
+#include "traces/native/trace_writer.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;

@@ -9,10 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/chrome_export.h"
-#include "traces/run_folder.h"
-#include "traces/timeline.h"
-#include "traces/trace_writer.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
+#include "traces/timeline/timeline.h"
+#include "traces/native/trace_writer.h"
 
 namespace {
 namespace fs = std::filesystem;

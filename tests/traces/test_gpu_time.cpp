@@ -2,9 +2,9 @@
 // whose every number is known, then on HTA's real 2-GPU NCCL trace against what HTA itself printed for it.
 #include <gtest/gtest.h>
 
-#include "traces/analysis.h"
-#include "traces/gpu_time.h"
-#include "traces/kineto_import.h"
+#include "traces/analysis/analysis.h"
+#include "traces/analysis/gpu_time.h"
+#include "traces/kineto/kineto_import.h"
 
 using namespace ddp;
 

@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include "traces/json_out.h"
+#include "traces/base/json_out.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;

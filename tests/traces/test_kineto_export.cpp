@@ -13,9 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/kineto_export.h"
-#include "traces/kineto_import.h"
-#include "traces/trace_writer.h"
+#include "traces/native/load_run.h"
+#include "traces/kineto/kineto_export.h"
+#include "traces/kineto/kineto_import.h"
+#include "traces/native/trace_writer.h"
 
 namespace {
 namespace fs = std::filesystem;

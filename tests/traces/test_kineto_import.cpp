@@ -10,15 +10,15 @@
 
 #include <unistd.h>
 
-#include "traces/analysis.h"
-#include "traces/chrome_export.h"
-#include "traces/chrome_reader.h"
-#include "traces/kineto_align.h"
-#include "traces/kineto_file.h"
-#include "traces/kineto_import.h"
-#include "traces/kineto_merge.h"
-#include "traces/summary.h"
-#include "traces/timeline.h"
+#include "traces/analysis/analysis.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/chrome/chrome_reader.h"
+#include "traces/kineto/kineto_align.h"
+#include "traces/kineto/kineto_file.h"
+#include "traces/kineto/kineto_import.h"
+#include "traces/kineto/kineto_merge.h"
+#include "traces/analysis/summary.h"
+#include "traces/timeline/timeline.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "traces/run_diff.h"
-#include "traces/trace_writer.h"
+#include "traces/diff/run_diff.h"
+#include "traces/native/trace_writer.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "traces/stages.h"
+#include "traces/model/stages.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "traces/stats.h"
-#include "traces/text_format.h"
+#include "traces/base/stats.h"
+#include "traces/base/text_format.h"
 
 namespace {
 

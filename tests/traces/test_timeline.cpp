@@ -3,8 +3,8 @@
 
 #include <random>
 
-#include "traces/run_folder.h"
-#include "traces/timeline.h"
+#include "traces/model/run_folder.h"
+#include "traces/timeline/timeline.h"
 
 using namespace ddp;
 

@@ -7,11 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/chrome_export.h"
-#include "traces/event_codec.h"
-#include "traces/run_folder.h"
-#include "traces/trace_reader.h"
-#include "traces/trace_writer.h"
+#include "traces/chrome/chrome_export.h"
+#include "traces/native/event_codec.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
+#include "traces/native/trace_reader.h"
+#include "traces/native/trace_writer.h"
 
 namespace {
 namespace fs = std::filesystem;

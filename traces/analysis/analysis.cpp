@@ -1,0 +1,108 @@
+// analyze(): runs the steps of the stall analysis in order and writes the verdict.
+#include "traces/analysis/analysis.h"
+
+#include <algorithm>
+
+#include "traces/analysis/analysis_attribution.h"
+#include "traces/analysis/analysis_flags.h"
+#include "traces/analysis/analysis_measures.h"
+#include "traces/analysis/analysis_rank_data.h"
+#include "traces/base/text_format.h"
+
+namespace ddp {
+namespace {
+
+using namespace analysis_detail;
+
+int world_size(const RunTrace& run) {
+  int world = static_cast<int>(run.ranks.size());
+  if (run.manifest.is_object() && run.manifest.contains("world_size") && run.manifest["world_size"].is_number())
+    world = std::max(world, run.manifest["world_size"].get<int>());
+  if (world == 0 && !run.ranks.empty()) world = static_cast<int>(run.ranks.front().world);
+  return world;
+}
+
+// Steps every rank analysed.
+std::vector<uint32_t> common_steps(const std::vector<RankData>& data) {
+  std::vector<uint32_t> common;
+  if (data.empty()) return common;
+  common = data.front().analysed;
+  for (const RankData& d : data) {
+    std::vector<uint32_t> keep;
+    for (uint32_t s : common)
+      if (d.in(s)) keep.push_back(s);
+    common.swap(keep);
+  }
+  return common;
+}
+
+double mean_step_ms(const std::vector<RankAnalysis>& ranks) {
+  double sum = 0;
+  int n = 0;
+  for (const RankAnalysis& r : ranks)
+    if (r.steps) sum += r.step_ms, n++;
+  return n ? sum / n : 0;
+}
+
+// Share of step time in h2d, forward, backward and optimizer, averaged over the ranks with steps.
+double compute_share(const std::vector<RankAnalysis>& ranks) {
+  double compute = 0;
+  int n = 0;
+  for (const RankAnalysis& r : ranks) {
+    if (!r.steps || r.step_ms <= 0) continue;
+    compute += (stage_ms(r, Stage::h2d) + stage_ms(r, Stage::forward) + stage_ms(r, Stage::backward) +
+                stage_ms(r, Stage::optimizer)) /
+               r.step_ms;
+    n++;
+  }
+  return n ? compute / n : 0;
+}
+
+std::string verdict(const Analysis& a) {
+  if (a.steps == 0) return "no complete steps to analyse";
+  if (!a.causes.empty() && a.causes.front().share >= kDominantShare) {
+    const StallCause& c = a.causes.front();
+    if (c.rank < 0)
+      return fmt("communication bound: exposed allreduce costs %.2f ms/step (%.0f%% of step time)",
+                 c.lost_ms_per_step, 100 * c.share);
+    return fmt("dominant stall: rank %d %s costs %.2f ms/step (%.0f%% of step time)", c.rank, c.stage.c_str(),
+               c.lost_ms_per_step, 100 * c.share);
+  }
+  std::string v = fmt("no dominant stall: compute bound (h2d+forward+backward+optimizer %.0f%% of step time)",
+                      100 * compute_share(a.ranks));
+  if (!a.causes.empty()) {
+    const StallCause& c = a.causes.front();
+    v += fmt("; largest stall %s %s %.1f%%", c.rank < 0 ? "all ranks" : fmt("rank %d", c.rank).c_str(),
+             c.stage.c_str(), 100 * c.share);
+  }
+  return v;
+}
+
+}  // namespace
+
+Analysis analyze(const RunTrace& run) {
+  Analysis a;
+  a.problems = run.problems;
+  const nlohmann::json& cfg = config_of(run);
+  a.world = world_size(run);
+
+  std::vector<RankData> data;
+  data.reserve(run.ranks.size());
+  for (const RankTrace& t : run.ranks) data.push_back(prepare(t));
+  for (const RankData& d : data) {
+    a.ranks.push_back(rank_stats(d, data, std::max(a.world, 1), cfg));
+    if (d.steps.empty()) a.problems.push_back("rank " + std::to_string(d.rank) + ": no steps recorded");
+  }
+
+  const std::vector<uint32_t> common = common_steps(data);
+  if (!data.empty()) a.warmup_steps = data.front().steps.size() - data.front().analysed.size();
+  a.steps = common.size();
+  a.step_ms = mean_step_ms(a.ranks);
+  a.causes = attribute_stalls(data, a.ranks, common, a.step_ms, run.origin_ns());
+  add_flags(a, data, cfg, manifest_backend(run));
+  a.gpu = gpu_time(run);
+  a.verdict = verdict(a);
+  return a;
+}
+
+}  // namespace ddp

@@ -1,0 +1,260 @@
+#include "traces/analysis/analysis_attribution.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <map>
+#include <utility>
+
+#include "traces/analysis/analysis_measures.h"
+#include "traces/analysis/analysis_thresholds.h"
+
+namespace ddp::analysis_detail {
+namespace {
+
+constexpr auto kLoaderStages = stages_with<kStageLoaderThread>();
+constexpr auto kMainWork = stages_with<kStageDelaysCollective>();
+
+// Who is charged: a rank (-1 = the collective itself) and a stage.
+struct CauseKey {
+  int rank = 0;
+  CauseStage stage;
+  // By rank, then stage name: the order equal-loss causes have always been reported in.
+  bool operator<(const CauseKey& o) const {
+    if (rank != o.rank) return rank < o.rank;
+    return cause_stage_name(stage) < cause_stage_name(o.stage);
+  }
+};
+
+// One piece of one stall instance: `ns` of the wait span (stage `shown`, starting at `at`) on rank `victim`.
+struct Contribution {
+  int victim = 0;
+  Stage shown = Stage::wait_data;
+  uint32_t step = 0;
+  double ns = 0;
+  int64_t at = 0;
+};
+
+using Contributions = std::map<CauseKey, std::vector<Contribution>>;
+
+// Which loader stage is to blame for a rank's data waits: the one most above the other ranks' (when clearly above),
+// else the largest per batch. wait_data itself when the rank recorded no loader spans.
+Stage loader_cause(const std::vector<RankAnalysis>& ra, size_t r) {
+  if (ra[r].loader.ms_per_batch.empty()) return Stage::wait_data;
+  std::optional<Stage> best_excess, best_abs;
+  double ex = 0, ab = -1;
+  for (Stage st : kLoaderStages) {
+    double m = loader_ms_per_batch(ra[r], st);
+    double peer = 0;
+    int np = 0;
+    for (size_t o = 0; o < ra.size(); ++o) {
+      if (o == r || ra[o].loader.ms_per_batch.empty()) continue;
+      peer += loader_ms_per_batch(ra[o], st);
+      np++;
+    }
+    if (np) {
+      double e = m - peer / np;
+      if (e > ex && e > kLoaderCauseMinExcess * m) ex = e, best_excess = st;
+    }
+    if (m > ab) ab = m, best_abs = st;
+  }
+  return best_excess ? *best_excess : *best_abs;
+}
+
+// Per-stage time of the main lane inside [a, b), plus the untracked remainder ("other").
+struct WindowSums {
+  std::array<double, kStageCount> stage{};
+  double other = 0;
+};
+
+WindowSums window_sums(const RankData& d, int64_t a, int64_t b) {
+  WindowSums w;
+  if (b <= a) return w;
+  auto it = std::lower_bound(d.main.begin(), d.main.end(), a, [](const Span& s, int64_t x) { return s.t0 < x; });
+  if (it != d.main.begin() && std::prev(it)->t1 > a) --it;
+  double tracked = 0;
+  for (; it != d.main.end() && it->t0 < b; ++it) {
+    double c = static_cast<double>(std::max<int64_t>(0, std::min(b, it->t1) - std::max(a, it->t0)));
+    w.stage[static_cast<int>(it->stage)] += c;
+    tracked += c;
+  }
+  w.other = std::max(0.0, static_cast<double>(b - a) - tracked);
+  return w;
+}
+
+// The sync a wait_comm span waits for, and the last peer launch among its buckets.
+struct AwaitedSync {
+  uint8_t micro = 0;                                  // the sync's micro-step
+  int64_t last_launch = std::numeric_limits<int64_t>::min();  // the latest peer launch of its buckets
+  int late_rank = -1;                                 // the peer that launched it; -1 when no peer launched any
+};
+
+AwaitedSync awaited_sync(const RankData& d, const std::vector<RankData>& data, const Span& w, uint32_t step) {
+  AwaitedSync out;
+  out.micro = w.micro;
+  auto ar = d.ar_by_step.find(step);
+  if (ar == d.ar_by_step.end()) return out;
+  // A wait in a micro-step without its own allreduce waits for the step's last sync.
+  bool any_micro = false;
+  for (size_t k : ar->second) any_micro |= d.allreduce[k].micro == w.micro;
+  if (!any_micro) {
+    out.micro = 0;
+    for (size_t k : ar->second) out.micro = std::max(out.micro, d.allreduce[k].micro);
+  }
+  for (size_t k : ar->second) {
+    const Span& b = d.allreduce[k];
+    if (b.micro != out.micro) continue;
+    int who = -1;
+    int64_t p = peer_launch(data, d.rank, bucket_key(b.step, b.micro, b.bucket), &who);
+    if (p > out.last_launch) out.last_launch = p, out.late_rank = who;
+  }
+  return out;
+}
+
+// Where the comparison windows of the victim (`me`) and the late peer start: the completion of the previous sync (the
+// later of the two ranks'), a moment common to both; without one, each rank's previous wait_comm end, else its step
+// start.
+std::pair<int64_t, int64_t> window_starts(const RankData& me, const RankData& peer, const Span& w, uint32_t step,
+                                          const AwaitedSync& sync) {
+  auto prev_end = [](const RankData& x, int64_t before, uint32_t st) {
+    auto it = std::upper_bound(x.wait_comm.begin(), x.wait_comm.end(), before,
+                               [](int64_t t, const Span& sp) { return t < sp.t1; });
+    if (it != x.wait_comm.begin()) return std::prev(it)->t1;
+    auto s = x.steps.find(st);
+    return s != x.steps.end() ? s->second.t0 : before;
+  };
+  int64_t me0 = prev_end(me, w.t0, step), pe0 = prev_end(peer, sync.last_launch, step);
+  auto prev = me.sync_done.lower_bound(sync_key(step, sync.micro));
+  if (prev != me.sync_done.begin()) {
+    --prev;
+    int64_t done = prev->second;
+    auto pp = peer.sync_done.find(prev->first);
+    if (pp != peer.sync_done.end()) done = std::max(done, pp->second);
+    if (done < w.t0 && done < sync.last_launch) me0 = pe0 = done;
+  }
+  return {me0, pe0};
+}
+
+// Why the peer was late: every main stage where it spent more than the victim since the window start, weighted by
+// that excess (its wait_data charged to its loader stage); all to `other` when no stage is above.
+std::vector<std::pair<CauseStage, double>> lateness_weights(const WindowSums& mine, const WindowSums& theirs,
+                                                            Stage peer_loader_cause, double& total) {
+  std::vector<std::pair<CauseStage, double>> weights;
+  total = 0;
+  for (Stage st : kMainWork) {
+    double dl = theirs.stage[static_cast<int>(st)] - mine.stage[static_cast<int>(st)];
+    if (dl <= 0) continue;
+    weights.push_back({st == Stage::wait_data ? peer_loader_cause : st, dl});
+    total += dl;
+  }
+  if (theirs.other > mine.other) {
+    weights.push_back({std::nullopt, theirs.other - mine.other});
+    total += theirs.other - mine.other;
+  }
+  if (total <= 0) weights = {{std::nullopt, 1.0}}, total = 1.0;
+  return weights;
+}
+
+int index_of_rank(const std::vector<RankData>& data, int rank) {
+  for (size_t i = 0; i < data.size(); ++i)
+    if (data[i].rank == rank) return static_cast<int>(i);
+  return -1;
+}
+
+// Splits one wait_comm span: the part before the late peer's launch (skew) goes to what made the peer late, the rest
+// (the collective's own exposed transfer) to {-1, allreduce}.
+void charge_wait_comm(const std::vector<RankData>& data, const std::vector<Stage>& loader_causes, const RankData& d,
+                      const Span& w, uint32_t step, Contributions& contrib) {
+  const AwaitedSync sync = awaited_sync(d, data, w, step);
+  const int late = sync.late_rank;
+  int64_t skew = late < 0 ? 0 : std::clamp<int64_t>(sync.last_launch - w.t0, 0, w.dur());
+  double exposed = static_cast<double>(w.dur() - skew);
+  if (exposed > 0) contrib[{-1, Stage::allreduce}].push_back({d.rank, Stage::wait_comm, step, exposed, w.t0});
+  if (skew <= 0) return;
+  // Why was the peer late? Compare what each main thread did since the previous collective completed (a moment
+  // common to both ranks; a rank still busy then, e.g. in a slow backward tail, shows that work in the window).
+  const int pi = index_of_rank(data, late);
+  const RankData& p = data[static_cast<size_t>(pi)];
+  const auto [me0, pe0] = window_starts(d, p, w, step, sync);
+  WindowSums mine = window_sums(d, me0, w.t0), theirs = window_sums(p, pe0, sync.last_launch);
+  double total = 0;
+  const auto weights = lateness_weights(mine, theirs, loader_causes[static_cast<size_t>(pi)], total);
+  for (const auto& [stage, weight] : weights)
+    contrib[{late, stage}].push_back({d.rank, Stage::wait_comm, step, static_cast<double>(skew) * weight / total, w.t0});
+}
+
+Contributions charge_waits(const std::vector<RankData>& data, const std::vector<RankAnalysis>& ranks,
+                           const std::vector<uint32_t>& common) {
+  std::vector<Stage> loader_causes;
+  for (size_t i = 0; i < ranks.size(); ++i) loader_causes.push_back(loader_cause(ranks, i));
+  Contributions contrib;
+  for (size_t ri = 0; ri < data.size(); ++ri) {
+    const RankData& d = data[ri];
+    for (uint32_t s : common) {
+      auto ms_it = d.main_by_step.find(s);
+      if (ms_it == d.main_by_step.end()) continue;
+      for (size_t idx : ms_it->second) {
+        const Span& w = d.main[idx];
+        if (w.dur() <= 0) continue;
+        // Loaders are per rank: input waits are always the rank's own loader's.
+        if (w.stage == Stage::wait_data)
+          contrib[{d.rank, loader_causes[ri]}].push_back(
+              {d.rank, Stage::wait_data, s, static_cast<double>(w.dur()), w.t0});
+        else if (w.stage == Stage::wait_comm)
+          charge_wait_comm(data, loader_causes, d, w, s, contrib);
+      }
+    }
+  }
+  return contrib;
+}
+
+// Sums one cause's pieces: the job loses a stall once per step (the largest any single victim waited), not once per
+// victim. Returns false when the cause is below kMinCauseShare.
+bool sum_cause(const CauseKey& key, const std::vector<Contribution>& list, double nsteps, double step_ms,
+               int64_t origin_ns, StallCause& c) {
+  c.rank = key.rank;
+  c.stage = cause_stage_name(key.stage);
+  std::map<uint32_t, std::map<int, double>> per_step;
+  std::map<std::pair<int, Stage>, double> victims;
+  for (const Contribution& x : list) {
+    per_step[x.step][x.victim] += x.ns;
+    victims[{x.victim, x.shown}] += x.ns;
+  }
+  double lost = 0, worst = -1;
+  uint32_t worst_step = 0;
+  for (const auto& [step, by_victim] : per_step) {
+    double m = 0;
+    for (const auto& kv : by_victim) m = std::max(m, kv.second);
+    lost += m;
+    if (m > worst) worst = m, worst_step = step;
+  }
+  const Contribution* at = nullptr;
+  for (const Contribution& x : list)
+    if (x.step == worst_step && (!at || x.ns > at->ns)) at = &x;
+  c.lost_ms = ms(lost);
+  c.lost_ms_per_step = c.lost_ms / nsteps;
+  c.share = step_ms > 0 ? c.lost_ms_per_step / step_ms : 0;
+  if (c.share < kMinCauseShare) return false;
+  for (const auto& [vk, ns] : victims) c.victims.push_back({vk.first, sname(vk.second), ms(ns)});
+  if (at) c.at_ns = at->at - origin_ns, c.at_rank = at->victim, c.at_step = at->step;
+  return true;
+}
+
+}  // namespace
+
+std::vector<StallCause> attribute_stalls(const std::vector<RankData>& data, const std::vector<RankAnalysis>& ranks,
+                                         const std::vector<uint32_t>& common, double step_ms, int64_t origin_ns) {
+  const double nsteps = static_cast<double>(std::max<size_t>(common.size(), 1));
+  std::vector<StallCause> causes;
+  for (const auto& [key, list] : charge_waits(data, ranks, common)) {
+    StallCause c;
+    if (!sum_cause(key, list, nsteps, step_ms, origin_ns, c)) continue;
+    explain(c, key.stage, ranks);
+    causes.push_back(std::move(c));
+  }
+  std::stable_sort(causes.begin(), causes.end(),
+                   [](const StallCause& x, const StallCause& y) { return x.lost_ms > y.lost_ms; });
+  return causes;
+}
+
+}  // namespace ddp::analysis_detail

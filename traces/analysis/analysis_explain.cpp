@@ -1,0 +1,98 @@
+// The evidence and the one readable sentence of each stall cause (StallCause::evidence, ::explanation).
+#include <map>
+#include <string>
+
+#include "traces/analysis/analysis_attribution.h"
+#include "traces/analysis/analysis_measures.h"
+#include "traces/base/text_format.h"
+
+namespace ddp::analysis_detail {
+namespace {
+
+constexpr auto kLoaderStages = stages_with<kStageLoaderThread>();
+
+// The collective's own cost: exposed after backward on every rank.
+void explain_collective(StallCause& c, nlohmann::json& ev, const std::vector<RankAnalysis>& ra) {
+  double exposed = 0, t = 0, bytes = 0, alg = 0, bus = 0, ov = 0, cnt = 0;
+  int n = 0;
+  for (const RankAnalysis& x : ra) {
+    if (!x.steps) continue;
+    exposed += x.wait_comm_ms, t += x.allreduce.time_ms_per_step, bytes += x.allreduce.bytes_per_step;
+    alg += x.allreduce.algbw_gbps, bus += x.allreduce.busbw_gbps, ov += x.overlap_pct, cnt += x.allreduce.count_per_step;
+    n++;
+  }
+  if (n) exposed /= n, t /= n, bytes /= n, alg /= n, bus /= n, ov /= n, cnt /= n;
+  ev["wait_comm_ms_per_step"] = exposed;
+  ev["allreduce_ms_per_step"] = t;
+  ev["bytes_per_step"] = bytes;
+  ev["buckets_per_step"] = cnt;
+  ev["algbw_gbps"] = alg;
+  ev["busbw_gbps"] = bus;
+  ev["overlap_pct"] = ov;
+  c.explanation = fmt(
+      "allreduce is not hidden behind backward: %.2f ms/step exposed after backward; %.0f buckets, %.2f MB/step "
+      "at busbw %.2f GB/s, %.0f%% overlapped",
+      c.lost_ms_per_step, cnt, bytes / 1e6, bus, ov);
+}
+
+// A loader stage of rank r: its per-batch times against the other ranks' and the loader's supply against demand.
+void explain_loader(StallCause& c, Stage stage, nlohmann::json& ev, const RankAnalysis& r,
+                    const std::vector<RankAnalysis>& ra) {
+  const LoaderStats& L = r.loader;
+  ev["wait_data_ms_per_step"] = r.wait_data_ms;
+  ev["loader_ms_per_batch"] = L.ms_per_batch;
+  std::map<std::string, double> peer;
+  for (Stage s : kLoaderStages)
+    peer[sname(s)] = peer_mean(ra, c.rank, [&](const RankAnalysis& x) { return loader_ms_per_batch(x, s); });
+  if (ra.size() > 1) ev["peer_loader_ms_per_batch"] = peer;
+  ev["workers"] = L.workers;
+  ev["loader_batch_ms"] = L.batch_ms;
+  ev["supply_ms_per_batch"] = L.supply_ms_per_batch;
+  ev["demand_ms_per_batch"] = L.demand_ms_per_batch;
+  ev["loader_utilization"] = L.utilization;
+  if (L.queue_empty_fraction >= 0) ev["queue_empty_fraction"] = L.queue_empty_fraction;
+  const double mine = loader_ms_per_batch(r, stage);
+  c.explanation = fmt("rank %d's loader is slow in %s (%.2f ms/batch%s); %d worker(s) supply a batch every %.2f ms, "
+                      "compute needs one every %.2f ms",
+                      c.rank, c.stage.c_str(), mine,
+                      ra.size() > 1 ? fmt(" vs %.2f on other ranks", peer[c.stage]).c_str() : "", L.workers,
+                      L.supply_ms_per_batch, L.demand_ms_per_batch);
+}
+
+// A main-thread stage (or untracked time) of rank r against the other ranks'.
+void explain_main_thread(StallCause& c, const CauseStage& stage, nlohmann::json& ev, const RankAnalysis& r,
+                         const std::vector<RankAnalysis>& ra) {
+  auto time_of = [&](const RankAnalysis& x) { return stage ? stage_ms(x, *stage) : untracked_ms(x); };
+  const double mine = time_of(r);
+  const double peer = peer_mean(ra, c.rank, time_of);
+  ev["stage_ms_per_step"] = mine;
+  if (ra.size() > 1) {
+    ev["peer_stage_ms_per_step"] = peer;
+    ev["excess_ms_per_step"] = mine - peer;
+  }
+  if (stage == Stage::wait_data)
+    c.explanation = fmt("rank %d waits %.2f ms/step for input and no loader spans were recorded to say why", c.rank,
+                        mine);
+  else
+    c.explanation = fmt("rank %d spends %.2f ms/step in %s%s", c.rank, mine,
+                        stage ? c.stage.c_str() : "untracked main-thread time",
+                        ra.size() > 1 ? fmt(" vs %.2f on other ranks, which wait for it in allreduce", peer).c_str()
+                                      : "");
+}
+
+}  // namespace
+
+void explain(StallCause& c, const CauseStage& stage, const std::vector<RankAnalysis>& ranks) {
+  nlohmann::json ev = nlohmann::json::object();
+  ev["lost_ms_per_step"] = c.lost_ms_per_step;
+  const RankAnalysis* r = find_rank(ranks, c.rank);
+  if (c.rank < 0 || !r)
+    explain_collective(c, ev, ranks);
+  else if (stage && stage_has(*stage, kStageLoaderThread))
+    explain_loader(c, *stage, ev, *r, ranks);
+  else
+    explain_main_thread(c, stage, ev, *r, ranks);
+  c.evidence = std::move(ev);
+}
+
+}  // namespace ddp::analysis_detail

@@ -1,0 +1,18 @@
+#pragma once
+// Stall analysis, step 4: flags, conditions worth fixing even when they are not (yet) the top stall
+// (docs/stalls.md, "Flags"; thresholds in traces/analysis_thresholds.h). Internal to traces/analysis*.cpp.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "traces/analysis/analysis.h"
+#include "traces/analysis/analysis_rank_data.h"
+
+namespace ddp::analysis_detail {
+
+// Appends the flags of every rank to a.flags, rank by rank, then those of the run as a whole; `a.ranks[i]` measures
+// `data[i]`. `backend` is the manifest's ("gloo", "nccl"; empty when unknown), for the advice a flag gives.
+void add_flags(Analysis& a, const std::vector<RankData>& data, const nlohmann::json& cfg, const std::string& backend);
+
+}  // namespace ddp::analysis_detail

@@ -1,0 +1,37 @@
+#pragma once
+// Stall analysis, step 2: the per-rank, per-step measures (RankAnalysis: step time, time per stage, allreduce
+// bandwidth/overlap/skew, loader supply and demand), and the lookups the later steps read them with.
+// Internal to traces/analysis*.cpp.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "traces/analysis/analysis.h"
+#include "traces/analysis/analysis_rank_data.h"
+
+namespace ddp::analysis_detail {
+
+// The manifest's "config" object (empty when the run has none).
+const nlohmann::json& config_of(const RunTrace& run);
+// The manifest's process-group backend ("gloo", "nccl"), empty when the run does not say.
+std::string manifest_backend(const RunTrace& run);
+// A number from the config, or `dflt`.
+double cfg_num(const nlohmann::json& cfg, const char* key, double dflt);
+// A boolean from the config: -1 unknown, 0 false, 1 true.
+int cfg_bool(const nlohmann::json& cfg, const char* key);
+
+RankAnalysis rank_stats(const RankData& d, const std::vector<RankData>& all, int world, const nlohmann::json& cfg);
+
+// Per-step time of a stage on a rank (0 when it has no spans of it).
+double stage_ms(const RankAnalysis& r, Stage stage);
+// Per-step main-thread time outside every main-thread span.
+double untracked_ms(const RankAnalysis& r);
+// Mean of `f` over the ranks other than `self` that have analysed steps (0 when there are none).
+double peer_mean(const std::vector<RankAnalysis>& ra, int self, const std::function<double(const RankAnalysis&)>& f);
+const RankAnalysis* find_rank(const std::vector<RankAnalysis>& ra, int rank);
+// A loader stage's time per batch on a rank (0 when it has none).
+double loader_ms_per_batch(const RankAnalysis& r, Stage stage);
+
+}  // namespace ddp::analysis_detail

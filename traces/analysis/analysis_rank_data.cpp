@@ -1,0 +1,185 @@
+#include "traces/analysis/analysis_rank_data.h"
+
+#include <limits>
+#include <utility>
+
+#include "traces/analysis/analysis_thresholds.h"
+
+namespace ddp::analysis_detail {
+namespace {
+
+int find_main_lane(const RankTrace& t) {
+  for (size_t i = 0; i < t.lanes.size(); ++i)
+    if (t.lanes[i] == "main") return static_cast<int>(i);
+  std::map<int, int> votes;
+  for (const Event& e : t.events)
+    if (e.is_span() && (e.stage_id() == Stage::forward || e.stage_id() == Stage::backward)) votes[e.lane]++;
+  int best = -1, n = 0;
+  for (auto [lane, c] : votes)
+    if (c > n) best = lane, n = c;
+  return best;
+}
+
+void extend_step(std::map<uint32_t, Interval>& steps, const Span& s) {
+  auto [it, fresh] = steps.try_emplace(s.step, Interval{s.t0, s.t1});
+  if (!fresh) it->second = {std::min(it->second.t0, s.t0), std::max(it->second.t1, s.t1)};
+}
+
+Span span_on_common_clock(const Event& e, int64_t offset) {
+  Span s;
+  s.t0 = e.t0 + offset;
+  s.t1 = std::max(e.t1, e.t0) + offset;
+  s.value = e.value;
+  s.step = e.step;
+  s.item = e.item;
+  s.epoch = e.epoch;
+  s.bucket = e.bucket;
+  s.micro = e.micro;
+  s.stage = e.stage_id();
+  s.lane = e.lane;
+  return s;
+}
+
+// Sorts every event into steps, counters and the span lists the rules read.
+void sort_events(const RankTrace& t, RankData& d) {
+  const int64_t off = t.clock_offset_ns();
+  const int main_lane = find_main_lane(t);
+  for (const Event& e : t.events) {
+    if (!e.is_span()) {
+      if (e.stage < kCounterCount) d.counters[e.stage].push_back({e.t0 + off, e.value});
+      continue;
+    }
+    if (e.stage >= kStageCount) continue;
+    const Span s = span_on_common_clock(e, off);
+    if (s.stage == Stage::step) {
+      extend_step(d.steps, s);
+    } else if (stage_has(s.stage, kStageLoaderThread)) {
+      d.loader.push_back(s);
+      d.loader_lanes.insert(s.lane);
+    } else if (s.stage == Stage::allreduce) {
+      d.allreduce.push_back(s);
+    } else if (stage_has(s.stage, kStageMainThread) && static_cast<int>(s.lane) == main_lane) {
+      d.main.push_back(s);
+    } else {
+      d.other.push_back(s);
+    }
+  }
+  auto by_t0 = [](const Span& a, const Span& b) { return a.t0 < b.t0; };
+  std::sort(d.main.begin(), d.main.end(), by_t0);
+  std::sort(d.allreduce.begin(), d.allreduce.end(), by_t0);
+  for (auto& c : d.counters)
+    std::sort(c.begin(), c.end(), [](const Sample& a, const Sample& b) { return a.t < b.t; });
+}
+
+// Numbers buckets without an id, and records each bucket's launch and each sync's completion.
+void index_allreduce(RankData& d) {
+  d.launch.reserve(d.allreduce.size());
+  // Buckets without an id are numbered by launch order inside their sync.
+  std::map<std::pair<uint32_t, uint8_t>, uint16_t> ordinal;
+  for (Span& s : d.allreduce) {
+    uint16_t& n = ordinal[{s.step, s.micro}];
+    if (s.bucket == kNoBucket) s.bucket = n;
+    ++n;
+    auto [it, fresh] = d.launch.try_emplace(bucket_key(s.step, s.micro, s.bucket), s.t0);
+    if (!fresh) it->second = std::min(it->second, s.t0);
+    auto [dn, fresh_done] = d.sync_done.try_emplace(sync_key(s.step, s.micro), s.t1);
+    if (!fresh_done) dn->second = std::max(dn->second, s.t1);
+  }
+  for (size_t i = 0; i < d.allreduce.size(); ++i) d.ar_by_step[d.allreduce[i].step].push_back(i);
+}
+
+// Indexes the main lane by step, collects its wait_comm spans and merges its compute (forward/backward) time.
+void index_main_lane(RankData& d) {
+  for (size_t i = 0; i < d.main.size(); ++i) {
+    const Span& s = d.main[i];
+    d.main_by_step[s.step].push_back(i);
+    if (s.stage == Stage::wait_comm) d.wait_comm.push_back(s);
+    if (s.stage == Stage::forward || s.stage == Stage::backward) {
+      if (!d.compute.empty() && s.t0 <= d.compute.back().t1)
+        d.compute.back().t1 = std::max(d.compute.back().t1, s.t1);
+      else
+        d.compute.push_back({s.t0, s.t1});
+    }
+  }
+}
+
+// Other spans (GPU activity) may not carry a step: they belong to the step whose span holds their start.
+void assign_other_spans_to_steps(RankData& d) {
+  std::vector<std::pair<Interval, uint32_t>> by_time;
+  for (const auto& [step, iv] : d.steps) by_time.push_back({iv, step});
+  std::sort(by_time.begin(), by_time.end(), [](const auto& x, const auto& y) { return x.first.t0 < y.first.t0; });
+  for (Span& s : d.other) {
+    auto it = std::upper_bound(by_time.begin(), by_time.end(), s.t0,
+                               [](int64_t at, const std::pair<Interval, uint32_t>& x) { return at < x.first.t0; });
+    if (it == by_time.begin()) continue;
+    --it;
+    if (s.t0 < it->first.t1) s.step = it->second;
+  }
+}
+
+void choose_analysed_steps(RankData& d) {
+  for (const auto& kv : d.steps) d.analysed.push_back(kv.first);
+  if (d.analysed.size() >= kWarmupMinSteps) d.analysed.erase(d.analysed.begin());  // warm-up
+  if (!d.analysed.empty() && d.analysed.back() - d.analysed.front() < (1u << 26)) {
+    d.analysed_mask.assign(static_cast<size_t>(d.analysed.back() - d.analysed.front()) + 1, 0);
+    for (uint32_t s : d.analysed) d.analysed_mask[s - d.analysed.front()] = 1;
+  }
+}
+
+}  // namespace
+
+RankData prepare(const RankTrace& t) {
+  RankData d;
+  d.trace = &t;
+  d.rank = static_cast<int>(t.rank);
+  sort_events(t, d);
+  // A trace without step spans (older runtime, or cut short): a step is the extent of its main-lane spans.
+  if (d.steps.empty())
+    for (const Span& s : d.main) extend_step(d.steps, s);
+  index_allreduce(d);
+  index_main_lane(d);
+  assign_other_spans_to_steps(d);
+  choose_analysed_steps(d);
+  return d;
+}
+
+int64_t overlap_with(const std::vector<Interval>& v, int64_t a, int64_t b) {
+  if (b <= a || v.empty()) return 0;
+  auto it = std::upper_bound(v.begin(), v.end(), a, [](int64_t x, const Interval& i) { return x < i.t0; });
+  if (it != v.begin()) --it;
+  int64_t sum = 0;
+  for (; it != v.end() && it->t0 < b; ++it) sum += std::max<int64_t>(0, std::min(b, it->t1) - std::max(a, it->t0));
+  return sum;
+}
+
+int64_t union_length(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(), [](const Interval& x, const Interval& y) { return x.t0 < y.t0; });
+  int64_t total = 0, cur0 = 0, cur1 = 0;
+  bool open = false;
+  for (const Interval& i : v) {
+    if (i.t1 <= i.t0) continue;
+    if (open && i.t0 <= cur1) {
+      cur1 = std::max(cur1, i.t1);
+    } else {
+      if (open) total += cur1 - cur0;
+      cur0 = i.t0, cur1 = i.t1, open = true;
+    }
+  }
+  if (open) total += cur1 - cur0;
+  return total;
+}
+
+int64_t peer_launch(const std::vector<RankData>& all, int self, uint64_t key, int* who) {
+  int64_t best = std::numeric_limits<int64_t>::min();
+  for (const RankData& p : all) {
+    if (p.rank == self) continue;
+    auto it = p.launch.find(key);
+    if (it != p.launch.end() && it->second > best) {
+      best = it->second;
+      if (who) *who = p.rank;
+    }
+  }
+  return best;
+}
+
+}  // namespace ddp::analysis_detail

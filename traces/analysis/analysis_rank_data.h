@@ -1,0 +1,85 @@
+#pragma once
+// Stall analysis, step 1: one rank's trace prepared for the analysis. Spans are moved onto the common clock (rank
+// 0's), sorted into the lanes the rules read (main thread, loader, allreduce, other), steps are found and the
+// analysed ones chosen (warm-up skipped), and allreduce buckets are indexed for matching across ranks.
+// Internal to traces/analysis*.cpp.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "traces/model/run_folder.h"
+
+namespace ddp::analysis_detail {
+
+inline double ms(double ns) { return ns / 1e6; }
+inline std::string sname(Stage s) { return std::string(stage_name(s)); }
+
+// One span, on the common clock (rank 0's).
+struct Span {
+  int64_t t0 = 0, t1 = 0;
+  uint64_t value = 0;
+  uint32_t step = 0;
+  uint32_t item = 0;
+  uint16_t epoch = 0;
+  uint16_t bucket = kNoBucket;
+  uint8_t micro = 0;
+  Stage stage = Stage::step;
+  uint8_t lane = 0;
+  int64_t dur() const { return t1 - t0; }
+};
+
+struct Interval {
+  int64_t t0 = 0, t1 = 0;
+};
+
+struct Sample {
+  int64_t t = 0;
+  uint64_t v = 0;
+};
+
+// A sync is one (step, micro-step) whose gradients are allreduced; a bucket is one allreduce inside it.
+inline uint64_t sync_key(uint32_t step, uint8_t micro) { return (static_cast<uint64_t>(step) << 8) | micro; }
+inline uint64_t bucket_key(uint32_t step, uint8_t micro, uint16_t bucket) {
+  return (static_cast<uint64_t>(step) << 24) | (static_cast<uint64_t>(micro) << 16) | bucket;
+}
+
+struct RankData {
+  const RankTrace* trace = nullptr;
+  int rank = 0;
+  std::vector<Span> main;       // main-lane spans except `step`, sorted by t0
+  std::vector<Span> loader;     // disk_read, transform, pin
+  std::vector<Span> allreduce;  // one per bucket per sync, sorted by t0
+  std::vector<Span> other;      // anything else: GPU activity, main stages on other lanes
+  std::vector<Span> wait_comm;  // the main lane's wait_comm spans, sorted by t0
+  std::map<uint32_t, Interval> steps;
+  std::array<std::vector<Sample>, kCounterCount> counters;
+  std::set<uint8_t> loader_lanes;
+  std::vector<uint32_t> analysed;
+  std::vector<uint8_t> analysed_mask;  // indexed by step - analysed.front(); empty when the range is huge
+  bool in(uint32_t step) const {
+    if (analysed_mask.empty()) return std::binary_search(analysed.begin(), analysed.end(), step);
+    return step >= analysed.front() && step - analysed.front() < analysed_mask.size() &&
+           analysed_mask[step - analysed.front()];
+  }
+  std::unordered_map<uint64_t, int64_t> launch;  // bucket_key -> allreduce launch (t0)
+  std::map<uint64_t, int64_t> sync_done;          // sync_key -> completion of its last bucket (max t1)
+  std::vector<Interval> compute;                  // merged forward/backward intervals of the main lane
+  std::unordered_map<uint32_t, std::vector<size_t>> main_by_step;
+  std::unordered_map<uint32_t, std::vector<size_t>> ar_by_step;
+};
+
+RankData prepare(const RankTrace& t);
+
+// Time of `v` (sorted, disjoint) inside [a, b).
+int64_t overlap_with(const std::vector<Interval>& v, int64_t a, int64_t b);
+// Length of the union of the intervals.
+int64_t union_length(std::vector<Interval> v);
+// Latest launch of the same bucket on any other rank, or INT64_MIN when no peer launched it.
+int64_t peer_launch(const std::vector<RankData>& all, int self, uint64_t key, int* who = nullptr);
+
+}  // namespace ddp::analysis_detail

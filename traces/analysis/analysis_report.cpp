@@ -1,0 +1,150 @@
+// The analysis as JSON (`ddp_profile --analyze DIR --json`, schema ddp_profile.analysis/1, docs/stalls.md) and as
+// the text report.
+#include <string>
+
+#include "traces/analysis/analysis.h"
+#include "traces/base/text_format.h"
+
+namespace ddp {
+namespace {
+
+nlohmann::json cause_json(const StallCause& c) {
+  nlohmann::json victims = nlohmann::json::array();
+  for (const StallVictim& v : c.victims) victims.push_back({{"rank", v.rank}, {"stage", v.stage}, {"ms", v.ms}});
+  return {{"rank", c.rank},
+          {"stage", c.stage},
+          {"lost_ms", c.lost_ms},
+          {"lost_ms_per_step", c.lost_ms_per_step},
+          {"share", c.share},
+          {"victims", victims},
+          {"evidence", c.evidence},
+          {"explanation", c.explanation},
+          {"at_ns", c.at_ns},
+          {"at_rank", c.at_rank},
+          {"at_step", c.at_step}};
+}
+
+nlohmann::json rank_json(const RankAnalysis& r) {
+  const AllreduceStats& ar = r.allreduce;
+  const LoaderStats& L = r.loader;
+  return {{"rank", r.rank},
+          {"steps", r.steps},
+          {"step_ms", r.step_ms},
+          {"stages_ms_per_step", r.stages_ms_per_step},
+          {"wait_data_ms", r.wait_data_ms},
+          {"wait_comm_ms", r.wait_comm_ms},
+          {"micro_steps", r.micro_steps},
+          {"overlap_pct", r.overlap_pct},
+          {"allreduce",
+           {{"count_per_step", ar.count_per_step},
+            {"syncs_per_step", ar.syncs_per_step},
+            {"bytes_per_step", ar.bytes_per_step},
+            {"mean_bucket_bytes", ar.mean_bucket_bytes},
+            {"time_ms_per_step", ar.time_ms_per_step},
+            {"algbw_gbps", ar.algbw_gbps},
+            {"busbw_gbps", ar.busbw_gbps}}},
+          {"skew_ms", r.skew_ms},
+          {"h2d_gbps", r.h2d_gbps},
+          {"loader",
+           {{"workers", L.workers},
+            {"batches", L.batches},
+            {"ms_per_batch", L.ms_per_batch},
+            {"batch_ms", L.batch_ms},
+            {"supply_ms_per_batch", L.supply_ms_per_batch},
+            {"demand_ms_per_batch", L.demand_ms_per_batch},
+            {"utilization", L.utilization},
+            {"queue_empty_fraction",
+             L.queue_empty_fraction >= 0 ? nlohmann::json(L.queue_empty_fraction) : nlohmann::json(nullptr)}}},
+          {"complete", r.complete},
+          {"dropped_events", r.dropped}};
+}
+
+}  // namespace
+
+nlohmann::json analysis_json(const Analysis& a) {
+  nlohmann::json causes = nlohmann::json::array();
+  for (const StallCause& c : a.causes) causes.push_back(cause_json(c));
+  nlohmann::json flags = nlohmann::json::array();
+  for (const StallFlag& f : a.flags)
+    flags.push_back({{"id", f.id},
+                     {"rank", f.rank},
+                     {"message", f.message},
+                     {"evidence", f.evidence.is_null() ? nlohmann::json::object() : f.evidence}});
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankAnalysis& r : a.ranks) ranks.push_back(rank_json(r));
+  nlohmann::json gpu = nlohmann::json::array();
+  for (const GpuTime& g : a.gpu) gpu.push_back(gpu_time_json(g));
+  return {{"schema", "ddp_profile.analysis/1"},
+          {"world_size", a.world},
+          {"steps", a.steps},
+          {"warmup_steps", a.warmup_steps},
+          {"step_ms", a.step_ms},
+          {"verdict", a.verdict},
+          {"causes", causes},
+          {"flags", flags},
+          {"ranks", ranks},
+          {"gpu", gpu},
+          {"problems", a.problems}};
+}
+
+std::string analysis_text(const Analysis& a) {
+  std::string out = "verdict: " + a.verdict + "\n";
+  out += fmt("%d rank(s), %llu step(s) analysed (%llu warm-up skipped), mean step %.3f ms\n", a.world,
+             static_cast<unsigned long long>(a.steps), static_cast<unsigned long long>(a.warmup_steps), a.step_ms);
+  out += "\ncauses (ranked by time lost):\n";
+  if (a.causes.empty()) out += "  none above " + fmt("%.0f%%", 100 * kMinCauseShare) + " of step time\n";
+  int i = 0;
+  for (const StallCause& c : a.causes) {
+    std::string who = c.rank < 0 ? std::string("all ranks") : fmt("rank %d", c.rank);
+    out += fmt("  %d. %s %s: %.2f ms lost (%.2f ms/step, %.1f%% of step time); worst at step %u, rank %d, +%.6f s\n",
+               ++i, who.c_str(), c.stage.c_str(), c.lost_ms, c.lost_ms_per_step, 100 * c.share, c.at_step, c.at_rank,
+               static_cast<double>(c.at_ns) / 1e9);
+    out += "     " + c.explanation + "\n";
+    std::string vs;
+    for (const StallVictim& v : c.victims)
+      vs += fmt("%srank %d %s %.2f ms", vs.empty() ? "" : ", ", v.rank, v.stage.c_str(), v.ms);
+    out += "     victims: " + vs + "\n";
+  }
+  out += "\nflags:\n";
+  if (a.flags.empty()) out += "  none\n";
+  for (const StallFlag& f : a.flags) out += "  [" + f.id + "] " + f.message + "\n";
+  out += "\nranks:\n";
+  for (const RankAnalysis& r : a.ranks) {
+    out += fmt("  rank %d: %llu steps, step %.3f ms, wait_data %.3f ms, wait_comm %.3f ms, skew %.3f ms, overlap %.0f%%\n",
+               r.rank, static_cast<unsigned long long>(r.steps), r.step_ms, r.wait_data_ms, r.wait_comm_ms, r.skew_ms,
+               r.overlap_pct);
+    if (r.allreduce.count_per_step > 0)
+      out += fmt("    allreduce: %.1f buckets/step, %.3f MB/step, %.3f ms/step, algbw %.3f GB/s, busbw %.3f GB/s\n",
+                 r.allreduce.count_per_step, r.allreduce.bytes_per_step / 1e6, r.allreduce.time_ms_per_step,
+                 r.allreduce.algbw_gbps, r.allreduce.busbw_gbps);
+    if (r.loader.batches > 0)
+      out += fmt("    loader: %d worker(s), %.3f ms/batch (supply every %.3f ms, demand every %.3f ms, utilization "
+                 "%.2f)\n",
+                 r.loader.workers, r.loader.batch_ms, r.loader.supply_ms_per_batch, r.loader.demand_ms_per_batch,
+                 r.loader.utilization);
+    std::string st;
+    for (const auto& [name, v] : r.stages_ms_per_step) st += fmt(" %s %.3f", name.c_str(), v);
+    out += "    ms/step:" + st + "\n";
+  }
+  if (!a.gpu.empty()) {
+    out += "\ngpu (device time over each rank's GPU window; docs/stalls.md \"GPU time\"):\n";
+    for (const GpuTime& g : a.gpu) {
+      out += fmt("  rank %d: %llu records on %zu streams over %.3f ms: compute %.3f ms, communication %.3f ms, memory "
+                 "%.3f ms, idle %.3f ms (%.1f%%)\n",
+                 g.rank, static_cast<unsigned long long>(g.records), g.streams, g.window_ms, g.compute_ms,
+                 g.communication_ms, g.memory_ms, g.idle_ms, g.window_ms > 0 ? 100 * g.idle_ms / g.window_ms : 0.0);
+      if (g.comm_compute_overlap >= 0)
+        out += fmt("    comm/compute overlap %.1f%% (%.3f ms of %.3f ms communication under compute)\n",
+                   100 * g.comm_compute_overlap, g.overlap_ms, g.communication_ms);
+      out += fmt("    stream gaps: host wait %.3f ms, kernel wait %.3f ms, other %.3f ms\n", g.stream_gaps.host_wait_ms,
+                 g.stream_gaps.kernel_wait_ms, g.stream_gaps.other_ms);
+    }
+  }
+  if (!a.problems.empty()) {
+    out += "\nproblems:\n";
+    for (const std::string& p : a.problems) out += "  " + p + "\n";
+  }
+  return out;
+}
+
+}  // namespace ddp

@@ -1,0 +1,134 @@
+#include "traces/base/json_out.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace ddp {
+
+JsonOut::JsonOut(FILE* f) : f_(f), buf_(new char[kCap]) {}
+
+void JsonOut::raw(std::string_view s) {
+  ensure(s.size());
+  std::memcpy(buf_.get() + n_, s.data(), s.size());
+  n_ += s.size();
+}
+
+void JsonOut::ch(char c) {
+  ensure(1);
+  buf_[n_++] = c;
+}
+
+void JsonOut::num(int64_t v) {
+  ensure(24);
+  n_ = static_cast<size_t>(std::to_chars(buf_.get() + n_, buf_.get() + n_ + 24, v).ptr - buf_.get());
+}
+
+void JsonOut::unum(uint64_t v) {
+  ensure(24);
+  n_ = static_cast<size_t>(std::to_chars(buf_.get() + n_, buf_.get() + n_ + 24, v).ptr - buf_.get());
+}
+
+void JsonOut::micros(int64_t ns) {
+  if (ns < 0) {
+    ch('-');
+    ns = -ns;
+  }
+  num(ns / 1000);
+  const int64_t frac = ns % 1000;
+  ensure(4);
+  char* p = buf_.get() + n_;
+  p[0] = '.';
+  p[1] = static_cast<char>('0' + frac / 100);
+  p[2] = static_cast<char>('0' + frac / 10 % 10);
+  p[3] = static_cast<char>('0' + frac % 10);
+  n_ += 4;
+}
+
+void JsonOut::str(std::string_view s) {
+  ch('"');
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      ch('\\');
+      ch(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char tmp[8];
+      std::snprintf(tmp, sizeof(tmp), "\\u%04x", c);
+      raw(tmp);
+    } else {
+      ch(c);
+    }
+  }
+  ch('"');
+}
+
+void JsonOut::flush() {
+  if (n_ > 0) {
+    if (std::fwrite(buf_.get(), 1, n_, f_) != n_) failed_ = true;
+    written_ += n_;
+    n_ = 0;
+  }
+}
+
+void JsonOut::ensure(size_t k) {
+  if (n_ + k > kCap) {
+    flush();
+    if (k > kCap) failed_ = true;  // never happens: no single piece is megabytes long
+  }
+}
+
+bool write_json_file_atomically(const std::string& path, const std::function<void(JsonOut&)>& body, uint64_t& bytes,
+                                std::string& error) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) {
+    error = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  bool ok = true;
+  std::string thrown;  // the body failed with an exception (out of memory, bad input): the temp file goes too
+  {
+    JsonOut o(f);
+    try {
+      body(o);
+    } catch (const std::exception& e) {
+      thrown = e.what();
+    } catch (...) {
+      thrown = "unknown error";
+    }
+    o.flush();
+    bytes = o.written();
+    ok = !o.failed() && thrown.empty();
+  }
+  ok = ok && std::fflush(f) == 0;
+  const int write_errno = errno;
+  ok = std::fclose(f) == 0 && ok;
+  if (!thrown.empty()) {
+    error = "cannot write " + path + ": " + thrown + " (the previous file, if any, is left as it was)";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "write to " + path + " failed: " + std::strerror(ok ? errno : write_errno) +
+            (ok ? "" : " (the previous file, if any, is left as it was)");
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+void counter_event(JsonOut& o, std::string_view name, int64_t pid, int64_t ts_ns, uint64_t value) {
+  o.raw("{\"ph\":\"C\",\"name\":\"");
+  o.raw(name);
+  o.raw("\",\"pid\":");
+  o.num(pid);
+  o.raw(",\"ts\":");
+  o.micros(ts_ns);
+  o.raw(",\"args\":{\"value\":");
+  o.unum(value);
+  o.raw("}}");
+}
+
+}  // namespace ddp

@@ -1,0 +1,143 @@
+// The Chrome reader's input: a file read into memory, inflated when it is gzip (PyTorch profiler traces are often
+// .json.gz).
+#include <libdeflate.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <new>
+
+#include "traces/chrome/chrome_reader.h"
+#include "traces/chrome/chrome_status.h"
+
+namespace ddp {
+
+namespace {
+
+// simdjson reads this many bytes past the end of the text: buffers we fill for the parser keep them (zeroed).
+constexpr size_t kJsonPadding = 64;
+
+bool is_gzip(std::string_view s) {
+  return s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0x1f && static_cast<unsigned char>(s[1]) == 0x8b;
+}
+
+// The gzip trailer's ISIZE: the last member's inflated size modulo 2^32.
+uint64_t trailer_isize(std::string_view gz) {
+  if (gz.size() < 18) return 0;
+  const auto* t = reinterpret_cast<const unsigned char*>(gz.data() + gz.size() - 4);
+  return uint64_t{t[0]} | uint64_t{t[1]} << 8 | uint64_t{t[2]} << 16 | uint64_t{t[3]} << 24;
+}
+
+}  // namespace
+
+// The first guess of the inflated size: ISIZE, exact for a single member under 4 GiB. An ISIZE below the compressed
+// size cannot be the whole output (a file over 4 GiB, modulo 2^32, or a small last member of several): then eight
+// times the compressed size, a common ratio for trace JSON. Never more than DEFLATE's largest ratio (1032:1) allows,
+// whatever a damaged trailer says.
+uint64_t gzip_first_size_guess(std::string_view gz) {
+  const uint64_t isize = trailer_isize(gz);
+  const uint64_t guess = isize >= gz.size() ? isize : uint64_t{gz.size()} * 8;
+  return std::min<uint64_t>({guess, uint64_t{gz.size()} * 1032 + 64, kMaxChromeJsonBytes});
+}
+
+// More room after a member did not fit. Where the last member's ISIZE can still be right (the true size is
+// produced + ISIZE + k * 4 GiB, and DEFLATE cannot expand the remaining bytes more than 1032-fold), the next such size;
+// otherwise (a member before the last, or a damaged trailer) twice the room.
+uint64_t gzip_grown_size(uint64_t room, size_t produced, size_t compressed_left, std::string_view gz) {
+  uint64_t next = produced + trailer_isize(gz);
+  while (next <= room) next += uint64_t{1} << 32;
+  if (next > produced + compressed_left * uint64_t{1032}) next = std::max<uint64_t>(room * 2, 4096);
+  return std::min<uint64_t>(next, kMaxChromeJsonBytes);
+}
+
+namespace {
+
+ChromeStatus too_large_inflated() {
+  return make_chrome_error(ChromeError::too_large,
+                           "decompressed trace exceeds " + std::to_string(kMaxChromeJsonBytes >> 30) + " GiB");
+}
+
+}  // namespace
+
+ChromeStatus gunzip(std::string_view gz, std::string& out) {
+  out.clear();
+  try {
+    std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(libdeflate_alloc_decompressor(),
+                                                                                  &libdeflate_free_decompressor);
+    if (!d) return make_chrome_error(ChromeError::too_large, "out of memory for the gzip decompressor");
+    uint64_t room = gzip_first_size_guess(gz);
+    out.resize(room + kJsonPadding);
+    size_t produced = 0;
+    size_t consumed = 0;
+    // One gzip member per turn: concatenated members continue; anything else after a member is ignored (as
+    // gzip(1) does).
+    do {
+      size_t in_used = 0;
+      size_t out_made = 0;
+      const libdeflate_result r =
+          libdeflate_gzip_decompress_ex(d.get(), gz.data() + consumed, gz.size() - consumed, out.data() + produced,
+                                        room - produced, &in_used, &out_made);
+      if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
+        if (room >= kMaxChromeJsonBytes) return out.clear(), too_large_inflated();
+        room = gzip_grown_size(room, produced, gz.size() - consumed, gz);
+        out.resize(room + kJsonPadding);
+        continue;  // the member again, into the larger buffer
+      }
+      if (r != LIBDEFLATE_SUCCESS)
+        return out.clear(), make_chrome_error(ChromeError::decompress,
+                                              "gzip data is damaged or truncated (member at compressed byte " +
+                                                  std::to_string(consumed) + ")");
+      consumed += in_used;
+      produced += out_made;
+    } while (is_gzip(gz.substr(consumed)));
+    // Shrinking keeps the capacity: the zeroed bytes after the text stay as simdjson's padding.
+    out.resize(produced);
+    return {};
+  } catch (const std::bad_alloc&) {
+    out.clear();
+    return make_chrome_error(ChromeError::too_large, "out of memory while inflating");
+  }
+}
+
+ChromeStatus read_chrome_bytes(const std::string& path, std::string& out) {
+  out.clear();
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return make_chrome_error(ChromeError::cannot_open, path + " is a directory");
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return make_chrome_error(ChromeError::cannot_open, path + ": " + std::strerror(errno));
+  try {
+    std::string raw;
+    // A regular file is read in one piece into a buffer of its size (no regrowth, each page touched once); a pipe or
+    // a file still growing carries on in chunks.
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxChromeJsonBytes)
+      return make_chrome_error(ChromeError::too_large, path + " is larger than 8 GiB");
+    if (!ec && size > 0) {
+      raw.resize(static_cast<size_t>(size) + kJsonPadding);  // the padding simdjson reads past the end, zeroed
+      raw.resize(std::fread(raw.data(), 1, static_cast<size_t>(size), f.get()));
+    }
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) {
+      raw.append(buf, n);
+      if (raw.size() > kMaxChromeJsonBytes)
+        return make_chrome_error(ChromeError::too_large, path + " is larger than 8 GiB");
+    }
+    if (std::ferror(f.get())) return make_chrome_error(ChromeError::cannot_open, path + ": read error");
+    if (is_gzip(raw)) {
+      ChromeStatus s = gunzip(raw, out);
+      if (!s.ok()) s.message = path + ": " + s.message;
+      return s;
+    }
+    out = std::move(raw);
+    return {};
+  } catch (const std::bad_alloc&) {
+    return make_chrome_error(ChromeError::too_large, "out of memory reading " + path);
+  }
+}
+
+}  // namespace ddp

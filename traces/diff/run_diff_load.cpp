@@ -1,0 +1,130 @@
+// Reading a run folder for --diff: manifest, rank traces (summarized), verify/ tensor summaries and replica hashes.
+#include <filesystem>
+#include <fstream>
+
+#include "traces/native/load_run.h"
+#include "traces/diff/run_diff.h"
+
+namespace ddp {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The verification log's files of one kind, by rank.
+std::map<int, fs::path> verify_files(const fs::path& dir, const char* kind) {
+  std::map<int, fs::path> out;
+  std::error_code ec;
+  fs::path vdir = dir / kVerifyDir;
+  if (!fs::is_directory(vdir, ec)) return out;
+  for (const auto& entry : fs::directory_iterator(vdir, ec)) {
+    int rank = 0;
+    if (is_verify_log_file(entry.path().filename().string(), kind, &rank)) out[rank] = entry.path();
+  }
+  return out;
+}
+
+// Calls `line_fn(json)` for every parseable line; counts the others into `problems`.
+template <class F>
+void read_jsonl(const fs::path& path, std::vector<std::string>& problems, F line_fn) {
+  std::ifstream in(path);
+  if (!in) {
+    problems.push_back("cannot read " + path.string());
+    return;
+  }
+  std::string line;
+  size_t bad = 0, lineno = 0, first_bad = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !line_fn(j)) {
+      if (!bad++) first_bad = lineno;
+      continue;
+    }
+  }
+  if (bad)
+    problems.push_back(path.filename().string() + ": " + std::to_string(bad) + " unreadable line(s), first at line " +
+                       std::to_string(first_bad));
+}
+
+bool has_rank_trace(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (is_rank_trace_file(entry.path().filename().string())) return true;
+  return false;
+}
+
+}  // namespace
+
+bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
+  run = DiffRun{};
+  run.dir = dir;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    error = dir + " is not a directory";
+    return false;
+  }
+  fs::path root(dir);
+  fs::path manifest = root / kManifestFile;
+  if (fs::exists(manifest, ec)) {
+    std::ifstream in(manifest);
+    if (!in) {
+      run.problems.push_back(std::string("cannot read ") + kManifestFile);
+    } else {
+      run.manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (run.manifest.is_discarded() || !run.manifest.is_object()) {
+        run.problems.push_back(std::string(kManifestFile) + " is not a JSON object");
+        run.manifest = nullptr;
+      }
+    }
+  } else {
+    run.problems.push_back(std::string(kManifestFile) + " is missing");
+  }
+  if (has_rank_trace(root)) {
+    RunTrace trace;
+    std::string err;
+    if (load_run(dir, trace, err)) {
+      run.has_traces = true;
+      run.traces = summarize(trace);
+      for (const auto& p : trace.problems)
+        if (p.rfind(kManifestFile, 0) != 0) run.problems.push_back(p);  // already judged above
+    } else {
+      run.problems.push_back(err);
+    }
+  }
+  for (const auto& [rank, path] : verify_files(root, kVerifySummaries)) {
+    std::vector<TensorRecord> recs;
+    read_jsonl(path, run.problems, [&](const nlohmann::json& j) {
+      if (!j.contains("step") || !j["step"].is_number_integer() || !j.contains("kind") || !j["kind"].is_string() ||
+          !j.contains("name") || !j["name"].is_string() || !j.contains("stats") || !j["stats"].is_object())
+        return false;
+      TensorRecord r;
+      r.step = j["step"].get<int64_t>();
+      r.kind = j["kind"].get<std::string>();
+      r.name = j["name"].get<std::string>();
+      if (j.contains("micro") && j["micro"].is_number_integer()) r.micro = j["micro"].get<int>();
+      r.stats = j["stats"];
+      recs.push_back(std::move(r));
+      return true;
+    });
+    if (!recs.empty()) run.summaries[rank] = std::move(recs);
+  }
+  for (const auto& [rank, path] : verify_files(root, kVerifyReplicas)) {
+    std::vector<ReplicaRecord> recs;
+    read_jsonl(path, run.problems, [&](const nlohmann::json& j) {
+      if (!j.contains("step") || !j["step"].is_number_integer() || !j.contains("param_hash") ||
+          !j["param_hash"].is_string())
+        return false;
+      recs.push_back({j["step"].get<int64_t>(), j["param_hash"].get<std::string>()});
+      return true;
+    });
+    if (!recs.empty()) run.replicas[rank] = std::move(recs);
+  }
+  if (run.manifest.is_null() && !run.has_traces && run.summaries.empty() && run.replicas.empty()) {
+    error = "nothing to compare in " + dir + " (no readable manifest.json, rank traces or verify/ summaries)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ddp

@@ -1,0 +1,313 @@
+#include "traces/kineto/kineto_build.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <map>
+#include <numeric>
+
+#include "traces/base/text_format.h"
+
+namespace ddp::kineto_detail {
+namespace {
+
+constexpr size_t kMaxLanes = 256;  // Event::lane is a byte
+
+// A trace can show one allreduce up to three times (record_param_comms, the dispatcher's c10d::allreduce_ and the
+// backend's gloo:/nccl:all_reduce); only the best source present is kept, so each collective counts once.
+// The size and process group of a kept collective come from the record_param_comms around it (same thread) when the
+// kept span has none (nccl:all_reduce inside record_param_comms carries no arguments).
+void take_size_from_param_comms(std::vector<KSpan>& kept, const std::vector<const KSpan*>& param_comms) {
+  for (KSpan& s : kept) {
+    if (s.stage != Stage::allreduce || s.bytes) continue;
+    auto it = std::upper_bound(param_comms.begin(), param_comms.end(), std::make_pair(s.thread, s.t0),
+                               [](const std::pair<uint16_t, int64_t>& k, const KSpan* p) {
+                                 return k < std::make_pair(p->thread, p->t0);
+                               });
+    if (it == param_comms.begin()) continue;
+    const KSpan* p = *(it - 1);
+    if (p->thread == s.thread && p->t0 <= s.t0 && s.t1 <= p->t1) {
+      s.bytes = p->bytes;
+      if (s.pg.empty()) s.pg = p->pg;
+    }
+  }
+}
+
+std::vector<KSpan> keep_one_collective_source(const std::vector<KSpan>& in) {
+  CollectiveSource best = CollectiveSource::none;
+  std::vector<const KSpan*> param_comms;
+  for (const KSpan& s : in) {
+    if (s.stage != Stage::allreduce) continue;
+    best = std::min(best, s.collective);
+    if (s.collective == CollectiveSource::param_comms) param_comms.push_back(&s);
+  }
+  std::sort(param_comms.begin(), param_comms.end(), [](const KSpan* a, const KSpan* b) {
+    return std::make_pair(a->thread, a->t0) < std::make_pair(b->thread, b->t0);
+  });
+  std::vector<KSpan> out;
+  out.reserve(in.size());
+  for (const KSpan& s : in)
+    if (s.stage != Stage::allreduce || s.collective == best) out.push_back(s);
+  take_size_from_param_comms(out, param_comms);
+  return out;
+}
+
+// A stage matched inside the same stage on the same thread (a reentrant evaluate_function, `## forward ##` inside
+// DistributedDataParallel.forward) is one piece of work: only the outermost span is kept.
+std::vector<KSpan> keep_outermost(std::vector<KSpan> spans) {
+  std::stable_sort(spans.begin(), spans.end(), [](const KSpan& a, const KSpan& b) {
+    if (a.thread != b.thread) return a.thread < b.thread;
+    if (a.t0 != b.t0) return a.t0 < b.t0;
+    return a.t1 > b.t1;
+  });
+  std::vector<KSpan> out;
+  out.reserve(spans.size());
+  std::array<int64_t, kStageCount> open_until{};
+  uint16_t thread = std::numeric_limits<uint16_t>::max();
+  for (const KSpan& s : spans) {
+    if (s.thread != thread) {
+      thread = s.thread;
+      open_until.fill(std::numeric_limits<int64_t>::min());
+    }
+    int64_t& until = open_until[static_cast<size_t>(s.stage)];
+    if (s.t1 <= until && s.t0 < until) continue;  // inside a kept span of the same stage
+    until = std::max(until, s.t1);
+    out.push_back(s);
+  }
+  return out;
+}
+
+struct Window {
+  int64_t t0, t1;
+  uint32_t step;
+};
+
+// The thread that records ProfilerStep#N (the training loop); without steps, the one with most forward/backward.
+int main_thread(const std::vector<KSpan>& spans) {
+  std::map<uint16_t, int> steps, compute;
+  for (const KSpan& s : spans) {
+    if (s.stage == Stage::step) steps[s.thread]++;
+    if (s.stage == Stage::forward || s.stage == Stage::backward) compute[s.thread]++;
+  }
+  const auto& votes = steps.empty() ? compute : steps;
+  int best = -1, n = 0;
+  for (auto [t, c] : votes)
+    if (c > n) best = t, n = c;
+  return best;
+}
+
+// Gives every span the step of the ProfilerStep window holding its start (a gap between two windows belongs to the
+// earlier one). Host spans outside every window are left out; GPU work after the last window (queued in it, run
+// later) belongs to the last step. Returns how many spans were left out.
+size_t assign_steps(std::vector<KSpan>& spans, const std::vector<Window>& windows) {
+  if (windows.empty()) return 0;
+  std::vector<KSpan> kept;
+  kept.reserve(spans.size());
+  size_t dropped = 0;
+  for (KSpan& s : spans) {
+    if (s.stage == Stage::step) {
+      kept.push_back(s);
+      continue;
+    }
+    auto it = std::upper_bound(windows.begin(), windows.end(), s.t0,
+                               [](int64_t t, const Window& w) { return t < w.t0; });
+    const bool gpu = is_gpu_activity(s.stage);
+    if (it == windows.begin() || (std::next(it - 1) == windows.end() && s.t0 >= (it - 1)->t1 && !gpu)) {
+      ++dropped;
+      continue;
+    }
+    s.step = (it - 1)->step;
+    kept.push_back(s);
+  }
+  spans.swap(kept);
+  return dropped;
+}
+
+// On a GPU the host's nccl:all_reduce (or record_param_comms, c10d::allreduce_) only enqueues the collective; its
+// transfer is the NCCL AllReduce kernel. When the counts agree, the k-th host allreduce takes the k-th kernel's time and
+// stream (keeping the step it was launched in), so allreduce time and bandwidth mean the transfer, as in our runs.
+void time_allreduces_by_their_kernels(std::vector<KSpan>& spans, const KFile& f, std::vector<std::string>& notes) {
+  std::vector<KSpan*> host, kernels;
+  for (KSpan& s : spans) {
+    if (s.stage == Stage::allreduce) host.push_back(&s);
+    if (s.stage == Stage::nccl && f.names[s.name].find("AllReduce") != std::string::npos) kernels.push_back(&s);
+  }
+  if (kernels.empty() || host.empty()) return;
+  if (kernels.size() != host.size()) {
+    notes.push_back(fmt("%zu host allreduces but %zu NCCL AllReduce kernels: allreduce spans are the host's enqueue, "
+                        "not the transfer (see the nccl stage)", host.size(), kernels.size()));
+    return;
+  }
+  auto by_t0 = [](const KSpan* a, const KSpan* b) { return a->t0 < b->t0; };
+  std::stable_sort(host.begin(), host.end(), by_t0);
+  std::stable_sort(kernels.begin(), kernels.end(), by_t0);
+  for (size_t k = 0; k < host.size(); ++k) {
+    host[k]->t0 = kernels[k]->t0;
+    host[k]->t1 = kernels[k]->t1;
+    host[k]->thread = kernels[k]->thread;
+    if (!host[k]->bytes) host[k]->bytes = kernels[k]->bytes;
+  }
+  notes.push_back(fmt("allreduce spans are timed by their %zu NCCL AllReduce kernels (the host only enqueues them)",
+                      kernels.size()));
+}
+
+// DDP launches each bucket's allreduce from inside backward and the main thread then blocks, recording nothing, until
+// the last one completes (gloo: the collective runs on a pt_gloo_runloop thread). That gap is our wait_comm: from the
+// end of the step's backward to the end of its last collective, cut at the next main-thread stage.
+std::vector<KSpan> derive_wait_comm(const std::vector<KSpan>& spans, uint16_t main) {
+  std::map<uint32_t, int64_t> backward_end, collective_end;
+  std::vector<const KSpan*> main_spans;
+  for (const KSpan& s : spans) {
+    if (s.stage == Stage::allreduce) {
+      int64_t& e = collective_end.try_emplace(s.step, s.t1).first->second;
+      e = std::max(e, s.t1);
+    }
+    if (s.thread != main) continue;
+    if (s.stage == Stage::backward) {
+      int64_t& e = backward_end.try_emplace(s.step, s.t1).first->second;
+      e = std::max(e, s.t1);
+    }
+    if (stage_has(s.stage, kStageMainThread)) main_spans.push_back(&s);
+  }
+  std::sort(main_spans.begin(), main_spans.end(), [](const KSpan* a, const KSpan* b) { return a->t0 < b->t0; });
+  std::vector<KSpan> waits;
+  for (const auto& [step, b] : backward_end) {
+    auto c = collective_end.find(step);
+    if (c == collective_end.end() || c->second <= b) continue;
+    int64_t end = c->second;
+    auto next = std::lower_bound(main_spans.begin(), main_spans.end(), b,
+                                 [](const KSpan* s, int64_t t) { return s->t0 < t; });
+    if (next != main_spans.end()) end = std::min(end, (*next)->t0);
+    if (end <= b) continue;
+    KSpan w;
+    w.t0 = b;
+    w.t1 = end;
+    w.step = step;
+    w.thread = main;
+    w.stage = Stage::wait_comm;
+    waits.push_back(w);
+  }
+  return waits;
+}
+
+// An NCCL kernel of a collective every rank of its group runs together; SendRecv (point to point, all_to_all) pairs
+// different peers on different ranks and is no common instant.
+bool is_group_collective_kernel(const std::string& name) {
+  for (const char* k : {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"})
+    if (name.find(k) != std::string::npos) return true;
+  return false;
+}
+
+// The collectives the clock alignment matches: NCCL collective kernels when the trace has them (they end when the
+// collective ends on the device), else the host collectives kept.
+std::vector<CollectiveAnchor> anchors_of(const KFile& f, const std::vector<KSpan>& spans) {
+  auto gpu_anchor = [&](const KSpan& s) { return s.stage == Stage::nccl && is_group_collective_kernel(f.names[s.name]); };
+  const bool gpu = std::any_of(spans.begin(), spans.end(), gpu_anchor);
+  std::vector<const KSpan*> picked;
+  for (const KSpan& s : spans)
+    if (gpu ? gpu_anchor(s) : s.stage == Stage::allreduce) picked.push_back(&s);
+  std::stable_sort(picked.begin(), picked.end(), [](const KSpan* a, const KSpan* b) { return a->t0 < b->t0; });
+  std::map<std::pair<std::string, uint32_t>, uint32_t> ordinal;
+  std::vector<CollectiveAnchor> out;
+  for (const KSpan* s : picked) {
+    CollectiveAnchor a;
+    a.pg = s->pg;
+    a.step = s->step;
+    a.ordinal = ordinal[{s->pg, s->step}]++;
+    a.bytes = s->bytes;
+    a.start_ns = s->t0;
+    a.end_ns = s->t1;
+    out.push_back(a);
+  }
+  return out;
+}
+
+// Lanes for the threads that have spans, in thread order; names made unique (two GPUs can both have "stream 7").
+std::vector<int> assign_lanes(const KFile& f, const std::vector<KSpan>& spans, RankTrace& t, std::vector<std::string>& notes) {
+  std::vector<char> used(f.threads.size(), 0);
+  for (const KSpan& s : spans) used[s.thread] = 1;
+  std::vector<int> lane(f.threads.size(), -1);
+  std::map<std::string, int> seen;
+  size_t merged = 0;
+  for (size_t i = 0; i < f.threads.size(); ++i) {
+    if (!used[i]) continue;
+    if (t.lanes.size() == kMaxLanes - 1) {
+      t.lanes.push_back("other threads");
+    }
+    if (t.lanes.size() >= kMaxLanes) {
+      lane[i] = kMaxLanes - 1;
+      ++merged;
+      continue;
+    }
+    std::string name = f.threads[i];
+    if (int n = ++seen[name]; n > 1) name += " [" + std::to_string(n) + "]";
+    lane[i] = static_cast<int>(t.lanes.size());
+    t.lanes.push_back(name);
+  }
+  if (merged) notes.push_back(fmt("%zu threads beyond the first %zu share the lane 'other threads'", merged,
+                                  kMaxLanes - 1));
+  return lane;
+}
+
+// The worker name tensorboard_trace_handler puts first in its file names (<worker>.<pid>.<ts>.pt.trace.json; by
+// default <host>_<pid>): the closest thing to a host a Kineto trace says.
+std::string worker_name(const std::string& file) {
+  const size_t dot = file.find('.');
+  return dot == std::string::npos || dot == 0 ? file : file.substr(0, dot);
+}
+
+}  // namespace
+
+BuiltRank build_rank(const KFile& f, int world) {
+  BuiltRank b;
+  RankTrace& t = b.trace;
+  t.rank = static_cast<uint32_t>(f.rank);
+  t.world = static_cast<uint32_t>(world);
+  t.created_unix_ns = f.base_ns;
+  t.complete = true;
+  t.meta["source"] = "kineto";
+  t.meta["file"] = f.name;
+  t.meta["host"] = worker_name(f.name);
+  t.meta["rank_from"] = f.rank_from;
+
+  std::vector<KSpan> spans = keep_outermost(keep_one_collective_source(f.spans));
+  std::vector<Window> windows;
+  for (const KSpan& s : spans)
+    if (s.stage == Stage::step) windows.push_back({s.t0, s.t1, s.step});
+  std::sort(windows.begin(), windows.end(), [](const Window& x, const Window& y) { return x.t0 < y.t0; });
+  if (windows.empty())
+    b.notes.push_back("no ProfilerStep#N annotations: the whole trace is one step (use torch.profiler's schedule "
+                      "and prof.step() to get steps)");
+  if (size_t n = assign_steps(spans, windows))
+    b.notes.push_back(fmt("%zu stage spans outside every ProfilerStep window left out", n));
+  time_allreduces_by_their_kernels(spans, f, b.notes);
+  const int main = main_thread(spans);
+  if (main >= 0) {
+    std::vector<KSpan> waits = derive_wait_comm(spans, static_cast<uint16_t>(main));
+    spans.insert(spans.end(), waits.begin(), waits.end());
+  }
+  b.anchors = anchors_of(f, spans);
+
+  const std::vector<int> lane = assign_lanes(f, spans, t, b.notes);
+  std::stable_sort(spans.begin(), spans.end(), [](const KSpan& x, const KSpan& y) { return x.t0 < y.t0; });
+  std::vector<char> named(f.names.size(), 0);
+  t.events.reserve(spans.size());
+  for (const KSpan& s : spans) {
+    Event e = make_span(s.stage, static_cast<uint8_t>(lane[s.thread]), s.t0, s.t1);
+    e.step = s.step;
+    e.value = s.bytes;
+    if (is_gpu_activity(s.stage) || is_cuda_host(s.stage)) {
+      e.item = s.correlation;
+      if (s.name < kNoName) {
+        e.bucket = static_cast<uint16_t>(s.name);
+        named[s.name] = 1;
+      }
+    }
+    t.events.push_back(e);
+  }
+  for (size_t i = 0; i < named.size(); ++i)
+    if (named[i]) t.meta["gpu_name/" + std::to_string(i)] = f.names[i];
+  return b;
+}
+
+}  // namespace ddp::kineto_detail

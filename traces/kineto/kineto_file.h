@@ -1,0 +1,51 @@
+#pragma once
+// One PyTorch profiler (Kineto) trace file read into what the importer needs: who wrote it (rank, world size), its
+// threads, and its events that are stages (traces/kineto_map.h), on the host's absolute clock. The JSON is read by
+// the Chrome reader (traces/chrome_reader.h); every other event is left out here, so a big trace costs memory only
+// for its stage spans. Internal to traces/kineto_*.cpp.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "traces/chrome/chrome_reader.h"
+#include "traces/kineto/kineto_map.h"
+
+namespace ddp::kineto_detail {
+
+// A stage span as Kineto recorded it.
+struct KSpan {
+  int64_t t0 = 0, t1 = 0;  // ns, host clock: baseTimeNanoseconds + ts (Kineto writes ts relative to that base)
+  uint64_t bytes = 0;      // collectives: In msg nelems x dtype size, when the trace says
+  uint32_t step = 0;       // ProfilerStep#N: N
+  uint32_t correlation = 0;  // CUDA records: Kineto's "correlation" argument
+  uint32_t name = 0;         // CUDA records: index into KFile::names
+  uint16_t thread = 0;       // index into KFile::threads
+  Stage stage = Stage::step;
+  CollectiveSource collective = CollectiveSource::none;
+  bool wait_until_first_op = false;  // a DataLoader __next__: the wait ends where its first operator starts
+  std::string pg;  // collectives: the process group ("Process Group Name"), empty when the trace does not say
+};
+
+struct KFile {
+  std::string path;
+  std::string name;  // file name without folders
+  int rank = -1;     // -1: unknown
+  int world = -1;    // -1: unknown
+  std::string rank_from;  // "distributedInfo" or "file name"
+  std::string backend;    // distributedInfo.backend ("gloo", "nccl"), empty when the trace does not say
+  int64_t base_ns = 0;    // baseTimeNanoseconds (0 in traces that have none)
+  bool array_format = false;
+  std::vector<std::string> threads;  // thread names ("thread 29741 (python3)", "stream 7"), index = KSpan::thread
+  std::vector<std::string> names;    // CUDA record names, index = KSpan::name
+  std::vector<KSpan> spans;          // in file order
+  uint64_t events = 0;               // every event in the file
+  ChromeStatus status;               // not ok: the file is damaged or unreadable (spans are then empty)
+};
+
+// Reads `path`. A damaged file comes back with `status` set and nothing else trusted; never throws on bad bytes.
+KFile read_kineto_file(const std::string& path, const KinetoStageMap& map);
+
+// The rank a file name spells: rank<R>, rank-<R> or rank_<R> (also inside a longer name). False when none.
+bool rank_from_file_name(const std::string& name, int& rank);
+
+}  // namespace ddp::kineto_detail

@@ -1,0 +1,293 @@
+// load_kineto_run: which files, whose rank, read in parallel, each built into a RankTrace, then put on one clock.
+#include "traces/kineto/kineto_import.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "traces/kineto/kineto_align.h"
+#include "traces/kineto/kineto_build.h"
+#include "traces/kineto/kineto_file.h"
+#include "traces/base/text_format.h"
+
+namespace ddp {
+namespace fs = std::filesystem;
+using namespace kineto_detail;
+
+namespace {
+
+// The trace files the inputs name, in a stable order.
+bool list_files(const std::vector<std::string>& inputs, std::vector<std::string>& files, std::string& error) {
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<std::string> found;
+      for (const auto& e : fs::directory_iterator(in, ec))
+        if (e.is_regular_file(ec) && is_trace_file_name(e.path().filename().string())) found.push_back(e.path().string());
+      if (found.empty()) {
+        error = in + ": no trace files (*.json, *.json.gz) and no rank<R>.ddpt in this folder";
+        return false;
+      }
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::exists(in, ec)) {
+      files.push_back(in);
+    } else {
+      error = in + ": no such file or folder";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<KFile> read_all(const std::vector<std::string>& files, const KinetoStageMap& map) {
+  std::vector<KFile> out(files.size());
+  // One map per reader thread: the map caches its answers and is not shared between threads.
+  const size_t n = std::min<size_t>(files.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    KinetoStageMap mine = map;
+    for (size_t i = next++; i < files.size(); i = next++) out[i] = read_kineto_file(files[i], mine);
+  };
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < n; ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return out;
+}
+
+// "0-33, 35-299"
+std::string ranges(const std::vector<int>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(v[i]) + (j > i ? "-" + std::to_string(v[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
+// Checks that every readable file says who it is and that the files agree; damaged files become problems.
+bool check_identity(std::vector<KFile>& files, int& world, std::vector<std::string>& problems, std::string& error) {
+  std::map<int, const KFile*> by_rank;
+  const KFile* world_from = nullptr;
+  world = -1;
+  for (const KFile& f : files) {
+    if (!f.status.ok()) continue;
+    if (f.rank < 0) {
+      error = f.path + ": cannot tell which rank wrote it: the trace has no distributedInfo.rank (PyTorch writes it "
+                       "when torch.distributed is initialised before profiling) and its name has no rank<R>, "
+                       "rank-<R> or rank_<R>; rename it, e.g. rank0.pt.trace.json";
+      return false;
+    }
+    auto [it, fresh] = by_rank.emplace(f.rank, &f);
+    if (!fresh) {
+      error = "two traces claim rank " + std::to_string(f.rank) + ": " + it->second->path + " and " + f.path;
+      return false;
+    }
+    if (f.world > 0) {
+      if (world_from && world_from->world != f.world) {
+        error = "world sizes disagree: " + world_from->path + " says " + std::to_string(world_from->world) + ", " +
+                f.path + " says " + std::to_string(f.world);
+        return false;
+      }
+      world_from = &f;
+      world = f.world;
+    }
+  }
+  for (const KFile& f : files) {
+    if (f.status.ok()) continue;
+    int rank = -1;
+    std::string who = rank_from_file_name(f.name, rank) ? "rank " + std::to_string(rank) : std::string("a rank");
+    problems.push_back(who + " not loaded: " + f.path + ": " + std::string(chrome_error_name(f.status.error)) + ": " +
+                       f.status.message);
+  }
+  if (by_rank.empty()) {
+    error = "no trace could be read";
+    for (const std::string& p : problems) error += "\n  " + p;
+    return false;
+  }
+  if (world < 0) world = by_rank.rbegin()->first + 1;
+  // A rank outside the world (a typo in a file name, or a trace from another job) is named, not padded with
+  // millions of "missing" ranks.
+  if (by_rank.rbegin()->first >= world || world > static_cast<int>(kMaxWorldSize)) {
+    const KFile* f = by_rank.rbegin()->second;
+    error = f->path + " claims rank " + std::to_string(f->rank) + " of a world of " + std::to_string(world) +
+            (world_from ? " (" + world_from->path + ")" : "");
+    return false;
+  }
+  std::vector<int> missing;
+  for (int r = 0; r < world; ++r)
+    if (!by_rank.count(r)) missing.push_back(r);
+  if (!missing.empty())
+    problems.push_back(fmt("%s %s missing: no readable trace (world size %d)", missing.size() == 1 ? "rank" : "ranks",
+                           ranges(missing).c_str(), world));
+  return true;
+}
+
+nlohmann::json alignment_json(const ClockEstimate& e) {
+  nlohmann::json j = {{"rank", e.rank},
+                      {"offset_ms", e.offset_ns / 1e6},
+                      {"uncertainty_ms", e.mad_ns / 1e6},
+                      {"uncertainty", "median absolute deviation of the end-time differences"},
+                      {"collectives", e.matched},
+                      {"measured", e.measured},
+                      {"clamped_to_bounds", e.clamped}};
+  j["bounds_ms"] = e.bounded ? nlohmann::json::array({e.min_ns / 1e6, e.max_ns / 1e6}) : nlohmann::json(nullptr);
+  return j;
+}
+
+// What a CPU-side Kineto trace of the training process cannot show; said, not guessed.
+std::vector<std::string> limits_of(const RunTrace& run) {
+  bool wait_data = false, wait_comm = false;
+  for (const RankTrace& r : run.ranks)
+    for (const Event& e : r.events) {
+      wait_data |= e.is_span() && e.stage_id() == Stage::wait_data;
+      wait_comm |= e.is_span() && e.stage_id() == Stage::wait_comm;
+    }
+  std::vector<std::string> notes;
+  if (wait_data)
+    notes.push_back("DataLoader worker processes are not in a trace of the training process: wait_data is how long "
+                    "the main thread waited for a batch; whether disk reads or transforms inside the workers were slow "
+                    "cannot be seen (profile the workers, or time the Dataset, to tell)");
+  if (wait_comm)
+    notes.push_back("wait_comm is derived: the main thread records nothing while it waits for DDP's allreduces; it "
+                    "is the time from the end of backward to the end of the step's last collective");
+  return notes;
+}
+
+}  // namespace
+
+bool is_run_folder(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return false;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    const std::string name = e.path().filename().string();
+    if (is_rank_trace_file(name) || name == kManifestFile) return true;
+  }
+  return false;
+}
+
+bool is_kineto_input(const std::vector<std::string>& inputs) {
+  if (inputs.size() != 1) return inputs.size() > 1;
+  std::error_code ec;
+  const std::string& p = inputs.front();
+  if (fs::is_regular_file(p, ec)) return true;
+  if (!fs::is_directory(p, ec) || is_run_folder(p)) return false;
+  for (const auto& e : fs::directory_iterator(p, ec))
+    if (is_trace_file_name(e.path().filename().string())) return true;
+  return false;
+}
+
+bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMap& map, RunTrace& run,
+                     std::string& error) {
+  run = RunTrace{};
+  run.dir = inputs.empty() ? std::string() : inputs.front();
+  std::vector<std::string> paths;
+  if (!list_files(inputs, paths, error)) return false;
+  std::vector<KFile> files = read_all(paths, map);
+  int world = 0;
+  if (!check_identity(files, world, run.problems, error)) return false;
+
+  std::vector<BuiltRank> built;
+  nlohmann::json report_files = nlohmann::json::array();
+  std::vector<std::string> notes;
+  std::set<std::string> backends;  // what the files' distributedInfo say; kept when they agree
+  for (const KFile& f : files) {
+    if (!f.status.ok()) continue;
+    if (!f.backend.empty()) backends.insert(f.backend);
+    built.push_back(build_rank(f, world));
+    report_files.push_back({{"rank", f.rank}, {"file", f.path}, {"rank_from", f.rank_from},
+                            {"format", f.array_format ? "legacy array" : "kineto"}, {"events", f.events}});
+    for (const std::string& n : built.back().notes) notes.push_back("rank " + std::to_string(f.rank) + ": " + n);
+  }
+  std::sort(built.begin(), built.end(), [](const BuiltRank& a, const BuiltRank& b) { return a.trace.rank < b.trace.rank; });
+
+  const BuiltRank& ref = built.front();
+  nlohmann::json alignment = nlohmann::json::array();
+  for (BuiltRank& b : built) {
+    ClockEstimate e = estimate_offset(static_cast<int>(b.trace.rank), b.anchors, ref.anchors);
+    if (&b == &ref) {
+      e = ClockEstimate{};
+      e.rank = static_cast<int>(b.trace.rank);
+      e.matched = b.anchors.size();
+      e.measured = e.bounded = true;
+    } else if (e.measured && !e.bounded) {
+      run.problems.push_back("rank " + std::to_string(e.rank) + ": the collectives' causality bounds contradict each "
+                             "other (drifting clocks, or collectives matched wrongly): the offset is less certain "
+                             "than its spread says");
+    }
+    if (!e.measured)
+      run.problems.push_back("rank " + std::to_string(e.rank) + ": no collective matched rank " +
+                             std::to_string(ref.trace.rank) + "'s: its clock is left as recorded");
+    format::ClockPayload c{};
+    c.offset_ns = -e.offset_ns;  // RankTrace adds its offset to put a rank on the reference clock
+    c.uncertainty_ns = e.mad_ns;
+    c.phase = 0;
+    c.rounds = static_cast<uint32_t>(e.matched);
+    b.trace.clocks.push_back(c);
+    alignment.push_back(alignment_json(e));
+    run.ranks.push_back(std::move(b.trace));
+  }
+  for (const std::string& n : limits_of(run)) notes.push_back(n);
+  run.from_kineto = true;
+  run.manifest = {{"source", "kineto"},
+                  {"world_size", world},
+                  {"kineto",
+                   {{"files", report_files},
+                    {"reference_rank", run.ranks.front().rank},
+                    {"clock_alignment", alignment},
+                    {"notes", notes}}}};
+  if (backends.size() == 1) run.manifest["backend"] = *backends.begin();
+  return true;
+}
+
+bool is_kineto_run(const RunTrace& run) { return run.from_kineto; }
+
+std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origin_ns) {
+  std::vector<KinetoRankFile> out;
+  if (!run.from_kineto) return out;
+  for (const auto& f : run.manifest["kineto"]["files"])  // written by load_kineto_run: every field is there
+    for (const RankTrace& r : run.ranks)
+      if (static_cast<int>(r.rank) == f["rank"].get<int>())
+        out.push_back({static_cast<int>(r.rank), f["file"].get<std::string>(),
+                       r.created_unix_ns + r.clock_offset_ns() - origin_ns});
+  return out;
+}
+
+nlohmann::json kineto_report_json(const RunTrace& run) {
+  if (!is_kineto_run(run) || !run.manifest.contains("kineto")) return nullptr;
+  return run.manifest["kineto"];
+}
+
+std::string kineto_report_text(const RunTrace& run) {
+  const nlohmann::json r = kineto_report_json(run);
+  if (r.is_null()) return {};
+  std::string out = fmt("clock alignment (offset of each rank's clock from rank %d's, median of matched collectives' "
+                        "end-time differences ± their median absolute deviation):\n",
+                        r.value("reference_rank", 0));
+  for (const auto& a : r["clock_alignment"]) {
+    if (!a.value("measured", false)) {
+      out += fmt("  rank %d: not measured (no collective matched)\n", a.value("rank", 0));
+      continue;
+    }
+    std::string bounds;
+    if (a["bounds_ms"].is_array() && a.value("rank", 0) != r.value("reference_rank", 0))
+      bounds = fmt(", certainly within [%+.2f, %+.2f] ms%s", a["bounds_ms"][0].get<double>(),
+                   a["bounds_ms"][1].get<double>(), a.value("clamped_to_bounds", false) ? " (median clamped)" : "");
+    out += fmt("  rank %d: %+.2f ms ± %.2f ms from %zu collectives%s\n", a.value("rank", 0),
+               a.value("offset_ms", 0.0), a.value("uncertainty_ms", 0.0), a.value("collectives", size_t{0}),
+               bounds.c_str());
+  }
+  if (!r["notes"].empty()) {
+    out += "notes:\n";
+    for (const auto& n : r["notes"]) out += "  " + n.get<std::string>() + "\n";
+  }
+  return out;
+}
+
+}  // namespace ddp

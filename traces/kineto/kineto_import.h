@@ -1,0 +1,45 @@
+#pragma once
+// Per-rank PyTorch profiler (Kineto) traces opened as one run: the same RunTrace our own run folders give, so the
+// summary, the analysis, the export and the viewer read them unchanged. docs/kineto.md is the specification: which
+// files are read, how a file's rank is known, the stage mapping (traces/kineto_map.h), the clock alignment
+// (traces/kineto_align.h) and what a Kineto trace cannot show.
+#include <string>
+#include <vector>
+
+#include "traces/kineto/kineto_map.h"
+#include "traces/model/run_folder.h"
+
+namespace ddp {
+
+// True when `path` is one of our run folders (it holds a rank<R>.ddpt or a manifest.json).
+bool is_run_folder(const std::string& path);
+// True when `inputs` are to be read as Kineto traces: several inputs, a file, or a folder that is not one of our runs
+// and holds *.json / *.json.gz files. Anything else (one of our runs, a missing path) is read as a run folder.
+bool is_kineto_input(const std::vector<std::string>& inputs);
+
+// Loads the traces `inputs` name: trace files (.json, .json.gz) or folders of them. A damaged or unreadable file is
+// listed in run.problems with the rank it would have been, and the other ranks load. Returns false with `error` set
+// (naming the files) when no rank loads, when a file's rank cannot be known, when two files claim the same rank or
+// when their world sizes disagree. run.manifest holds {"source": "kineto", "world_size", "kineto": report}, the report
+// being what kineto_report_json returns.
+bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMap& map, RunTrace& run,
+                     std::string& error);
+
+// True when the run was loaded by load_kineto_run.
+bool is_kineto_run(const RunTrace& run);
+
+// Each loaded rank's trace file, and what moves its timestamps (baseTimeNanoseconds + ts, the rank's clock) onto the
+// run's common clock with time zero at `origin_ns`: for re-reading the files in full (the viewer, the merged export).
+struct KinetoRankFile {
+  int rank = 0;
+  std::string path;
+  int64_t shift_ns = 0;
+};
+std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origin_ns);
+// The import report: {"files": [...], "reference_rank", "clock_alignment": [{"rank", "offset_ms", "uncertainty_ms",
+// "uncertainty", "collectives", "measured"}], "notes": [...]}; null for our own runs.
+nlohmann::json kineto_report_json(const RunTrace& run);
+// The same as text: one line per rank's clock ("rank 1: +7.31 ms ± 0.12 ms from 96 collectives") and the notes.
+std::string kineto_report_text(const RunTrace& run);
+
+}  // namespace ddp

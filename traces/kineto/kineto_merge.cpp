@@ -1,0 +1,173 @@
+// export_kineto_merged: the run's own Chrome export, with every rank file's original events appended, rewritten onto
+// one clock with pids and flow ids that cannot collide across ranks.
+#include "traces/kineto/kineto_merge.h"
+
+#include <unordered_map>
+
+#include "traces/chrome/chrome_reader.h"
+#include "traces/base/json_out.h"
+#include "traces/kineto/kineto_import.h"
+#include "traces/base/parse_int.h"
+
+namespace ddp {
+namespace {
+
+// A file's processes get pids above every rank's stage process (pid = rank), grouped by rank.
+constexpr uint64_t kFilePidBase = uint64_t{1} << 20;
+constexpr uint64_t kPidsPerRank = 1000;  // processes in one rank's file beyond this share the last pid
+// Flow ids of the files: rank << 32 | id above 2^52, so distinct per rank and from the stage export's own
+// (rank << 32 | correlation, below 2^48 as ranks are below 2^16), and below 2^53: chrome://tracing reads ids as
+// JavaScript numbers, which hold integers exactly only that far.
+constexpr uint64_t kFlowIdBase = uint64_t{1} << 52;
+
+// One rank's file, event by event, onto the merged document.
+class RankRewriter {
+ public:
+  RankRewriter(JsonOut& o, ExportStats& stats, int rank, int64_t shift_ns)
+      : o_(o), stats_(stats), rank_(rank), shift_ns_(shift_ns) {}
+
+  bool operator()(const ChromeEventView& e) {
+    if (e.ph == 0) return true;  // not an event any viewer draws
+    const uint64_t pid = pid_of(e);
+    if (e.ph == 'M' && e.name == "process_sort_index") return true;  // ours replaces it (pid_of wrote it)
+    o_.raw(",\n{\"ph\":");
+    o_.str(std::string_view(&e.ph, 1));
+    if (!e.name.empty()) {
+      o_.raw(",\"name\":");
+      o_.str(e.name);
+    }
+    if (!e.cat.empty()) {
+      o_.raw(",\"cat\":");
+      o_.str(e.cat);
+    }
+    o_.raw(",\"pid\":");
+    o_.unum(pid);
+    if (e.tid.type != ChromeValue::absent) {
+      o_.raw(",\"tid\":");
+      value(e.tid);
+    }
+    if (e.has_ts) {
+      o_.raw(",\"ts\":");
+      o_.micros(e.ts_ns + shift_ns_);
+    }
+    if (e.has_dur) {
+      o_.raw(",\"dur\":");
+      o_.micros(e.dur_ns);
+    }
+    if (e.id.type != ChromeValue::absent) {
+      o_.raw(",\"id\":");
+      flow_id(e.id);
+    }
+    if (!e.bp.empty()) {
+      o_.raw(",\"bp\":");
+      o_.str(e.bp);
+    }
+    if (!e.scope.empty()) {
+      o_.raw(",\"s\":");
+      o_.str(e.scope);
+    }
+    if (e.arg_count) {
+      o_.raw(",\"args\":{");
+      for (size_t i = 0; i < e.arg_count; ++i) {
+        if (i) o_.ch(',');
+        o_.str(e.args[i].key);
+        o_.ch(':');
+        if (e.ph == 'M' && e.name == "process_name" && e.args[i].key == "name")
+          o_.str("rank " + std::to_string(rank_) + " · " + std::string(e.args[i].value.text));
+        else
+          value(e.args[i].value);
+      }
+      o_.ch('}');
+    }
+    o_.ch('}');
+    if (e.ph != 'M') ++stats_.events;
+    if (e.ph == 'f') ++stats_.flows;
+    return true;
+  }
+
+ private:
+  void value(const ChromeValue& v) {
+    if (v.type == ChromeValue::string)
+      o_.str(v.text);
+    else if (v.type == ChromeValue::absent)
+      o_.raw("null");
+    else
+      o_.raw(v.text);  // numbers, booleans, null and nested JSON as their source text
+  }
+
+  // Flow and async ids tie events of one file together; two ranks' files reuse the same small ids (correlation ids).
+  void flow_id(const ChromeValue& id) {
+    int64_t n = 0;
+    if (id.type == ChromeValue::number && parse_decimal(id.text, n) && n >= 0 && n < (int64_t{1} << 32)) {
+      o_.unum(kFlowIdBase | (static_cast<uint64_t>(rank_) << 32) | static_cast<uint64_t>(n));
+    } else {
+      o_.str("rank" + std::to_string(rank_) + ":" + std::string(id.text));
+    }
+  }
+
+  // The merged pid of the file's process; on first sight, its sort index (and a name, in case the file has none).
+  uint64_t pid_of(const ChromeEventView& e) {
+    // Events of one process come in runs: the last answer saves a string and a hash lookup per event.
+    if (last_pid_ && e.pid.key() == last_key_) return last_pid_;
+    last_key_.assign(e.pid.key());
+    last_pid_ = lookup_pid(e);
+    return last_pid_;
+  }
+
+  uint64_t lookup_pid(const ChromeEventView& e) {
+    const std::string& key = last_key_;
+    auto it = pids_.find(key);
+    if (it != pids_.end()) return it->second;
+    const uint64_t k = std::min<uint64_t>(pids_.size(), kPidsPerRank - 1);
+    const uint64_t pid = kFilePidBase + static_cast<uint64_t>(rank_) * kPidsPerRank + k;
+    pids_.emplace(key, pid);
+    o_.raw(",\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":");
+    o_.unum(pid);
+    o_.raw(",\"args\":{\"sort_index\":");
+    o_.unum(pid);
+    o_.raw("}}");
+    if (!(e.ph == 'M' && e.name == "process_name")) {
+      o_.raw(",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
+      o_.unum(pid);
+      o_.raw(",\"args\":{\"name\":");
+      o_.str("rank " + std::to_string(rank_) + " · process " + key);
+      o_.raw("}}");
+    }
+    return pid;
+  }
+
+  JsonOut& o_;
+  ExportStats& stats_;
+  const int rank_;
+  const int64_t shift_ns_;
+  std::unordered_map<std::string, uint64_t> pids_;
+  std::string last_key_;
+  uint64_t last_pid_ = 0;  // 0: none yet (merged pids start at kFilePidBase)
+};
+
+}  // namespace
+
+bool export_kineto_merged(const RunTrace& run, const std::string& path, ExportStats& stats, std::string& error) {
+  if (!is_kineto_run(run)) {
+    error = "not a run loaded from PyTorch profiler traces";
+    return false;
+  }
+  std::string reread_error;
+  auto append_files = [&](JsonOut& o) {
+    for (const KinetoRankFile& f : kineto_rank_files(run, run.origin_ns())) {
+      RankRewriter rewrite(o, stats, f.rank, f.shift_ns);
+      ChromeDocInfo info;
+      const ChromeStatus st = parse_chrome_file(f.path, std::ref(rewrite), info);  // streamed
+      if (!st.ok()) {  // it was read once already: the file changed or vanished since
+        reread_error = f.path + ": " + st.message;
+        return false;
+      }
+    }
+    return true;
+  };
+  const bool written = export_chrome(run, path, stats, error, append_files);
+  if (!reread_error.empty()) error = reread_error;  // the cause, not the abandoned write it led to
+  return written && reread_error.empty();
+}
+
+}  // namespace ddp

@@ -1,0 +1,61 @@
+#include "traces/model/run_folder.h"
+
+#include "traces/base/parse_int.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+
+namespace ddp {
+namespace fs = std::filesystem;
+
+namespace {
+std::string rank_name(int rank) { return "rank" + std::to_string(rank); }
+}  // namespace
+
+std::string rank_trace_file(int rank) { return rank_name(rank) + ".ddpt"; }
+bool is_rank_trace_file(const std::string& name, int* rank) {
+  static const std::regex kRankFile(R"(rank(\d+)\.ddpt)");
+  std::smatch m;
+  if (!std::regex_match(name, m, kRankFile)) return false;
+  return !rank || parse_int(m[1].str().c_str(), *rank);
+}
+std::string rank_log_file(int rank) { return std::string(kLogsDir) + "/" + rank_name(rank) + ".log"; }
+std::string rank_progress_file(int rank) { return std::string(kProgressDir) + "/" + rank_name(rank) + ".bin"; }
+std::string verify_log_file(int rank, const char* kind) {
+  return std::string(kVerifyDir) + "/" + rank_name(rank) + "." + kind + ".jsonl";
+}
+bool is_verify_log_file(const std::string& name, const char* kind, int* rank) {
+  const std::regex re("rank(\\d+)\\." + std::string(kind) + "\\.jsonl");
+  std::smatch m;
+  if (!std::regex_match(name, m, re)) return false;
+  return !rank || parse_int(m[1].str().c_str(), *rank);
+}
+std::string verify_step_file(int rank, int64_t step) {
+  return std::string(kVerifyDir) + "/" + rank_name(rank) + "_step" + std::to_string(step) + ".pt";
+}
+bool is_verify_step_file(const std::string& name, int* rank, int64_t* step) {
+  static const std::regex kStepFile(R"(rank(\d+)_step(\d+)\.pt)");
+  std::smatch m;
+  if (!std::regex_match(name, m, kStepFile)) return false;
+  int64_t s = 0;
+  if ((rank && !parse_int(m[1].str().c_str(), *rank)) || !parse_decimal(m[2].str(), s)) return false;
+  if (step) *step = s;
+  return true;
+}
+std::string kineto_rank_trace_file(int rank) { return rank_name(rank) + ".pt.trace.json"; }
+namespace {
+bool ends_with(const std::string& name, const char* tail) {
+  const size_t n = std::char_traits<char>::length(tail);
+  return name.size() > n && name.compare(name.size() - n, n, tail) == 0;
+}
+}  // namespace
+bool is_trace_file_name(const std::string& name) { return ends_with(name, ".json") || ends_with(name, ".json.gz"); }
+bool is_hta_input_name(const std::string& name) { return ends_with(name, ".json") || ends_with(name, ".gz"); }
+std::string checkpoint_folder(int64_t step) { return "checkpoints/step" + std::to_string(step); }
+std::string checkpoint_rank_file(int rank) { return rank_name(rank) + ".pt"; }
+
+
+}  // namespace ddp

@@ -1,0 +1,45 @@
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "traces/model/event.h"
+#include "traces/model/trace_format.h"
+
+namespace ddp {
+
+// Appends chunks to a native trace file. Each chunk goes out in one write(2), unbuffered, so what was written
+// survives the process being killed. Thread-safe.
+class TraceWriter {
+ public:
+  TraceWriter() = default;
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Creates (truncates) the file and writes the header. Returns false with `error` set on failure.
+  bool open(const std::string& path, uint32_t rank, uint32_t world, std::string& error);
+  bool is_open() const { return fd_ >= 0; }
+
+  bool write_lane(uint8_t lane, const std::string& name);
+  bool write_events(uint8_t lane, const Event* events, size_t count);
+  bool write_clock(const format::ClockPayload& clock);
+  bool write_meta(const std::string& key, const std::string& value);
+  bool write_end(uint64_t events, uint64_t dropped);
+  void close();
+
+  uint64_t bytes_written() const { return bytes_; }
+  uint64_t events_written() const { return events_; }
+
+ private:
+  bool write_chunk(format::ChunkType type, const uint8_t* payload, size_t size);
+
+  std::mutex mu_;
+  int fd_ = -1;
+  uint64_t bytes_ = 0;
+  uint64_t events_ = 0;
+  std::vector<uint8_t> raw_, packed_, frame_;
+};
+
+}  // namespace ddp

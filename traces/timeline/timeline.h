@@ -1,0 +1,280 @@
+#pragma once
+// The viewer's data model, without any GL: processes (ranks) -> lanes -> rows of spans sorted by start, plus counter
+// series per process. Built from a run folder (native traces, one clock) or from a Chrome trace JSON (ours or
+// PyTorch profiler / Kineto). The level-of-detail query keeps a frame cheap at 10 M spans: a binary search finds the
+// visible range of each row and runs of spans narrower than a few pixels come back as one merged box.
+// Implemented by job: timeline.cpp (the model), timeline_builder.cpp, timeline_from_run.cpp and
+// timeline_from_chrome.cpp (the loaders), timeline_lod.cpp (visible-range queries), timeline_stats.cpp.
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "traces/model/event.h"
+#include "traces/model/run_folder.h"
+#include "traces/model/stages.h"
+
+namespace ddp {
+
+inline constexpr uint8_t kNoStage = 0xFF;
+inline constexpr uint32_t kNoStep = 0xFFFFFFFF;
+
+// Interned strings: span names are arbitrary in Kineto traces, so spans carry a 32-bit id. Ids 0..kStageCount-1 are
+// the stage names, in Stage order.
+class StringTable {
+ public:
+  StringTable();
+  StringTable(const StringTable&) = delete;
+  StringTable& operator=(const StringTable&) = delete;
+  StringTable(StringTable&&) = default;
+  StringTable& operator=(StringTable&&) = default;
+
+  uint32_t intern(std::string_view s);
+  std::optional<uint32_t> find(std::string_view s) const;
+  std::string_view at(uint32_t id) const { return id < strings_.size() ? std::string_view(strings_[id]) : "?"; }
+  size_t size() const { return strings_.size(); }
+
+ private:
+  std::deque<std::string> strings_;  // a deque keeps addresses stable, so the index can hold views
+  std::unordered_map<std::string_view, uint32_t> index_;
+};
+
+// The spans' other args as text ("External id: 1025\nEv Idx: 0"), zstd-compressed in blocks of about 64 KiB: in a
+// Kineto trace nearly every span has some, about 50 bytes that would otherwise be most of the timeline's memory,
+// while the viewer shows one span's at a time (decompressing its block takes tens of microseconds).
+class ExtraTexts {
+ public:
+  uint32_t add(std::string_view text);  // the text's id, 1-based
+  std::string at(uint32_t id) const;    // "" for 0 or an unknown id
+  void seal();                          // compresses the block being filled (finish() calls it)
+  size_t size() const { return count_; }
+  size_t memory_bytes() const;
+
+ private:
+  struct Block {
+    uint32_t first = 1;  // id of its first text
+    uint32_t count = 0;
+    uint32_t raw_size = 0;
+    bool compressed = true;  // false only if zstd failed: then `packed` holds the texts as they are
+    std::string packed;      // zstd frame of the texts, each as a varint length and its bytes
+  };
+  std::vector<Block> blocks_;
+  std::string open_;  // the block being filled, uncompressed
+  uint32_t open_count_ = 0;
+  uint32_t count_ = 0;
+};
+
+// What some spans carry beyond their times and names: bytes moved and the gradient bucket (our runs' allreduces,
+// copies and reads; Kineto collectives), with the span's args text. Kept apart so that a span is 32 bytes.
+struct SpanDetail {
+  uint64_t bytes = 0;
+  uint32_t text = 0;  // ExtraTexts id; 0 = none
+  uint16_t bucket = kNoBucket;
+};
+
+struct Span {
+  int64_t t0 = 0;  // ns since the timeline's origin (the earliest event), all processes on one clock
+  int64_t t1 = 0;
+  uint32_t step = kNoStep;
+  uint32_t name = 0;    // Timeline::names id
+  uint32_t detail = 0;  // bytes, bucket and args text, read through Timeline::bytes/bucket/extra; 0 = none
+  uint16_t epoch = 0;
+  uint8_t micro = 0;
+  uint8_t stage = kNoStage;  // a Stage when the name (or the Kineto category) maps to our vocabulary
+  int64_t duration() const { return t1 - t0; }
+  bool has_stage() const { return stage != kNoStage; }
+};
+static_assert(sizeof(Span) == 32, "the viewer holds tens of millions of spans: keep a span at 32 bytes");
+
+// Spans of one lane that do not overlap (nesting depth d of the lane), sorted by t0.
+struct Row {
+  std::vector<Span> spans;
+  int64_t max_dur = 0;  // the longest span: lets a binary search on t0 find every span overlapping a time
+};
+
+struct Lane {
+  std::string name;
+  std::string key;  // tid as text (lane id for run folders)
+  int64_t sort = 0;
+  std::vector<Row> rows;  // row d = nesting depth d
+  uint64_t span_count = 0;
+};
+
+struct CounterSeries {
+  std::string name;
+  std::vector<int64_t> t;  // ns, sorted
+  std::vector<double> v;
+  double vmin = 0, vmax = 0;
+  bool bytes = false;  // values are byte counts (name ends with "_bytes" or is a Kineto memory counter)
+};
+
+struct StepMark {
+  int64_t t0 = 0, t1 = 0;
+  uint32_t step = 0;
+};
+
+struct StageStat {
+  uint64_t count = 0;
+  int64_t total_ns = 0;
+};
+
+struct Process {
+  std::string name;
+  std::string key;  // pid as text
+  int rank = -1;    // known for our own traces
+  int64_t sort = 0;
+  std::vector<Lane> lanes;
+  std::vector<CounterSeries> counters;
+  std::vector<StepMark> steps;  // sorted by t0
+  std::array<StageStat, kStageCount> stages{};
+  uint64_t span_count = 0;
+};
+
+struct Timeline {
+  std::string source;    // the path it was loaded from
+  std::string run_dir;   // the run folder, when loaded from one
+  std::string producer;  // "ddp_profile", "kineto" or ""
+  StringTable names;
+  ExtraTexts extras;
+  std::vector<SpanDetail> details;  // Span::detail with kDetailBit set indexes these; without it, an ExtraTexts id
+  std::vector<uint32_t> name_colors;  // per name id (stage colour or a hashed colour)
+  std::vector<Process> processes;     // sorted for display
+  int64_t t_begin = 0, t_end = 0;     // over all spans and counter samples
+  int64_t origin_ns = 0;              // the source's time of t = 0
+  uint64_t span_count = 0;
+  uint64_t counter_samples = 0;
+  std::vector<std::string> problems;  // damage and oddities found while loading, one line each
+
+  uint32_t color(const Span& s) const {
+    if (s.has_stage()) return stage_color(static_cast<Stage>(s.stage));
+    return s.name < name_colors.size() ? name_colors[s.name] : 0xFFA0A0A0;
+  }
+  std::string_view name(const Span& s) const { return names.at(s.name); }
+  static constexpr uint32_t kDetailBit = 0x80000000u;
+  const SpanDetail* detail(const Span& s) const {
+    const uint32_t i = s.detail & ~kDetailBit;
+    return (s.detail & kDetailBit) && i < details.size() ? &details[i] : nullptr;
+  }
+  uint64_t bytes(const Span& s) const {
+    const SpanDetail* d = detail(s);
+    return d ? d->bytes : 0;
+  }
+  uint16_t bucket(const Span& s) const {
+    const SpanDetail* d = detail(s);
+    return d ? d->bucket : kNoBucket;
+  }
+  std::string extra(const Span& s) const {
+    const SpanDetail* d = detail(s);
+    return extras.at(d ? d->text : (s.detail & kDetailBit) ? 0 : s.detail);
+  }
+  // Steps known in any process: the union of their ranges. False when the step is not in the trace.
+  bool step_range(uint32_t step, int64_t& t0, int64_t& t1) const;
+};
+
+// Accumulates spans and counters, then sorts them into rows. Used by both loaders; public for tests and benchmarks.
+class TimelineBuilder {
+ public:
+  TimelineBuilder();
+  int process(std::string_view key);           // finds or adds
+  int lane(int process, std::string_view key);  // finds or adds
+  void set_process_name(int p, std::string_view name) { procs_[p].name = name; }
+  void set_process_labels(int p, std::string_view labels) { labels_[p] = labels; }
+  void set_process_sort(int p, int64_t sort) { procs_[p].sort = sort; }
+  void set_process_rank(int p, int rank) { procs_[p].rank = rank; }
+  void set_lane_name(int p, int l, std::string_view name) { procs_[p].lanes[l].name = name; }
+  void set_lane_sort(int p, int l, int64_t sort) { procs_[p].lanes[l].sort = sort; }
+  uint32_t intern(std::string_view s) { return tl_.names.intern(s); }
+  // A Span::detail for these (0 when there is nothing: no bytes, no bucket, no text).
+  uint32_t add_detail(uint64_t bytes, uint16_t bucket, std::string_view text);
+  void add_span(int p, int l, const Span& s) { staged_[p][l].push_back(s); }
+  void reserve_spans(int p, int l, size_t n) { staged_[p][l].reserve(staged_[p][l].size() + n); }
+  void add_counter(int p, std::string_view name, int64_t t, double v);
+  void problem(std::string line) { tl_.problems.push_back(std::move(line)); }
+  Timeline& timeline() { return tl_; }
+  // Sorts, assigns nesting rows, computes steps/statistics/colours and moves time zero to the earliest event.
+  Timeline finish();
+
+ private:
+  void finish_process(size_t p, int64_t shift);  // rows, steps, totals and counters of process p
+
+  Timeline tl_;
+  std::vector<Process> procs_;
+  std::vector<std::string> labels_;
+  std::vector<std::vector<std::vector<Span>>> staged_;  // [process][lane]
+  std::unordered_map<std::string, int> proc_index_;
+  std::vector<std::unordered_map<std::string, int>> lane_index_;
+  std::vector<std::unordered_map<std::string, int>> counter_index_;
+};
+
+// Builds the model of a loaded run: every rank on rank 0's clock (RankTrace::clock_offset_ns), time zero at the run's
+// first event (RunTrace::origin_ns), as the Chrome export does.
+Timeline timeline_from_run(const RunTrace& run);
+
+// Reads a Chrome trace (ours or Kineto; .json or .json.gz). False with `error` set when the file cannot be used.
+bool timeline_from_chrome_file(const std::string& path, Timeline& out, std::string& error);
+bool timeline_from_chrome_text(std::string_view json, Timeline& out, std::string& error);
+
+// Per-rank PyTorch profiler traces loaded by load_kineto_run (traces/kineto_import.h) as one timeline: every event of
+// every rank's file (not only the stages the analysis reads) on the measured common clock, each rank's processes
+// together ("rank 1 · python3", "rank 1 · GPU 0"), led by a "rank R · stages (ddp_profile)" process with the stage
+// spans the analysis saw (the derived wait_comm and wait_data included). Time zero is the earliest event, origin_ns
+// says where that is on the run's clock. False with `error` set when a file cannot be re-read.
+bool timeline_from_kineto_run(const RunTrace& run, Timeline& out, std::string& error);
+
+// A run folder or a Chrome trace file.
+bool load_timeline(const std::string& path, Timeline& out, std::string& error);
+
+// The stage a Chrome event maps to: our vocabulary by name, Kineto GPU categories (kernel, gpu_memcpy, gpu_memset,
+// NCCL kernels) and "ProfilerStep#N" (the step). kNoStage otherwise.
+uint8_t stage_for_chrome_event(std::string_view name, std::string_view cat);
+
+// A stable colour for a name outside the vocabulary (0xAABBGGRR).
+uint32_t name_color(std::string_view name);
+
+// ---- level of detail ----
+struct LodView {
+  int64_t t0 = 0, t1 = 0;  // visible time range (ns)
+  double ns_per_px = 1;    // zoom
+  double min_px = 2;       // spans narrower than this merge with their neighbours
+};
+
+// One box to draw: a single span (count == 1, `first` is its index in the row) or `count` merged spans starting at
+// `first` that cover [t0, t1].
+struct DrawBox {
+  int64_t t0 = 0, t1 = 0;
+  uint32_t first = 0;
+  uint32_t count = 1;
+  bool merged() const { return count > 1; }
+};
+
+// Index of the first span in `row` that may overlap time t (binary search).
+size_t first_visible(const Row& row, int64_t t);
+// Appends the boxes of `row` visible in `view`. Costs O(boxes * log n), not O(visible spans).
+void query_row(const Row& row, const LodView& view, std::vector<DrawBox>& out);
+
+// Per-pixel-column aggregates of a counter series in the visible range (plus the sample before it).
+struct CounterPoint {
+  int64_t t = 0;
+  double lo = 0, hi = 0, last = 0;
+};
+void query_counter(const CounterSeries& c, const LodView& view, std::vector<CounterPoint>& out);
+
+// Statistics of every span with one name (what a click on a span shows).
+struct SpanStats {
+  uint64_t count = 0;
+  int64_t total_ns = 0, min_ns = 0, max_ns = 0;
+  double mean_ns = 0, p50_ns = 0, p90_ns = 0, p99_ns = 0;
+  uint64_t bytes = 0;
+};
+// process < 0: all processes.
+SpanStats span_stats(const Timeline& tl, uint32_t name, int process = -1);
+
+// "1.234 ms", "850 ns", "2.50 s".
+std::string format_duration(int64_t ns);
+std::string format_bytes(double bytes);
+
+}  // namespace ddp

@@ -1,0 +1,277 @@
+// TimelineBuilder: collects spans and counter samples from a loader, then sorts them into the model (rows by
+// nesting, steps, per-stage totals, colours, time zero at the earliest event).
+#include <algorithm>
+#include <limits>
+
+#include "traces/base/parse_int.h"
+#include "traces/timeline/timeline.h"
+
+namespace ddp {
+
+TimelineBuilder::TimelineBuilder() = default;
+
+int TimelineBuilder::process(std::string_view key) {
+  auto it = proc_index_.find(std::string(key));
+  if (it != proc_index_.end()) return it->second;
+  int id = static_cast<int>(procs_.size());
+  proc_index_.emplace(std::string(key), id);
+  Process p;
+  p.key = key;
+  p.name = key.empty() ? "process" : "process " + std::string(key);
+  int64_t n = 0;
+  p.sort = parse_decimal(key, n) ? n : std::numeric_limits<int64_t>::max() / 2 + id;
+  procs_.push_back(std::move(p));
+  labels_.emplace_back();
+  staged_.emplace_back();
+  lane_index_.emplace_back();
+  counter_index_.emplace_back();
+  return id;
+}
+
+int TimelineBuilder::lane(int p, std::string_view key) {
+  auto& idx = lane_index_[p];
+  auto it = idx.find(std::string(key));
+  if (it != idx.end()) return it->second;
+  int id = static_cast<int>(procs_[p].lanes.size());
+  idx.emplace(std::string(key), id);
+  Lane l;
+  l.key = key;
+  l.name = key.empty() ? "lane" : "thread " + std::string(key);
+  int64_t n = 0;
+  l.sort = parse_decimal(key, n) ? n : std::numeric_limits<int64_t>::max() / 2 + id;
+  procs_[p].lanes.push_back(std::move(l));
+  staged_[p].emplace_back();
+  return id;
+}
+
+uint32_t TimelineBuilder::add_detail(uint64_t bytes, uint16_t bucket, std::string_view text) {
+  const uint32_t text_id = text.empty() ? 0 : tl_.extras.add(text);
+  if (bytes == 0 && bucket == kNoBucket) return text_id;  // most spans: at most a text, no detail record
+  tl_.details.push_back(SpanDetail{bytes, text_id, bucket});
+  return Timeline::kDetailBit | static_cast<uint32_t>(tl_.details.size() - 1);
+}
+
+void TimelineBuilder::add_counter(int p, std::string_view name, int64_t t, double v) {
+  auto& idx = counter_index_[p];
+  auto it = idx.find(std::string(name));
+  int id;
+  if (it == idx.end()) {
+    id = static_cast<int>(procs_[p].counters.size());
+    idx.emplace(std::string(name), id);
+    CounterSeries c;
+    c.name = name;
+    c.bytes = (name.size() > 6 && name.substr(name.size() - 6) == "_bytes") || name.rfind("Total ", 0) == 0;
+    procs_[p].counters.push_back(std::move(c));
+  } else {
+    id = it->second;
+  }
+  CounterSeries& c = procs_[p].counters[id];
+  c.t.push_back(t);
+  c.v.push_back(v);
+}
+
+// ---- finish: staged spans and samples -> the sorted model ----
+namespace {
+
+struct TimeRange {
+  int64_t lo = 0, hi = 0;
+};
+
+// A process gets its steps from its step spans; a trace without them (e.g. Kineto without ProfilerStep) gets each
+// step's extent from the spans that carry that step arg.
+bool has_step_spans(const std::vector<std::vector<Span>>& lanes) {
+  for (const auto& spans : lanes)
+    for (const Span& s : spans)
+      if (s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep) return true;
+  return false;
+}
+
+class StepCollector {
+ public:
+  explicit StepCollector(bool from_step_spans) : from_step_spans_(from_step_spans) {}
+
+  void add(const Span& s) {
+    if (from_step_spans_) {
+      if (s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep) steps_.push_back({s.t0, s.t1, s.step});
+      return;
+    }
+    if (s.step >= kMaxDerivedStep) return;  // kNoStep, or a step arg too large to index
+    if (derived_.size() <= s.step) derived_.resize(s.step + 1, StepMark{0, -1, 0});
+    StepMark& m = derived_[s.step];
+    if (m.t1 < m.t0) {
+      m = StepMark{s.t0, s.t1, s.step};
+    } else {
+      m.t0 = std::min(m.t0, s.t0);
+      m.t1 = std::max(m.t1, s.t1);
+    }
+  }
+
+  // The steps sorted by start.
+  std::vector<StepMark> take() {
+    for (const StepMark& m : derived_)
+      if (m.t1 >= m.t0) steps_.push_back(m);
+    std::sort(steps_.begin(), steps_.end(),
+              [](const StepMark& a, const StepMark& b) { return a.t0 < b.t0 || (a.t0 == b.t0 && a.step < b.step); });
+    return std::move(steps_);
+  }
+
+ private:
+  static constexpr uint32_t kMaxDerivedStep = 1u << 22;
+  bool from_step_spans_;
+  std::vector<StepMark> steps_;
+  std::vector<StepMark> derived_;  // indexed by step; t1 < t0 marks a step not seen
+};
+
+// Moves spans to the timeline's time zero and sorts them by start (longest first on ties, so parents precede
+// the children that start with them).
+void shift_and_sort(std::vector<Span>& spans, int64_t shift) {
+  for (Span& s : spans) {
+    s.t0 -= shift;
+    s.t1 -= shift;
+    if (s.t1 < s.t0) s.t1 = s.t0;
+  }
+  auto order = [](const Span& a, const Span& b) { return a.t0 < b.t0 || (a.t0 == b.t0 && a.t1 > b.t1); };
+  if (!std::is_sorted(spans.begin(), spans.end(), order)) std::sort(spans.begin(), spans.end(), order);
+}
+
+void add_stage_stat(const Span& s, Process& proc) {
+  if (!s.has_stage()) return;
+  StageStat& st = proc.stages[s.stage];
+  ++st.count;
+  st.total_ns += s.t1 - s.t0;
+}
+
+// Distributes sorted spans into the lane's rows by nesting depth: a span's row is the number of spans still open at
+// its start. Consumes `spans`.
+void assign_rows(Lane& lane, std::vector<Span>& spans) {
+  std::vector<int64_t> open;  // ends of the spans open at the current start
+  constexpr size_t kMaxRows = 64;
+  std::vector<size_t> row_sizes;
+  std::vector<uint8_t> depth_of(spans.size());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span& s = spans[i];
+    while (!open.empty() && open.back() <= s.t0) open.pop_back();
+    size_t d = std::min(open.size(), kMaxRows - 1);
+    depth_of[i] = static_cast<uint8_t>(d);
+    if (row_sizes.size() <= d) row_sizes.resize(d + 1, 0);
+    ++row_sizes[d];
+    open.push_back(s.t1);
+  }
+  lane.rows.resize(row_sizes.size());
+  const bool one_row = row_sizes.size() == 1;  // the common case for GPU streams: no copy
+  if (!one_row)
+    for (size_t d = 0; d < row_sizes.size(); ++d) lane.rows[d].spans.reserve(row_sizes[d]);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span& s = spans[i];
+    Row& row = lane.rows[depth_of[i]];
+    if (!one_row) row.spans.push_back(s);
+    row.max_dur = std::max(row.max_dur, s.t1 - s.t0);
+  }
+  if (one_row) {
+    lane.rows[0].spans = std::move(spans);
+    lane.rows[0].spans.shrink_to_fit();  // the staging vector's growth room would cost up to a span per span
+  } else
+    std::vector<Span>().swap(spans);
+}
+
+// Sorts a counter's samples by time (they usually arrive in order), moves them to time zero and finds the range.
+void finish_counter(CounterSeries& c, int64_t shift) {
+  if (!std::is_sorted(c.t.begin(), c.t.end())) {
+    std::vector<size_t> idx(c.t.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return c.t[a] < c.t[b]; });
+    std::vector<int64_t> t(idx.size());
+    std::vector<double> v(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) {
+      t[i] = c.t[idx[i]];
+      v[i] = c.v[idx[i]];
+    }
+    c.t.swap(t);
+    c.v.swap(v);
+  }
+  for (int64_t& t : c.t) t -= shift;
+  if (!c.v.empty()) {
+    auto [mn, mx] = std::minmax_element(c.v.begin(), c.v.end());
+    c.vmin = *mn;
+    c.vmax = *mx;
+  }
+}
+
+// Stage names take their stage's colour; every other name a colour hashed from its text.
+void assign_name_colors(Timeline& tl) {
+  tl.name_colors.resize(tl.names.size());
+  for (uint32_t i = 0; i < tl.names.size(); ++i)
+    tl.name_colors[i] = i < static_cast<uint32_t>(kStageCount) ? stage_color(static_cast<Stage>(i))
+                                                                : name_color(tl.names.at(i));
+}
+
+// The earliest and latest time over every staged span and counter sample; {0, 0} when there is none.
+TimeRange staged_time_range(const std::vector<Process>& procs,
+                            const std::vector<std::vector<std::vector<Span>>>& staged) {
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (size_t p = 0; p < procs.size(); ++p) {
+    for (const auto& lane_spans : staged[p])
+      for (const Span& s : lane_spans) {
+        lo = std::min(lo, s.t0);
+        hi = std::max(hi, s.t1);
+      }
+    for (const auto& c : procs[p].counters)
+      for (int64_t t : c.t) {
+        lo = std::min(lo, t);
+        hi = std::max(hi, t);
+      }
+  }
+  if (lo > hi) return {};
+  return {lo, hi};
+}
+
+// One lane's staged spans -> its rows, adding to the process's stage totals and steps.
+void finish_lane(Process& proc, Lane& lane, std::vector<Span>& spans, int64_t shift, StepCollector& steps) {
+  shift_and_sort(spans, shift);
+  lane.span_count = spans.size();
+  proc.span_count += spans.size();
+  for (const Span& s : spans) {
+    add_stage_stat(s, proc);
+    steps.add(s);
+  }
+  assign_rows(lane, spans);
+}
+
+}  // namespace
+
+void TimelineBuilder::finish_process(size_t p, int64_t shift) {
+  Process& proc = procs_[p];
+  if (!labels_[p].empty()) proc.name += " [" + labels_[p] + "]";
+  StepCollector steps(has_step_spans(staged_[p]));
+  for (size_t l = 0; l < proc.lanes.size(); ++l) finish_lane(proc, proc.lanes[l], staged_[p][l], shift, steps);
+  proc.steps = steps.take();
+  std::stable_sort(proc.lanes.begin(), proc.lanes.end(), [](const Lane& a, const Lane& b) { return a.sort < b.sort; });
+  for (CounterSeries& c : proc.counters) {
+    finish_counter(c, shift);
+    tl_.counter_samples += c.t.size();
+  }
+  tl_.span_count += proc.span_count;
+}
+
+Timeline TimelineBuilder::finish() {
+  const TimeRange range = staged_time_range(procs_, staged_);
+  const int64_t shift = range.lo;  // time zero at the earliest event
+  tl_.origin_ns += shift;
+  tl_.t_begin = 0;
+  tl_.t_end = range.hi - range.lo;
+  for (size_t p = 0; p < procs_.size(); ++p) finish_process(p, shift);
+  std::stable_sort(procs_.begin(), procs_.end(), [](const Process& a, const Process& b) { return a.sort < b.sort; });
+  tl_.processes = std::move(procs_);
+  tl_.extras.seal();
+  tl_.details.shrink_to_fit();
+  assign_name_colors(tl_);
+  procs_.clear();
+  staged_.clear();
+  labels_.clear();
+  proc_index_.clear();
+  lane_index_.clear();
+  counter_index_.clear();
+  return std::move(tl_);
+}
+
+}  // namespace ddp

@@ -1,0 +1,279 @@
+// The Chrome-trace adapter: events of a Chrome trace (ours or PyTorch profiler / Kineto) into the timeline model,
+// streamed from the reader's callback without an intermediate copy.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <unordered_map>
+
+#include "traces/chrome/chrome_reader.h"
+#include "traces/chrome/chrome_status.h"
+#include "traces/base/parse_int.h"
+#include "traces/timeline/timeline.h"
+#include "traces/timeline/timeline_sources.h"
+
+namespace ddp {
+namespace {
+// `needle` is lower case.
+bool contains_ci(std::string_view hay, std::string_view needle) {
+  if (needle.size() > hay.size()) return false;
+  for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
+    size_t k = 0;
+    while (k < needle.size() && std::tolower(static_cast<unsigned char>(hay[i + k])) == needle[k]) ++k;
+    if (k == needle.size()) return true;
+  }
+  return false;
+}
+}  // namespace
+
+uint8_t stage_for_chrome_event(std::string_view name, std::string_view cat) {
+  if (auto s = stage_from_name(name)) return static_cast<uint8_t>(*s);
+  if (name.rfind("ProfilerStep#", 0) == 0) return static_cast<uint8_t>(Stage::step);
+  if (cat == "kernel") return static_cast<uint8_t>(contains_ci(name, "nccl") ? Stage::nccl : Stage::kernel);
+  if (cat == "gpu_memcpy") {
+    if (contains_ci(name, "htod")) return static_cast<uint8_t>(Stage::memcpy_h2d);
+    if (contains_ci(name, "dtoh")) return static_cast<uint8_t>(Stage::memcpy_d2h);
+    return kNoStage;
+  }
+  if (cat == "gpu_memset") return static_cast<uint8_t>(Stage::memset);
+  return kNoStage;
+}
+
+namespace {
+
+// A sort index from the file: clamped while still a double (a huge or infinite number would not convert).
+int64_t sort_index(double v) {
+  constexpr double kLimit = 9.0e18;
+  return static_cast<int64_t>(std::isnan(v) ? 0.0 : std::clamp(v, -kLimit, kLimit));
+}
+
+bool arg_uint(const ChromeValue& v, uint64_t& out) {
+  if (v.type != ChromeValue::number || !(v.num >= 0) || v.num > 1.8e19) return false;
+  out = static_cast<uint64_t>(v.num);
+  return true;
+}
+
+}  // namespace
+
+namespace timeline_detail {
+
+bool ChromeToTimeline::operator()(const ChromeEventView& e) {
+  switch (e.ph) {
+    case 'X': span(e, e.ts_ns, e.has_dur ? e.ts_ns + std::max<int64_t>(e.dur_ns, 0) : e.ts_ns); break;
+    case 'B': {
+      if (!e.has_ts) break;
+      auto [p, l] = where(e);
+      Open o;
+      o.p = p;
+      o.l = l;
+      o.span = make_span(e, e.ts_ns, e.ts_ns);
+      open_[key(p, l)].push_back(o);
+      break;
+    }
+    case 'E': {
+      if (!e.has_ts) break;
+      auto [p, l] = where(e);
+      auto it = open_.find(key(p, l));
+      if (it == open_.end() || it->second.empty()) {
+        ++unmatched_end_;
+        break;
+      }
+      Span s = it->second.back().span;
+      it->second.pop_back();
+      s.t1 = std::max(at(e.ts_ns), s.t0);
+      b_.add_span(p, l, s);
+      break;
+    }
+    case 'C': {
+      if (!e.has_ts) break;
+      int p = proc(e);
+      for (size_t i = 0; i < e.arg_count; ++i) {
+        const ChromeArg& a = e.args[i];
+        if (a.value.type != ChromeValue::number) continue;
+        std::string name(e.name);
+        if (!(a.key == "value" || (e.arg_count == 1 && !e.name.empty()))) name += "." + std::string(a.key);
+        b_.add_counter(p, name, at(e.ts_ns), a.value.num);
+      }
+      break;
+    }
+    case 'i':
+    case 'I':
+      if (e.name == "[memory]" && e.has_ts) {  // Kineto's allocator samples
+        int p = proc(e);
+        for (const char* k : {"Total Allocated", "Total Reserved"})
+          if (const ChromeValue* v = e.arg(k); v && v->is_number()) b_.add_counter(p, k, at(e.ts_ns), v->num);
+      }
+      break;
+    case 'M': metadata(e); break;
+    default: break;  // flows ('s'/'f'), async and other phases are not drawn
+  }
+  return true;
+}
+
+void ChromeToTimeline::close(int64_t end_ns) {
+  uint64_t unclosed = 0;
+  for (auto& kv : open_)
+    for (Open& o : kv.second) {
+      o.span.t1 = std::max(at(end_ns), o.span.t0);
+      b_.add_span(o.p, o.l, o.span);
+      ++unclosed;
+    }
+  open_.clear();
+  if (unclosed) b_.problem(scope_.name_prefix + std::to_string(unclosed) + " \"B\" events without an \"E\" (closed at the trace's end)");
+  if (unmatched_end_) b_.problem(scope_.name_prefix + std::to_string(unmatched_end_) + " \"E\" events without a \"B\" (ignored)");
+  constexpr int64_t kSortRange = int64_t{1} << 40;  // a file's own sort indices (pids) stay below this
+  for (const auto& [p, own] : own_sort_) {
+    b_.set_process_sort(p, scope_.sort_base + std::clamp<int64_t>(own, 0, kSortRange - 1));
+    if (scope_.rank >= 0) b_.set_process_rank(p, scope_.rank);
+  }
+}
+
+int ChromeToTimeline::proc(const ChromeEventView& e) {
+  std::string_view pid = e.pid.key();
+  if (last_proc_ >= 0 && pid == last_pid_) return last_proc_;
+  last_pid_.assign(pid);
+  last_lane_ = -1;
+  if (scope_.key_prefix.empty() && scope_.name_prefix.empty()) return last_proc_ = b_.process(pid);
+  last_proc_ = b_.process(scope_.key_prefix + last_pid_);
+  if (own_sort_.emplace(last_proc_, 0).second) {
+    int64_t n = 0;
+    own_sort_[last_proc_] = parse_decimal(pid, n) ? n : 0;
+    b_.set_process_name(last_proc_, scope_.name_prefix + "process " + last_pid_);
+  }
+  return last_proc_;
+}
+
+std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
+  int p = proc(e);
+  std::string_view tid = e.tid.key();
+  if (last_lane_ < 0 || tid != last_tid_) {
+    last_tid_.assign(tid);
+    last_lane_ = b_.lane(p, tid);
+  }
+  return {p, last_lane_};
+}
+
+Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t1) {
+  Span s;
+  s.t0 = at(t0);
+  s.t1 = at(t1);
+  last_ts_ = std::max(last_ts_, t1);
+  s.name = b_.intern(e.name);
+  s.stage = stage_for_chrome_event(e.name, e.cat);
+  std::string extra;
+  uint64_t bytes = 0;
+  uint16_t bucket = kNoBucket;
+  for (size_t i = 0; i < e.arg_count; ++i) {
+    const ChromeArg& a = e.args[i];
+    uint64_t u = 0;
+    if (a.key == "step" && arg_uint(a.value, u)) {
+      s.step = static_cast<uint32_t>(std::min<uint64_t>(u, kNoStep - 1));
+    } else if (a.key == "epoch" && arg_uint(a.value, u)) {
+      s.epoch = static_cast<uint16_t>(std::min<uint64_t>(u, 0xFFFF));
+    } else if (a.key == "micro" && arg_uint(a.value, u)) {
+      s.micro = static_cast<uint8_t>(std::min<uint64_t>(u, 0xFF));
+    } else if (a.key == "bucket" && arg_uint(a.value, u)) {
+      bucket = static_cast<uint16_t>(std::min<uint64_t>(u, kNoBucket));
+    } else if ((a.key == "bytes" || a.key == "Bytes") && arg_uint(a.value, u)) {
+      bytes = u;
+    } else if (a.key == "batch" || a.key == "samples") {
+      // part of our own export; not shown
+    } else if (extra.size() < 240) {
+      if (!extra.empty()) extra += "\n";
+      extra.append(a.key);
+      extra += ": ";
+      extra.append(a.value.text.substr(0, 120));
+    }
+  }
+  if (s.step == kNoStep && s.stage == static_cast<uint8_t>(Stage::step) && e.name.rfind("ProfilerStep#", 0) == 0) {
+    int64_t n = 0;
+    if (parse_decimal(e.name.substr(13), n) && n >= 0) s.step = static_cast<uint32_t>(n);
+  }
+  s.detail = b_.add_detail(bytes, bucket, extra);
+  return s;
+}
+
+void ChromeToTimeline::span(const ChromeEventView& e, int64_t t0, int64_t t1) {
+  if (!e.has_ts) return;
+  auto [p, l] = where(e);
+  b_.add_span(p, l, make_span(e, t0, t1));
+}
+
+void ChromeToTimeline::metadata(const ChromeEventView& e) {
+  const ChromeValue* v = nullptr;
+  if (e.name == "process_name" && (v = e.arg("name")) && v->type == ChromeValue::string) {
+    b_.set_process_name(proc(e), scope_.name_prefix + std::string(v->text));
+  } else if (e.name == "process_labels" && (v = e.arg("labels")) && v->type == ChromeValue::string) {
+    b_.set_process_labels(proc(e), v->text);
+  } else if (e.name == "process_sort_index" && (v = e.arg("sort_index")) && v->is_number()) {
+    const int p = proc(e);
+    if (auto it = own_sort_.find(p); it != own_sort_.end())
+      it->second = sort_index(v->num);
+    else
+      b_.set_process_sort(p, sort_index(v->num));
+  } else if (e.name == "thread_name" && (v = e.arg("name")) && v->type == ChromeValue::string) {
+    auto [p, l] = where(e);
+    b_.set_lane_name(p, l, v->text);
+  } else if (e.name == "thread_sort_index" && (v = e.arg("sort_index")) && v->is_number()) {
+    auto [p, l] = where(e);
+    b_.set_lane_sort(p, l, sort_index(v->num));
+  }
+}
+
+}  // namespace timeline_detail
+
+namespace {
+
+using timeline_detail::ChromeToTimeline;
+
+// `parse` reads the trace (a text in memory, or a file) into the callback it is given.
+using ChromeParse = std::function<ChromeStatus(const ChromeEventFn&, ChromeDocInfo&)>;
+
+bool build_from_chrome(const ChromeParse& parse, const std::string& source, Timeline& out, std::string& error) {
+  TimelineBuilder b;
+  ChromeToTimeline conv(b);
+  ChromeDocInfo info;
+  ChromeStatus st = parse(std::ref(conv), info);
+  if (!st.ok()) {
+    error = source.empty() || chrome_error_names_file(st.error) ? st.message : source + ": " + st.message;
+    return false;
+  }
+  conv.close(conv.last_ts());
+  b.timeline().producer = info.producer();
+  b.timeline().source = source;
+  out = b.finish();
+  if (out.producer == "ddp_profile")
+    for (Process& p : out.processes) {
+      int64_t r = 0;
+      if (parse_decimal(p.key, r)) p.rank = static_cast<int>(r);
+    }
+  if (out.span_count == 0 && out.counter_samples == 0) out.problems.push_back("the trace holds no spans or counters");
+  return true;
+}
+
+}  // namespace
+
+bool timeline_from_chrome_text(std::string_view json, Timeline& out, std::string& error) {
+  try {
+    return build_from_chrome(
+        [json](const ChromeEventFn& fn, ChromeDocInfo& info) { return parse_chrome_json(json, fn, info); }, "", out,
+        error);
+  } catch (const std::bad_alloc&) {
+    error = "out of memory while building the timeline";
+    return false;
+  }
+}
+
+bool timeline_from_chrome_file(const std::string& path, Timeline& out, std::string& error) {
+  try {
+    return build_from_chrome(
+        [&path](const ChromeEventFn& fn, ChromeDocInfo& info) { return parse_chrome_file(path, fn, info); }, path, out,
+        error);
+  } catch (const std::bad_alloc&) {
+    error = "out of memory while building the timeline";
+    return false;
+  }
+}
+
+}  // namespace ddp

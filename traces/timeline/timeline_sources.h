@@ -1,0 +1,66 @@
+#pragma once
+// The pieces the timeline loaders share (timeline_from_run.cpp, timeline_from_chrome.cpp,
+// timeline_from_kineto.cpp): a Chrome trace's events streamed into a TimelineBuilder, optionally scoped as one rank's
+// file among several, and one of our RankTraces added as a process. Internal to traces/timeline_from_*.cpp.
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "traces/chrome/chrome_reader.h"
+#include "traces/timeline/timeline.h"
+
+namespace ddp::timeline_detail {
+
+// Where one file's events go when several files make one timeline (per-rank Kineto traces). The default scope leaves
+// a single file's events as they are.
+struct ChromeFileScope {
+  std::string key_prefix;   // before every process key: two ranks' "pid 0" (their GPUs) stay two processes
+  std::string name_prefix;  // before every process name ("rank 1 · ")
+  int rank = -1;            // the processes' rank (-1: unknown)
+  int64_t sort_base = 0;    // process sort = sort_base + the file's own sort index: ranks stay together, in order
+  int64_t shift_ns = 0;     // added to every timestamp: the file's clock onto the common one
+};
+
+// A Chrome trace's events into `b`, one callback at a time (the reader's ChromeEventFn). Call close() at the end.
+class ChromeToTimeline {
+ public:
+  explicit ChromeToTimeline(TimelineBuilder& b, ChromeFileScope scope = {}) : b_(b), scope_(std::move(scope)) {}
+
+  bool operator()(const ChromeEventView& e);
+  // Closes "B" spans left open at `end_ns` (the file's clock) and gives the file's processes their scoped rank and
+  // sort order.
+  void close(int64_t end_ns);
+  int64_t last_ts() const { return last_ts_; }  // the file's clock
+
+ private:
+  struct Open {
+    int p = 0, l = 0;
+    Span span;
+  };
+  static uint64_t key(int p, int l) { return (static_cast<uint64_t>(p) << 32) | static_cast<uint32_t>(l); }
+  int64_t at(int64_t file_ns) const { return file_ns + scope_.shift_ns; }
+
+  int proc(const ChromeEventView& e);
+  std::pair<int, int> where(const ChromeEventView& e);
+  Span make_span(const ChromeEventView& e, int64_t t0, int64_t t1);
+  void span(const ChromeEventView& e, int64_t t0, int64_t t1);
+  void metadata(const ChromeEventView& e);
+
+  TimelineBuilder& b_;
+  ChromeFileScope scope_;
+  std::unordered_map<uint64_t, std::vector<Open>> open_;
+  std::unordered_map<int, int64_t> own_sort_;  // scoped processes: the file's sort index for each
+  std::string last_pid_, last_tid_;
+  int last_proc_ = -1, last_lane_ = -1;
+  uint64_t unmatched_end_ = 0;
+  int64_t last_ts_ = std::numeric_limits<int64_t>::min();
+};
+
+// Adds rank `r`'s events as one process (named as the Chrome export names it), on the run's clock with time zero at
+// `origin_ns`. Returns the process.
+int add_rank_to_timeline(TimelineBuilder& b, const RankTrace& r, int64_t origin_ns);
+
+}  // namespace ddp::timeline_detail
