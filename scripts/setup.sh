@@ -9,7 +9,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libzstd-dev zlib1g-dev libsimdjson-dev libdeflate-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libimgui-dev libglfw3-dev libstb-dev libgl-dev libgl1-mesa-dri xvfb xauth
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-pytest
 )
 missing=()
 for p in "${packages[@]}"; do

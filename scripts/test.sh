@@ -10,6 +10,15 @@ torchrun_bin=${DDP_CACHE:-$HOME/.cache/ddp_profile}/torchvenv/bin/torchrun
 if [ -z "${DDP_TORCHRUN:-}" ] && [ -x "$torchrun_bin" ]; then export DDP_TORCHRUN=$torchrun_bin; fi
 (cd build && ctest --output-on-failure --timeout 900 -j1)
 
+# The Python companion (python/ddp_profile): its own tests, under the torch venv when there is one (real torchrun,
+# torch 2.11), and under Debian's torch 1.13 (it must import there and do nothing).
+venv_python=${DDP_CACHE:-$HOME/.cache/ddp_profile}/torchvenv/bin/python
+if [ -x "$venv_python" ]; then
+  "$venv_python" -m pytest --version > /dev/null 2>&1 || "$venv_python" -m pip install --quiet pytest
+  "$venv_python" -m pytest -q tests/python/companion
+fi
+/usr/bin/python3 -m pytest -q tests/python/companion
+
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDP_PROFILE_SANITIZE=ON -DDDP_PROFILE_RUNTIME=OFF \
   -DDDP_PROFILE_VIEWER=OFF -DDDP_PROFILE_BENCH=OFF > /dev/null
 cmake --build build-asan -j 2 --target traces_tests profiler_tests

@@ -26,7 +26,7 @@ if [ ! -x "$V/bin/torchrun" ]; then
     wheel=$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl | head -1)
   fi
   "$V/bin/pip" install --quiet --no-deps "$wheel"
-  "$V/bin/pip" install --quiet typing_extensions sympy mpmath filelock jinja2 networkx fsspec markupsafe numpy
+  "$V/bin/pip" install --quiet typing_extensions sympy mpmath filelock jinja2 networkx fsspec markupsafe numpy pytest
   "$V/bin/pip" install --quiet --no-deps nvidia-cusparselt-cu13 nvidia-nvshmem-cu13 "nvidia-cufile==1.15.*"
 fi
 echo "$V/bin/torchrun"

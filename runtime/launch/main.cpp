@@ -8,9 +8,17 @@
 #include "runtime/launch/offline_commands.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/train/worker.h"
+#include "runtime/user/user_job.h"
 #include "runtime/verify/checks_run.h"
 
 int main(int argc, char** argv) {
+  // The user's own script: `--check|--record [options] -- LAUNCH...` (docs/python.md).
+  if (ddp::is_user_job_command(argc, argv)) {
+    ddp::UserJobCommand u;
+    int code = 0;
+    if (!ddp::parse_user_job_command(argc, argv, u, code)) return code;
+    return u.check ? ddp::run_user_check(u) : ddp::run_user_record(u);
+  }
   ddp::ParseResult p = ddp::parse_command_line(argc, argv);
   if (p.exit_code >= 0) {
     (p.exit_code == 0 ? std::cout : std::cerr) << p.message << std::endl;

@@ -26,7 +26,9 @@ bool list_files(const std::vector<std::string>& inputs, std::vector<std::string>
     if (fs::is_directory(in, ec)) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(in, ec))
-        if (e.is_regular_file(ec) && is_trace_file_name(e.path().filename().string())) found.push_back(e.path().string());
+        if (e.is_regular_file(ec) && is_trace_file_name(e.path().filename().string()) &&
+            !is_run_folder_file(e.path().filename().string()))
+          found.push_back(e.path().string());
       if (found.empty()) {
         error = in + ": no trace files (*.json, *.json.gz) and no rank<R>.ddpt in this folder";
         return false;
@@ -165,11 +167,16 @@ std::vector<std::string> limits_of(const RunTrace& run) {
 bool is_run_folder(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return false;
+  // Ours: native rank traces, or a manifest without profiler traces (a run that ended before writing any). A folder
+  // with a manifest and per-rank profiler traces is a user's job recorded by `--record -- LAUNCH` (docs/python.md).
+  bool manifest = false, profiler_traces = false;
   for (const auto& e : fs::directory_iterator(path, ec)) {
     const std::string name = e.path().filename().string();
-    if (is_rank_trace_file(name) || name == kManifestFile) return true;
+    if (is_rank_trace_file(name)) return true;
+    manifest |= name == kManifestFile;
+    profiler_traces |= is_trace_file_name(name) && !is_run_folder_file(name);
   }
-  return false;
+  return manifest && !profiler_traces;
 }
 
 bool is_kineto_input(const std::vector<std::string>& inputs) {
@@ -179,7 +186,7 @@ bool is_kineto_input(const std::vector<std::string>& inputs) {
   if (fs::is_regular_file(p, ec)) return true;
   if (!fs::is_directory(p, ec) || is_run_folder(p)) return false;
   for (const auto& e : fs::directory_iterator(p, ec))
-    if (is_trace_file_name(e.path().filename().string())) return true;
+    if (is_trace_file_name(e.path().filename().string()) && !is_run_folder_file(e.path().filename().string())) return true;
   return false;
 }
 

@@ -53,6 +53,9 @@ bool ends_with(const std::string& name, const char* tail) {
 }
 }  // namespace
 bool is_trace_file_name(const std::string& name) { return ends_with(name, ".json") || ends_with(name, ".json.gz"); }
+bool is_run_folder_file(const std::string& name) {
+  return name == kManifestFile || name == kChromeTraceFile || name == kRunStatusFile || name == kChecksFile;
+}
 bool is_hta_input_name(const std::string& name) { return ends_with(name, ".json") || ends_with(name, ".gz"); }
 std::string checkpoint_folder(int64_t step) { return "checkpoints/step" + std::to_string(step); }
 std::string checkpoint_rank_file(int rank) { return rank_name(rank) + ".pt"; }

@@ -45,8 +45,10 @@ std::string checkpoint_folder(int64_t step);               // checkpoints/step<k
 std::string checkpoint_rank_file(int rank);                // rank<R>.pt, inside a checkpoint folder
 // --export RUN --format kineto: one PyTorch profiler (Kineto) trace per rank in the output folder (docs/kineto.md).
 std::string kineto_rank_trace_file(int rank);              // rank<R>.pt.trace.json
-// Files our Kineto importer reads from a folder: *.json and *.json.gz.
+// Files our Kineto importer reads from a folder: *.json and *.json.gz, except the run folder's own JSON files.
 bool is_trace_file_name(const std::string& name);
+// manifest.json, trace.json, run_status.json, checks.json: never a rank's profiler trace.
+bool is_run_folder_file(const std::string& name);
 // Files HTA reads from a folder: every *.json and every *.gz (an export folder must hold none but ours).
 bool is_hta_input_name(const std::string& name);
 // DIR/NAME for a name above.

@@ -1,0 +1,370 @@
+"""attach(): the companion proper. With DDP_PROFILE_RUN unset it returns a Passthrough and installs nothing."""
+from __future__ import annotations
+
+import atexit
+import datetime
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import torch
+
+from . import env, files, hashing, heartbeat as hb
+from .env import Config
+
+__version__ = "0.1.0"
+
+
+class Passthrough:
+    """What attach returns when not run under ddp_profile: loader() is the identity, save/load are torch's."""
+    enabled = False
+
+    def __init__(self) -> None:
+        self.save: Callable[..., Any] = torch.save
+        self.load: Callable[..., Any] = torch.load
+
+    def loader(self, loader: Any) -> Any:
+        return loader
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+class _Loader:
+    """dp.loader(l): iterates l's own batches, recording each one (and, per batch, the heartbeat's wait_data)."""
+
+    def __init__(self, comp: "Companion", loader: Any) -> None:
+        self._comp, self._loader = comp, loader
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._loader, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        c = self._comp
+        epoch = c.begin_epoch(self._loader)
+        it = iter(self._loader)
+        b = 0
+        while True:
+            c.hb.stage(hb.WAIT_DATA)
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            c.on_batch(batch, epoch, b)
+            yield batch
+            b += 1
+
+
+class Companion:
+    enabled = True
+
+    def __init__(self, cfg: Config, model: torch.nn.Module, optimizer: Any, loss_fn: Any, sampler: Any,
+                 scheduler: Any, scaler: Any) -> None:
+        self.cfg, self.model, self.optimizer, self.loss_fn = cfg, model, optimizer, loss_fn
+        self.sampler, self.scheduler, self.scaler = sampler, scheduler, scaler
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        self.module: torch.nn.Module = model.module if isinstance(model, DDP) else model
+        self.rank, self.world, self.local_rank = env.rank_world()
+        d = torch.distributed
+        self.backend = str(d.get_backend()) if d.is_available() and d.is_initialized() else "none"
+        self.named_params = list(self.module.named_parameters())
+        self.steps = 0            # optimizer steps done in this process
+        self.epochs = 0           # dp.loader() iterations begun
+        self.epoch = 0            # the current one, 0-based
+        self.batches_in_step = 0  # micro-batches yielded since the last optimizer step
+        self.forwards_in_step = 0
+        self.saves = 0
+        self.failed = False
+        self.exited = False
+        self.loader_obj: Any = None
+        self.first_batch: Optional[Dict[str, Any]] = None
+        self.pending: List[Dict[str, Any]] = []  # this step's sample lines, written at its post-hook
+        self.stream: Any = None
+        self.t_step = time.monotonic_ns()
+        self.start_time = datetime.datetime.now(datetime.timezone.utc).isoformat()
+        self.verify = os.path.join(cfg.run, "verify")
+        os.makedirs(self.verify, exist_ok=True)
+        self.hb = hb.Heartbeat(cfg.run, self.rank)
+        self.numerics: Any = None
+        self.coll: Any = None
+        self.recorder: Any = None
+        r = self.rank
+        if cfg.check:
+            from .collectives import Collectives
+            from .numerics import Numerics
+            from .sampling import record
+
+            j = lambda name: files.Jsonl(os.path.join(self.verify, "rank%d.%s.jsonl" % (r, name)))  # noqa: E731
+            self.samples, self.replicas, self.summaries = j("samples"), j("replicas"), j("summaries")
+            self.checkpoints, self.coll_out = j("checkpoints"), j("collectives")
+            self.numerics = Numerics(self.module, loss_fn, cfg.run, r, cfg.verify_steps, self.summaries)
+            self.coll = Collectives(model, self.coll_out)
+            if sampler is not None:
+                self.stream = record(sampler)
+            self.replicas.write({"step": -1, "param_hash": hashing.tensors_hash(p for _, p in self.named_params)})
+        else:
+            from .record import Recorder
+
+            self.recorder = Recorder(cfg.run, r, cfg.schedule)
+        optimizer.register_step_pre_hook(self._step_pre)
+        optimizer.register_step_post_hook(self._step_post)
+        model.register_forward_pre_hook(self._forward_pre)
+        model.register_forward_hook(self._forward_post)
+        self._excepthook = sys.excepthook
+        sys.excepthook = self._on_exception
+        atexit.register(self._at_exit)
+        self.write_meta()
+        self.hb.set_state(hb.RUNNING)
+
+    # -- the user's calls -------------------------------------------------------------------------------------------
+    def loader(self, loader: Any) -> Any:
+        if self.loader_obj is None:
+            self.loader_obj = loader
+        if self.cfg.check and self.stream is None:
+            from .sampling import record
+
+            self.stream = record(self.sampler if self.sampler is not None else getattr(loader, "sampler", None))
+        return _Loader(self, loader)
+
+    def save(self, obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        self.hb.stage(hb.CHECKPOINT)
+        if not isinstance(f, (str, os.PathLike)):
+            torch.save(obj, f, *args, **kwargs)
+            path: Optional[str] = None
+        else:
+            path = os.fspath(f)
+            files.torch_save(obj, path, *args, **kwargs)
+        self.saves += 1
+        k = self.saves
+        if self.cfg.check:
+            from .checkpoint_items import Items
+
+            copy_rel = "checkpoints/save%d/rank%d.pt" % (k, self.rank)
+            if path is not None:
+                files.copy(path, os.path.join(self.cfg.run, copy_rel))
+            else:
+                files.torch_save(obj, os.path.join(self.cfg.run, copy_rel))
+            items = Items(self.module, self.optimizer, self.scheduler, self.scaler,
+                          self._sampler() is not None)
+            self.checkpoints.write({"index": k, "step": self.steps, "epoch": self.epoch, "path": path,
+                                    "abs_path": os.path.abspath(path) if path is not None else None,
+                                    "copy": copy_rel, "expected": items.expected(), "found": items.found(obj)})
+        if self.cfg.hold_after_save == k:
+            sys.stderr.write("ddp_profile: rank %d: holding after save %d\n" % (self.rank, k))
+            sys.stderr.flush()
+            while True:
+                time.sleep(1)
+
+    def load(self, f: Any, *args: Any, **kwargs: Any) -> Any:
+        return torch.load(f, *args, **kwargs)
+
+    # -- the loader's side ------------------------------------------------------------------------------------------
+    def _sampler(self) -> Any:
+        if self.sampler is not None:
+            return self.sampler
+        return getattr(self.loader_obj, "sampler", None)
+
+    def begin_epoch(self, loader: Any) -> int:
+        e = self.epochs
+        self.epoch = e
+        self.epochs += 1
+        self.hb.epoch(e)
+        return e
+
+    def on_batch(self, batch: Any, epoch: int, b: int) -> None:
+        from .sampling import batch_len, first_tensors, take
+
+        if self.first_batch is None:
+            ts = first_tensors(batch)
+            self.first_batch = {k: {"shape": list(t.shape), "dtype": _dtype(t)} for k, t in zip(("x", "y"), ts)}
+            self.write_meta()
+        if not self.cfg.check:
+            return
+        s = self._sampler()
+        self.pending.append({"epoch": epoch, "sampler_epoch": getattr(s, "epoch", None), "micro": self.batches_in_step,
+                             "batch": b, "indices": take(self.stream, batch_len(batch))})
+        self.batches_in_step += 1
+        if self.numerics.verifying(self.steps) and self.loss_fn is not None:
+            from .numerics import to_device
+
+            mine = to_device(batch, "cpu")
+            if self.world > 1 and torch.distributed.is_initialized():
+                every: List[Any] = [None] * self.world
+                torch.distributed.all_gather_object(every, mine)
+                self.numerics.add_union(every)
+            else:
+                self.numerics.add_union([mine])
+
+    # -- hooks ------------------------------------------------------------------------------------------------------
+    def _forward_pre(self, module: Any, args: Any) -> None:
+        self.hb.stage(hb.FORWARD)
+        micro = self.forwards_in_step
+        self.forwards_in_step += 1
+        if self.numerics is not None:
+            self.coll.forward(self.steps, micro)
+            self.numerics.begin_forward(self.steps, micro)
+
+    def _forward_post(self, module: Any, args: Any, out: Any) -> None:
+        if self.numerics is not None:
+            self.numerics.end_forward()
+        self.hb.stage(hb.BACKWARD)
+
+    def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        self.hb.stage(hb.OPTIMIZER)
+        f = self.cfg.fault
+        if f is not None and f.rank == self.rank and f.step == self.steps and \
+                int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) == 0:
+            self._inject(f.kind)
+        if self.numerics is not None:
+            self.coll.flush()
+            if self.numerics.verifying(self.steps):
+                self.numerics.dump(self.steps, self.named_params)
+
+    def _inject(self, kind: str) -> None:
+        s = self.steps
+        self.hb.reason("injected %s at step %d" % (kind, s))
+        sys.stderr.write("ddp_profile: rank %d: injecting fault '%s' at step %d\n" % (self.rank, kind, s))
+        sys.stderr.flush()
+        if kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if kind == "throw":
+            raise RuntimeError("ddp_profile: injected fault (throw) at step %d" % s)
+        while True:  # hang
+            time.sleep(1)
+
+    def _step_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        s = self.steps
+        if self.cfg.check:
+            self._flush_samples(s)
+            self.replicas.write({"step": s, "param_hash": hashing.tensors_hash(p for _, p in self.named_params)})
+            self.numerics.step_done(s)
+        self.steps = s + 1
+        self.batches_in_step = self.forwards_in_step = 0
+        now = time.monotonic_ns()
+        self.hb.step_time(now - self.t_step)
+        self.t_step = now
+        self.hb.step(self.steps, self.epoch)
+        if self.recorder is not None:
+            self.recorder.step()
+
+    def _flush_samples(self, step: int) -> None:
+        for line in self.pending:
+            line["step"] = step
+            self.samples.write(line)
+        self.pending = []
+
+    # -- files ------------------------------------------------------------------------------------------------------
+    def write_meta(self, exit_ok: bool = False) -> None:
+        p0 = next(iter(self.module.parameters()), None)
+        cuda = p0 is not None and p0.device.type == "cuda"
+        s, l = self._sampler(), self.loader_obj
+        from .numerics import dropouts
+        from .sampling import sampler_info
+
+        meta: Dict[str, Any] = {
+            "rank": self.rank, "world_size": self.world, "local_rank": self.local_rank, "pid": os.getpid(),
+            "host": socket.gethostname(), "launch": {"method": env.launch_method()},
+            "backend": self.backend,
+            "device": {"type": "cuda" if cuda else "cpu",
+                       "name": torch.cuda.get_device_name(p0.device) if cuda and p0 is not None else _cpu_name()},
+            "versions": {"torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda,
+                         "companion": __version__},
+            "seeds": {"weights": torch.initial_seed(), "data": torch.initial_seed(), "sampler": getattr(s, "seed", None)},
+            "config": list(sys.argv), "start_time": self.start_time, "batch": self.first_batch,
+            "sampler": sampler_info(s, l),
+            "loader": {"batch_size": getattr(l, "batch_size", None), "drop_last": getattr(l, "drop_last", None),
+                       "num_workers": getattr(l, "num_workers", None)},
+            "model": {"parameters": sum(p.numel() for _, p in self.named_params), "class": type(self.module).__name__},
+            "optimizer": type(self.optimizer).__name__,
+            "scheduler": type(self.scheduler).__name__ if self.scheduler is not None else None,
+            "scaler": self.scaler is not None and bool(getattr(self.scaler, "is_enabled", lambda: True)()),
+            "dropout_off_modules": len(dropouts(self.module)) if self.cfg.check and self.cfg.verify_steps > 0 else 0,
+            "forward_random_beyond_dropout": bool(self.numerics is not None and self.numerics.random_beyond_dropout),
+            "optimizer_steps": self.steps, "epochs": self.epochs, "mode": self.cfg.mode,
+        }
+        if exit_ok:
+            meta["exit"] = "ok"
+        files.write_json(os.path.join(self.verify, "rank%d.meta.json" % self.rank), meta)
+
+    def _final(self) -> None:
+        import json
+
+        out = files.Jsonl(os.path.join(self.verify, "rank%d.final.jsonl" % self.rank))
+        jh = lambda v: hashing.bytes_hash(json.dumps(v, sort_keys=True, default=str).encode())  # noqa: E731
+        for n, p in self.named_params:
+            out.write({"name": "param:" + n, "hash": hashing.tensors_hash([p])})
+        names = {id(p): n for n, p in self.named_params}
+        for g in self.optimizer.param_groups:
+            for p in g["params"]:
+                for k, v in sorted(self.optimizer.state.get(p, {}).items()):
+                    h = hashing.tensors_hash([v]) if isinstance(v, torch.Tensor) else jh(v)
+                    out.write({"name": "optimizer:%s.%s" % (names.get(id(p), "?"), k), "hash": h})
+        out.write({"name": "optimizer.param_groups", "hash": jh(self.optimizer.state_dict()["param_groups"])})
+        if self.scheduler is not None:
+            out.write({"name": "scheduler", "hash": jh(self.scheduler.state_dict())})
+        if self.scaler is not None and getattr(self.scaler, "is_enabled", lambda: True)():
+            out.write({"name": "scaler", "hash": jh(self.scaler.state_dict())})
+        out.close()
+
+    def _on_exception(self, tp: Any, value: Any, tb: Any) -> None:
+        self.failed = True
+        try:
+            if not self.hb.has_reason():
+                self.hb.reason("%s: %s" % (tp.__name__, value))
+            self.hb.set_state(hb.FAILED)
+        finally:
+            self._excepthook(tp, value, tb)
+
+    def _at_exit(self) -> None:
+        if self.exited:
+            return
+        self.exited = True
+        if self.recorder is not None:
+            try:
+                self.recorder.stop()
+            except Exception as e:  # noqa: BLE001
+                sys.stderr.write("ddp_profile: profiler stop failed: %s\n" % e)
+        if self.cfg.check:
+            if self.coll is not None:
+                self.coll.flush()
+            self._flush_samples(self.steps)
+            if not self.failed:
+                self._final()
+        self.write_meta(exit_ok=not self.failed)
+        if not self.failed:
+            self.hb.set_state(hb.DONE)
+
+
+def attach(model: torch.nn.Module, optimizer: Any, loss_fn: Optional[Callable[[torch.nn.Module, Any], Any]] = None,
+           sampler: Any = None, scheduler: Any = None, scaler: Any = None) -> Any:
+    """Call after DDP(...). Returns a Passthrough unless DDP_PROFILE_RUN is set (and torch >= 2.0)."""
+    cfg = env.read()
+    if cfg is None:
+        return Passthrough()
+    if not hasattr(optimizer, "register_step_pre_hook"):
+        sys.stderr.write("ddp_profile: torch %s has no optimizer step hooks (needs >= 2.0): not recording\n"
+                         % torch.__version__)
+        return Passthrough()
+    return Companion(cfg, model, optimizer, loss_fn, sampler, scheduler, scaler)

@@ -1,0 +1,35 @@
+#pragma once
+// `ddp_profile --check -- LAUNCH...` and `ddp_profile --record -- LAUNCH...`: the closed loop and the recording on
+// the user's own training script. The script carries the Python companion (python/ddp_profile, docs/python.md),
+// switched on through the DDP_PROFILE_* variables named here; it writes our run-folder layout and the same C++
+// judges as for our own job decide.
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+// The companion's switches: the one list of the variables both sides read (docs/python.md mirrors it).
+inline const char* kEnvRun = "DDP_PROFILE_RUN";                 // the run folder; unset: the companion does nothing
+inline const char* kEnvMode = "DDP_PROFILE_MODE";               // check | record
+inline const char* kEnvVerifySteps = "DDP_PROFILE_VERIFY_STEPS";  // optimizer steps with tensor dumps
+inline const char* kEnvFault = "DDP_PROFILE_FAULT";             // kind,rank,step
+inline const char* kEnvHoldAfterSave = "DDP_PROFILE_HOLD_AFTER_SAVE";  // k: stop after the k-th dp.save
+inline const char* kEnvSchedule = "DDP_PROFILE_SCHEDULE";       // record: wait,warmup,active
+
+struct UserJobCommand {
+  bool check = false;                 // --check (else --record)
+  std::string out_dir;                // --out
+  std::string resume_arg;             // --resume-arg 'TEMPLATE' with {ckpt}
+  std::vector<std::string> checks;    // --checks
+  std::vector<std::string> launch;    // everything after --
+};
+
+// True when argv is `--check|--record [options] -- LAUNCH...`.
+bool is_user_job_command(int argc, const char* const* argv);
+// Parses it; on a usage error prints it and returns false with exit_code 2 (0 for --help).
+bool parse_user_job_command(int argc, const char* const* argv, UserJobCommand& out, int& exit_code);
+
+int run_user_check(const UserJobCommand& cmd);
+int run_user_record(const UserJobCommand& cmd);
+
+}  // namespace ddp

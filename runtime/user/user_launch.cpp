@@ -1,0 +1,258 @@
+#include "runtime/user/user_launch.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "runtime/launch/progress.h"
+#include "traces/model/run_folder.h"
+
+namespace ddp {
+namespace fs = std::filesystem;
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr auto kPoll = std::chrono::milliseconds(20);
+// After the first rank fails, how long the launcher gets to end the others on its own before we do: long enough
+// to measure a launcher that takes too long (faults.exit allows 5 s), short enough not to leave orphans.
+constexpr double kTeardownGraceS = 12;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Alive and not a zombie: a rank whose launcher has not reaped it yet has ended all the same.
+bool process_alive(int pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'Z';
+}
+
+const char* state_name(RankState s) {
+  switch (s) {
+    case RankState::starting: return "starting";
+    case RankState::running: return "running";
+    case RankState::done: return "done";
+    case RankState::failed: return "failed";
+    case RankState::terminated: return "terminated";
+  }
+  return "unknown";
+}
+
+std::string where_of(const ProgressSnapshot& p) {
+  return "step " + std::to_string(p.step) + ", " + (p.stage < 0 ? std::string("startup") : p.stage_name());
+}
+
+struct Watched {
+  ProgressSnapshot beat;
+  bool gone = false;
+  double gone_after_s = -1;
+};
+
+// Every heartbeat the companion has created so far, by rank.
+std::map<int, ProgressSnapshot> read_beats(const std::string& run_dir) {
+  std::map<int, ProgressSnapshot> out;
+  std::error_code ec;
+  for (int r = 0; r < static_cast<int>(kMaxWorldSize); ++r) {
+    const std::string p = in_run(run_dir, rank_progress_file(r));
+    if (!fs::exists(p, ec)) break;
+    ProgressSnapshot s = read_progress(p);
+    if (s.present) out[r] = s;
+  }
+  return out;
+}
+
+// Copies the job's output into the log (and to our terminal when echoing) until the write end closes.
+void pump(int fd, const std::string& log, bool echo) {
+  std::ofstream out(log, std::ios::binary | std::ios::app);
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.write(buf, n);
+    out.flush();
+    if (echo) (void)!::write(STDERR_FILENO, buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+}
+
+std::string last_exception_line(const std::string& log) {
+  static const std::regex kException(R"(^(\[[^\]]*\]:?\s*)?(([A-Za-z_][\w.]*)?(Error|Exception|Interrupt)\b.*)$)");
+  std::ifstream in(log);
+  std::string line, last;
+  std::smatch m;
+  while (std::getline(in, line))
+    if (std::regex_match(line, m, kException)) last = m[2].str();
+  return last;
+}
+}  // namespace
+
+std::string user_launch_log(const std::string& run_dir) { return in_run(run_dir, std::string(kLogsDir) + "/launch.log"); }
+
+UserLaunchResult run_user_launch(const UserLaunch& launch) {
+  UserLaunchResult res;
+  std::error_code ec;
+  fs::create_directories(in_run(launch.run_dir, kLogsDir), ec);
+  fs::create_directories(in_run(launch.run_dir, kProgressDir), ec);
+  const std::string log = user_launch_log(launch.run_dir);
+  int exec_pipe[2], out_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    res.error = std::string("pipe: ") + std::strerror(errno);
+    return res;
+  }
+  std::vector<char*> argv;
+  for (const auto& a : launch.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const auto t0 = Clock::now();
+  const pid_t child = ::fork();
+  if (child < 0) {
+    res.error = std::string("fork: ") + std::strerror(errno);
+    return res;
+  }
+  if (child == 0) {
+    ::setpgid(0, 0);  // the whole job in one group: ended together, never our own process with it
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(out_pipe[1], STDERR_FILENO);
+    for (const auto& [k, v] : launch.env) ::setenv(k.c_str(), v.c_str(), 1);
+    ::execvp(argv[0], argv.data());
+    const int err = errno;
+    (void)!::write(exec_pipe[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  ::setpgid(child, child);
+  ::close(exec_pipe[1]);
+  ::close(out_pipe[1]);
+  std::thread reader(pump, out_pipe[0], log, launch.echo);
+  int exec_errno = 0;
+  const bool exec_failed = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+  ::close(exec_pipe[0]);
+  if (exec_failed) {
+    ::waitpid(child, nullptr, 0);
+    reader.join();
+    res.error = "cannot run " + launch.argv[0] + ": " + std::strerror(exec_errno);
+    return res;
+  }
+  res.started = true;
+
+  std::map<int, Watched> ranks;
+  bool exited = false, group_killed = false;
+  int status = 0;
+  Clock::time_point fault_at{};
+  bool faulted = false;
+  // The launch command's process group and every rank the heartbeats name, with their own groups: torchrun starts
+  // its workers in sessions of their own, which a signal to our child's group does not reach.
+  auto kill_group = [&] {
+    ::kill(-child, SIGKILL);
+    for (auto& [r, w] : ranks)
+      if (!w.gone && w.beat.pid > 0) {
+        ::kill(-w.beat.pid, SIGKILL);
+        ::kill(w.beat.pid, SIGKILL);
+      }
+    group_killed = true;
+  };
+  auto note_fault = [&](int rank, const std::string& why) {
+    if (faulted) return;
+    faulted = true;
+    fault_at = Clock::now();
+    res.culprit = rank;
+    res.message = why;
+  };
+  for (;;) {
+    if (!exited && ::waitpid(child, &status, WNOHANG) == child) exited = true;
+    // Ranks that failed or vanished since the last poll; when several did, the culprit is the one that says why
+    // (the companion names an injected fault or an exception), else the one whose heartbeat stopped first.
+    int first = -1;
+    std::string first_why;
+    for (auto& [r, b] : read_beats(launch.run_dir)) {
+      Watched& w = ranks[r];
+      w.beat = b;
+      std::string why;
+      if (!w.gone && b.pid > 0 && !process_alive(b.pid)) {
+        w.gone = true;
+        if (b.state != RankState::done) why = "rank " + std::to_string(r) + " (pid " + std::to_string(b.pid) + ") ended at ";
+      } else if (!w.gone && b.state == RankState::failed) {
+        why = "rank " + std::to_string(r) + " failed at ";
+      }
+      if (why.empty() || faulted) continue;
+      const bool better = first < 0 || (!b.reason.empty() && ranks[first].beat.reason.empty()) ||
+                          (b.reason.empty() == ranks[first].beat.reason.empty() && b.last_ns < ranks[first].beat.last_ns);
+      if (better) {
+        first = r;
+        first_why = why + where_of(b) + (b.reason.empty() ? std::string() : ": " + b.reason);
+      }
+    }
+    if (first >= 0) note_fault(first, first_why);
+    for (auto& [r, w] : ranks)
+      if (w.gone && w.gone_after_s < 0) w.gone_after_s = faulted ? seconds_since(fault_at) : 0;
+    if (!faulted && launch.hang_timeout_s > 0 && !ranks.empty()) {
+      // Hung: some rank that is still running has not moved for the timeout. The culprit is the rank that stopped
+      // first; the others are usually waiting for it in a collective.
+      const int64_t now = monotonic_ns();
+      int oldest = -1;
+      for (auto& [r, w] : ranks)
+        if (!w.gone && w.beat.state == RankState::running &&
+            (oldest < 0 || w.beat.last_ns < ranks[oldest].beat.last_ns))
+          oldest = r;
+      if (oldest >= 0 && (now - ranks[oldest].beat.last_ns) / 1e9 > launch.hang_timeout_s) {
+        std::string m = "rank " + std::to_string(oldest) + " hung at " + where_of(ranks[oldest].beat) +
+                        " (no progress for " + std::to_string(static_cast<int>(launch.hang_timeout_s)) + " s";
+        if (!ranks[oldest].beat.reason.empty()) m += ": " + ranks[oldest].beat.reason;
+        m += ")";
+        for (auto& [r, w] : ranks)
+          if (r != oldest) m += "; rank " + std::to_string(r) + " was at " + where_of(w.beat);
+        note_fault(oldest, m);
+        res.hung = true;
+        res.killed_by_us = true;
+        kill_group();
+      }
+    }
+    if (!res.killed_by_us && launch.kill_when && launch.kill_when()) {
+      res.killed_by_us = true;
+      kill_group();
+    }
+    if (group_killed) kill_group();  // a rank the kill raced with (it re-read its heartbeat after)
+    bool all_gone = true;
+    for (auto& [r, w] : ranks) all_gone = all_gone && w.gone;
+    if (exited && all_gone) break;
+    if (exited && !all_gone) {
+      // The launcher is gone but a rank lingers: give it the grace period, then end it.
+      if (!faulted) note_fault(-1, "the launch command exited while a rank was still running");
+      if (seconds_since(fault_at) > kTeardownGraceS) kill_group();
+    }
+    if (faulted && seconds_since(fault_at) > kTeardownGraceS) kill_group();
+    if (seconds_since(t0) > launch.time_limit_s) {
+      if (!faulted) note_fault(-1, "the job ran past " + std::to_string(static_cast<int>(launch.time_limit_s)) + " s");
+      res.killed_by_us = true;
+      kill_group();
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  reader.join();
+  res.wall_s = seconds_since(t0);
+  res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  for (auto& [r, w] : ranks)
+    res.ranks.push_back({r, w.beat.pid, w.gone_after_s, where_of(w.beat), state_name(w.beat.state)});
+  res.last_error_line = last_exception_line(log);
+  if (!faulted && res.exit_code != 0) res.message = "the launch command exited " + std::to_string(res.exit_code);
+  return res;
+}
+
+}  // namespace ddp

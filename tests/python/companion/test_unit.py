@@ -1,0 +1,92 @@
+"""The companion's pieces, in process: the no-op path, the hash, the heartbeat layout, checkpoint items."""
+import os
+import random
+import struct
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not importable")
+
+import ddp_profile  # noqa: E402
+from ddp_profile import checkpoint_items, hashing, heartbeat  # noqa: E402
+
+M = (1 << 64) - 1
+P = 1099511628211
+C_OFFSET = 1469598103934665603  # the C++ runtime's constant as written (not FNV's standard 14695981039346656037)
+
+
+def test_noop_without_run(monkeypatch):
+    monkeypatch.delenv("DDP_PROFILE_RUN", raising=False)
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(4, 3)), batch_size=2)
+    dp = ddp_profile.attach(model, opt, loss_fn=lambda m, b: m(b[0]).sum(), sampler=None)
+    assert not dp.enabled
+    assert dp.loader(loader) is loader
+    assert dp.save is torch.save and dp.load is torch.load
+    assert not model._forward_pre_hooks and not model._forward_hooks
+    assert not opt._optimizer_step_pre_hooks and not opt._optimizer_step_post_hooks
+
+
+def test_fnv_known_values():
+    assert hashing.bytes_hash(b"") == "%016x" % C_OFFSET == "14650fb0739d0383"
+    # Tail bytes only (under 8 bytes): byte-wise FNV-1a from the C++ offset. Values from an independent numpy
+    # uint64 implementation.
+    assert hashing.bytes_hash(b"a") == "44bd8ad473cd9906"
+    assert hashing.bytes_hash(b"foobar") == "88fad7c0a8ff07f2"
+    # One 64-bit word: (offset ^ 1) * prime mod 2^64, by hand.
+    assert hashing.tensors_hash([torch.tensor([1], dtype=torch.int64)]) == "%016x" % (((C_OFFSET ^ 1) * P) & M)
+    assert hashing.tensors_hash([torch.tensor([1, 2, 3])]) == "a094014f35a4929d"
+    assert hashing.tensors_hash([torch.arange(5, dtype=torch.float32)]) == "58336bc305721b6b"  # 2 words + 4 tail
+    assert hashing.tensors_hash([torch.linspace(-1, 1, 1001)]) == "045f15fb45dc2a22"
+    # Tensors are hashed one after the other (words, then that tensor's tail), not as one concatenated buffer.
+    two = [torch.arange(3, dtype=torch.int16), torch.tensor([0.5, -2.0], dtype=torch.float64)]
+    assert hashing.tensors_hash(two) == "cb52513b15311288"
+    # Non-contiguous tensors hash as their contiguous copy.
+    assert hashing.tensors_hash([torch.arange(6.0).reshape(2, 3).t()]) == hashing.tensors_hash(
+        [torch.arange(6.0).reshape(2, 3).t().contiguous()])
+
+
+def test_fnv_word_loop_matches_struct_reference():
+    data = bytes(random.Random(1).randrange(256) for _ in range(8 * 37 + 5))
+    h = C_OFFSET
+    for (w,) in struct.iter_unpack("<Q", data[: 8 * 37]):
+        h = ((h ^ w) * P) & M
+    for b in data[8 * 37:]:
+        h = ((h ^ b) * P) & M
+    assert hashing.bytes_hash(data) == "%016x" % h
+
+
+def test_heartbeat_layout(tmp_path):
+    hb = heartbeat.Heartbeat(str(tmp_path), 3)
+    hb.set_state(heartbeat.RUNNING)
+    hb.step(7, 2)
+    hb.stage(heartbeat.OPTIMIZER)
+    hb.step_time(10)
+    hb.step_time(30)
+    hb.reason("injected hang at step 7")
+    path = os.path.join(str(tmp_path), "progress", "rank3.bin")
+    assert os.path.getsize(path) == 520
+    r = heartbeat.read(path)
+    assert r["magic"] == 0x50524F47 and r["rank"] == 3 and r["pid"] == os.getpid()
+    assert (r["state"], r["step"], r["epoch"], r["stage"], r["bucket"]) == (1, 7, 2, 9, -1)
+    assert r["median_step_ns"] == 20 and r["reason"] == "injected hang at step 7"
+    assert r["last_ns"] > 0
+
+
+def test_checkpoint_items():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(8, 4)).sum().backward()
+    opt.step()
+    sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+    items = checkpoint_items.Items(model, opt, sched, None, has_sampler=True)
+    full = {"model": {"module." + k: v for k, v in model.state_dict().items()}, "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(), "epoch": 1, "global_step": 5, "sampler_epoch": 1,
+            "rng": {"torch": torch.get_rng_state(), "py": random.getstate()}}
+    exp = items.expected()
+    assert "buffer:1.running_mean" in exp and "optimizer.state:0.weight" in exp and "scheduler" in exp
+    assert set(items.found(full)) >= set(exp)
+    only = set(items.found(model.state_dict()))
+    assert "param:0.weight" in only and "buffer:1.num_batches_tracked" in only
+    assert not only & {"optimizer.param_groups", "epoch", "step", "sampler.position", "rng.torch", "scheduler"}
