@@ -1,6 +1,9 @@
 // Parsing `ddp_profile --check|--record [--out DIR] [--resume-arg T] [--checks IDS] -- LAUNCH...`.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -9,6 +12,23 @@
 #include "runtime/verify/check_ids.h"
 
 namespace ddp {
+
+namespace {
+// What execvp would find: a path with a slash as it is, a bare name on PATH.
+bool runnable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t end = dirs.find(':', at);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string f = (end > at ? dirs.substr(at, end - at) : ".") + "/" + name;
+    if (::access(f.c_str(), X_OK) == 0 && !std::filesystem::is_directory(f)) return true;
+    at = end + 1;
+  }
+  return false;
+}
+}  // namespace
 
 bool is_user_job_command(int argc, const char* const* argv) {
   bool mode = false;
@@ -47,6 +67,8 @@ bool parse_user_job_command(int argc, const char* const* argv, UserJobCommand& o
   out.check = check;
   if (out.launch.empty()) return usage("nothing after --: give the command that starts your job, e.g. -- torchrun "
                                        "--nproc-per-node 2 train.py");
+  if (!runnable(out.launch.front()))
+    return usage("cannot run " + out.launch.front() + ": not an executable file (nor one on PATH)");
   // A script the launcher would only fail to open is a usage error, found before anything starts.
   for (const auto& a : out.launch)
     if (a.size() > 3 && a[0] != '-' && a.compare(a.size() - 3, 3, ".py") == 0 && !std::filesystem::exists(a))

@@ -99,14 +99,18 @@ CheckResult shard_rule(const std::string& dir, int world, const nlohmann::json& 
   return check_shard_rule(per_rank, n, shuffle, expected);
 }
 
-CheckResult no_sync(const std::string& dir, int world) {
+CheckResult no_sync(const std::string& dir, const std::vector<nlohmann::json>& metas) {
+  const int world = static_cast<int>(metas.size());
   std::vector<std::vector<MicroComm>> per_rank(world);
   for (int r = 0; r < world; ++r) {
     std::vector<nlohmann::json> lines;
     std::string err;
     if (!read_json_lines(in_run(dir, user_collectives_file(r)), lines, err))
       return make("comm.no_sync", CheckStatus::fail, err);
-    per_rank[r] = parse_micro_comm(lines);
+    // Micro-steps no optimizer step followed (an epoch's tail shorter than the accumulation) are not a step.
+    const int64_t steps = metas[r].value("optimizer_steps", int64_t{0});
+    for (const MicroComm& m : parse_micro_comm(lines))
+      if (m.step < steps) per_rank[r].push_back(m);
   }
   return judge_user_no_sync(per_rank);
 }
@@ -271,7 +275,7 @@ int run_user_check(const UserJobCommand& cmd) {
         for (int r = 0; r < world; ++r) h[r] = read_replica_hashes(main_dir, r, err);
         results.push_back(check_rank_sync(h));
       } else if (id == "comm.no_sync") {
-        results.push_back(no_sync(main_dir, world));
+        results.push_back(no_sync(main_dir, metas));
       } else if (id == "checkpoint.complete") {
         results.push_back(checkpoint_complete(main_dir, world));
       } else {

@@ -99,8 +99,10 @@ std::string last_exception_line(const std::string& log) {
   std::ifstream in(log);
   std::string line, last;
   std::smatch m;
+  // torchrun's own summary (torch.distributed.elastic's ChildFailedError) comes after the rank's traceback: the
+  // rank's exception is the one the user wants.
   while (std::getline(in, line))
-    if (std::regex_match(line, m, kException)) last = m[2].str();
+    if (std::regex_match(line, m, kException) && m[2].str().rfind("torch.distributed.elastic", 0) != 0) last = m[2].str();
   return last;
 }
 }  // namespace

@@ -1,0 +1,193 @@
+// The user's own script under the closed loop (`ddp_profile --check/--record -- LAUNCH...`, docs/python.md), with the
+// real torchrun and torch of the venv (skipped without it, saying so): the correct example scripts pass every check,
+// each planted user mistake is named by the check that owns it, 1 and 3 ranks work, bad input exits early.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "integration_support.h"
+#include "torch_venv.h"
+
+namespace {
+using ddptest::fresh_dir;
+using ddptest::kExe;
+using ddptest::read_json;
+
+const std::string kExamples = std::string(DDP_SOURCE_DIR) + "/examples";
+const std::string kScripts = std::string(DDP_SOURCE_DIR) + "/tests/python/user_scripts";
+
+std::map<std::string, std::string> companion_env(const std::string& torchrun) {
+  auto env = ddptest::venv_env(torchrun);
+  env["PYTHONPATH"] = std::string(DDP_SOURCE_DIR) + "/python";  // the companion from this checkout, not installed
+  return env;
+}
+
+std::vector<std::string> torchrun_cmd(const std::string& torchrun, int nproc, const std::string& script,
+                                      std::vector<std::string> args = {}) {
+  std::vector<std::string> c = {torchrun, "--nproc-per-node", std::to_string(nproc), "--master-port",
+                                std::to_string(ddptest::free_port()), script};
+  c.insert(c.end(), args.begin(), args.end());
+  return c;
+}
+
+struct Checked {
+  int code = 0;
+  std::string output;
+  nlohmann::json checks;
+  std::string status(const std::string& id) const {
+    for (const auto& c : checks.value("checks", nlohmann::json::array()))
+      if (c["id"] == id) return c["status"];
+    return "absent";
+  }
+  std::string summary(const std::string& id) const {
+    for (const auto& c : checks.value("checks", nlohmann::json::array()))
+      if (c["id"] == id) return c["summary"];
+    return "";
+  }
+};
+
+Checked check(const std::string& name, std::vector<std::string> ours, const std::vector<std::string>& launch,
+              const std::string& torchrun) {
+  const std::string out = fresh_dir(name);
+  std::vector<std::string> args = {kExe, "--check", "--out", out};
+  args.insert(args.end(), ours.begin(), ours.end());
+  args.push_back("--");
+  args.insert(args.end(), launch.begin(), launch.end());
+  auto r = ddptest::run(args, out + ".log", 600, companion_env(torchrun));
+  return {r.code, r.output, read_json(out + "/checks.json")};
+}
+
+class UserCheck : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torchrun_ = ddptest::venv_torchrun();
+    if (torchrun_.empty()) GTEST_SKIP() << ddptest::kNoTorchrun;
+  }
+  std::string torchrun_;
+};
+
+std::string file_bytes(const std::string& p) { return ddptest::read_file(p); }
+
+TEST_F(UserCheck, TheSeedJobInPlainPyTorchPassesTheWholeLadder) {
+  const std::string script = kExamples + "/seed_job.py", before = file_bytes(script);
+  const std::string ckpt = fresh_dir("seed_ckpt.pt");
+  Checked c = check("seed_all", {"--resume-arg", "--resume {ckpt}"}, torchrun_cmd(torchrun_, 2, script, {"--ckpt", ckpt}),
+                    torchrun_);
+  ASSERT_EQ(c.code, 0) << c.output;
+  for (const char* id : {"env.manifest", "data.shard_rule", "numerics.reference", "numerics.rank_sync", "comm.no_sync",
+                         "checkpoint.complete", "checkpoint.resume", "faults.exit"})
+    EXPECT_EQ(c.status(id), "pass") << id << ": " << c.summary(id);
+  EXPECT_EQ(file_bytes(script), before) << "the user's script was modified";
+  // Our manifest layout, from the companion's records: the diff and the analysis read it as ours.
+  auto m = read_json(c.checks["run"].get<std::string>() + "/main/manifest.json");
+  EXPECT_EQ(m["launch"]["method"], "torchrun");
+  EXPECT_EQ(m["world_size"], 2);
+  EXPECT_EQ(m["config"]["args"]["--ckpt"], ckpt);
+}
+
+TEST_F(UserCheck, WithoutResumeArgTheResumeCheckSkipsSayingHowToEnableIt) {
+  Checked c = check("seed_noresume", {"--checks", "checkpoint.resume"},
+                    torchrun_cmd(torchrun_, 2, kExamples + "/seed_job.py", {"--epochs", "1"}), torchrun_);
+  EXPECT_EQ(c.code, 0) << c.output;
+  EXPECT_EQ(c.status("checkpoint.resume"), "skip");
+  EXPECT_NE(c.summary("checkpoint.resume").find("--resume-arg"), std::string::npos);
+}
+
+TEST_F(UserCheck, ADifferentModelOptimizerSchedulerAndLossPasses) {
+  Checked c = check("conv_ok", {"--checks", "env.manifest,data.shard_rule,numerics.reference,numerics.rank_sync,comm.no_sync,checkpoint.complete"},
+                    torchrun_cmd(torchrun_, 2, kExamples + "/conv_job.py", {"--ckpt", fresh_dir("conv_ckpt.pt")}),
+                    torchrun_);
+  ASSERT_EQ(c.code, 0) << c.output;
+  EXPECT_EQ(c.status("numerics.reference"), "pass") << c.summary("numerics.reference");
+  EXPECT_EQ(c.status("checkpoint.complete"), "pass") << c.summary("checkpoint.complete");
+}
+
+struct Plant {
+  const char* script;
+  std::vector<std::string> args;
+  const char* check_id;
+  std::vector<std::string> ours;
+  const char* names;  // what the failing check's summary must say
+};
+
+TEST_F(UserCheck, EveryPlantedMistakeIsNamedByItsCheck) {
+  const std::string seed = kExamples + "/seed_job.py", conv = kExamples + "/conv_job.py";
+  const std::string ck = fresh_dir("plant_ckpt.pt");
+  const std::vector<Plant> plants = {
+      {"seed", {"--plant", "no-set-epoch"}, "data.shard_rule", {}, "set_epoch"},
+      {"seed", {"--plant", "no-dist-sampler"}, "data.shard_rule", {}, "no DistributedSampler"},
+      {"seed", {"--plant", "sum-loss"}, "numerics.reference", {}, "sum-reduced loss"},
+      {"conv", {"--plant", "bn-no-sync"}, "numerics.reference", {}, "SyncBatchNorm"},
+      {"seed", {"--plant", "rank-param"}, "numerics.rank_sync", {}, "rank 1's parameters differ"},
+      {"seed", {"--plant", "accum-no-sync"}, "comm.no_sync", {}, "no_sync"},
+      {"seed", {"--plant", "ckpt-model-only", "--ckpt", ck}, "checkpoint.complete", {}, "optimizer.state"},
+      {"seed", {"--plant", "resume-model-only", "--ckpt", ck}, "checkpoint.resume", {"--resume-arg", "--resume {ckpt}"},
+       "optimizer"},
+  };
+  for (const Plant& p : plants) {
+    std::vector<std::string> ours = p.ours;
+    ours.insert(ours.end(), {"--checks", p.check_id});
+    Checked c = check(std::string("plant_") + p.args[1], ours,
+                      torchrun_cmd(torchrun_, 2, std::string(p.script) == "seed" ? seed : conv, p.args), torchrun_);
+    EXPECT_EQ(c.code, 1) << p.args[1] << "\n" << c.output;
+    EXPECT_EQ(c.status(p.check_id), "fail") << p.args[1] << ": " << c.summary(p.check_id);
+    EXPECT_NE(c.summary(p.check_id).find(p.names), std::string::npos) << p.args[1] << ": " << c.summary(p.check_id);
+  }
+}
+
+TEST_F(UserCheck, ARankThatCrashesFailsTheRunNamingItsException) {
+  Checked c = check("plant_crash", {"--checks", "env.manifest"},
+                    torchrun_cmd(torchrun_, 2, kExamples + "/seed_job.py", {"--plant", "crash"}), torchrun_);
+  EXPECT_EQ(c.code, 1) << c.output;
+  EXPECT_EQ(c.status("env.manifest"), "fail");
+  EXPECT_NE(c.summary("env.manifest").find("rank 1"), std::string::npos) << c.summary("env.manifest");
+  EXPECT_NE(c.summary("env.manifest").find("RuntimeError: planted crash"), std::string::npos) << c.summary("env.manifest");
+}
+
+TEST_F(UserCheck, OneAndThreeRanks) {
+  for (int n : {1, 3}) {
+    Checked c = check("ranks" + std::to_string(n), {"--checks", "env.manifest,data.shard_rule,numerics.reference,numerics.rank_sync,faults.exit"},
+                      torchrun_cmd(torchrun_, n, kExamples + "/seed_job.py", {"--epochs", "1"}), torchrun_);
+    EXPECT_EQ(c.code, 0) << n << " ranks\n" << c.output;
+    for (const char* id : {"env.manifest", "data.shard_rule", "numerics.reference", "numerics.rank_sync", "faults.exit"})
+      EXPECT_EQ(c.status(id), "pass") << n << " ranks, " << id << ": " << c.summary(id);
+  }
+}
+
+TEST_F(UserCheck, BadInputEndsEarlyWithOneLine) {
+  const std::string out = fresh_dir("bad");
+  auto env = companion_env(torchrun_);
+  auto no_attach = ddptest::run({kExe, "--check", "--out", out + "/a", "--", torchrun_, "--nproc-per-node", "1",
+                                 kScripts + "/no_attach.py"}, out + ".a.log", 300, env);
+  EXPECT_EQ(no_attach.code, 2) << no_attach.output;
+  EXPECT_NE(no_attach.output.find("never called ddp_profile.attach"), std::string::npos) << no_attach.output;
+  auto not_runnable = ddptest::run({kExe, "--check", "--out", out + "/b", "--", "/no/such/torchrun", "x.py"},
+                                   out + ".b.log", 60, env);
+  EXPECT_EQ(not_runnable.code, 2) << not_runnable.output;
+  EXPECT_NE(not_runnable.output.find("/no/such/torchrun"), std::string::npos) << not_runnable.output;
+  auto crash = ddptest::run({kExe, "--check", "--out", out + "/c", "--", torchrun_, "--nproc-per-node", "1",
+                             kScripts + "/crash_before_step.py"}, out + ".c.log", 300, env);
+  EXPECT_EQ(crash.code, 1) << crash.output;
+  EXPECT_NE(crash.output.find("ValueError: bad config: --data points nowhere"), std::string::npos) << crash.output;
+}
+
+TEST_F(UserCheck, RecordWritesPerRankProfilerTracesThatTheOfflineCommandsRead) {
+  const std::string out = fresh_dir("user_record");
+  auto env = companion_env(torchrun_);
+  std::vector<std::string> args = {kExe, "--record", "--out", out, "--"};
+  for (const auto& a : torchrun_cmd(torchrun_, 2, kExamples + "/seed_job.py", {"--epochs", "1"})) args.push_back(a);
+  auto r = ddptest::run(args, out + ".log", 600, env);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(out + "/rank0.pt.trace.json"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/rank1.pt.trace.json"));
+  EXPECT_EQ(read_json(out + "/manifest.json")["world_size"], 2);
+  auto a = ddptest::run({kExe, "--analyze", out, "--json"}, out + ".analyze.log", 120);
+  ASSERT_EQ(a.code, 0) << a.output;
+  auto j = ddptest::printed_json(a.output);
+  ASSERT_FALSE(j.is_discarded()) << a.output;
+  EXPECT_EQ(j["source"], "kineto");
+  auto e = ddptest::run({kExe, "--export", out, "-o", out + "/merged.json"}, out + ".export.log", 120);
+  EXPECT_EQ(e.code, 0) << e.output;
+}
+
+}  // namespace
