@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${DDP_CUDA_BUILD:-build-cuda}
 bundle=${DDP_BUNDLE:-.device}
-need=(runtime/ddp_profile tests/profiler_tests tests/runtime_tests)
+need=(runtime/ddp_profile runtime/ddp_profile_runtime tests/profiler_tests tests/runtime_tests)
 
 missing=0
 for f in "${need[@]}"; do [ -x "$build/$f" ] || missing=1; done

@@ -14,7 +14,7 @@
 #include "traces/chrome/chrome_export.h"
 #include "traces/timeline/timeline.h"
 #include "viewer/headless.h"
-#include "viewer/synthetic_run.h"
+#include "tests/support/synthetic_run.h"
 
 using namespace ddp;
 using namespace ddp::viewer;

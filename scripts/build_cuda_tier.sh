@@ -112,8 +112,8 @@ PY
 }
 
 if [ "${DDP_CUDA_RUN_TESTS:-1}" = 1 ]; then
-  if ldd "$build/runtime/ddp_profile" | grep -q "not found"; then runtime_libs || true; fi
-  if ! ldd "$build/runtime/ddp_profile" | grep -q "not found"; then
+  if ldd "$build/runtime/ddp_profile_runtime" | grep -q "not found"; then runtime_libs || true; fi
+  if ! ldd "$build/runtime/ddp_profile_runtime" | grep -q "not found"; then
     # Everything runs: the CUDA build without a GPU says why and takes the CPU path (Gloo, real ranks on loopback).
     for t in profiler_tests traces_tests runtime_tests integration_tests; do
       if [ -x "$build/tests/$t" ]; then "$build/tests/$t" --gtest_brief=1; fi

@@ -7,7 +7,7 @@
 
 #include "traces/kineto/kineto_map.h"
 #include "traces/base/parse_int.h"
-#include "runtime/verify/check_ids.h"
+#include "runtime/common/check_ids.h"
 
 namespace ddp {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "profiler/clock.h"
 #include "runtime/launch/batch_scheduling.h"
-#include "runtime/launch/rendezvous_store.h"
+#include "runtime/train/rendezvous_store.h"
 #include "runtime/train/torch_compat.h"
 
 namespace ddp {

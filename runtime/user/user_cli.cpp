@@ -9,7 +9,7 @@
 #include <iostream>
 
 #include "runtime/user/user_job.h"
-#include "runtime/verify/check_ids.h"
+#include "runtime/common/check_ids.h"
 
 namespace ddp {
 

@@ -15,7 +15,7 @@
 #include "runtime/user/user_launch.h"
 #include "runtime/user/user_manifest.h"
 #include "runtime/user/user_numerics.h"
-#include "runtime/verify/check_ids.h"
+#include "runtime/common/check_ids.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -205,15 +206,23 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
     for (auto& [r, w] : ranks)
       if (w.gone && w.gone_after_s < 0) w.gone_after_s = faulted ? seconds_since(fault_at) : 0;
     if (!faulted && launch.hang_timeout_s > 0 && !ranks.empty()) {
-      // Hung: some rank that is still running has not moved for the timeout. The culprit is the rank that stopped
-      // first; the others are usually waiting for it in a collective.
+      // Hung: no running rank has moved for the timeout. The culprit is the rank that says why (the companion names
+      // an injected fault), else the one furthest behind (its peers wait for it in the next step's collective), else
+      // the one that stopped first.
       const int64_t now = monotonic_ns();
       int oldest = -1;
-      for (auto& [r, w] : ranks)
-        if (!w.gone && w.beat.state == RankState::running &&
-            (oldest < 0 || w.beat.last_ns < ranks[oldest].beat.last_ns))
-          oldest = r;
-      if (oldest >= 0 && (now - ranks[oldest].beat.last_ns) / 1e9 > launch.hang_timeout_s) {
+      int64_t newest_ns = 0;
+      auto behind = [&](const ProgressSnapshot& a, const ProgressSnapshot& b) {
+        if (a.reason.empty() != b.reason.empty()) return !a.reason.empty();
+        if (a.step != b.step) return a.step < b.step;
+        return a.last_ns < b.last_ns;
+      };
+      for (auto& [r, w] : ranks) {
+        if (w.gone || w.beat.state != RankState::running) continue;
+        newest_ns = std::max(newest_ns, w.beat.last_ns);
+        if (oldest < 0 || behind(w.beat, ranks[oldest].beat)) oldest = r;
+      }
+      if (oldest >= 0 && (now - newest_ns) / 1e9 > launch.hang_timeout_s) {
         std::string m = "rank " + std::to_string(oldest) + " hung at " + where_of(ranks[oldest].beat) +
                         " (no progress for " + std::to_string(static_cast<int>(launch.hang_timeout_s)) + " s";
         if (!ranks[oldest].beat.reason.empty()) m += ": " + ranks[oldest].beat.reason;

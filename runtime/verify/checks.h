@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/launch/supervisor.h"
-#include "runtime/verify/check_ids.h"
+#include "runtime/common/check_ids.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {

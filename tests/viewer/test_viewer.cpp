@@ -16,7 +16,7 @@
 
 #include "viewer/app.h"
 #include "viewer/headless.h"
-#include "viewer/synthetic_run.h"
+#include "tests/support/synthetic_run.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;

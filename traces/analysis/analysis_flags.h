@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/analysis/analysis.h"
+#include "traces/analysis/analysis_types.h"
 #include "traces/analysis/analysis_rank_data.h"
 
 namespace ddp::analysis_detail {

@@ -117,4 +117,8 @@ struct ChromeTrace {
 ChromeTrace read_chrome_file(const std::string& path);
 ChromeTrace read_chrome_text(std::string_view json);
 
+// True for the errors whose message already names the file (reading it, inflating it): a caller that adds the file
+// name to a message leaves these as they are.
+bool chrome_error_names_file(ChromeError e);
+
 }  // namespace ddp

@@ -16,9 +16,6 @@ inline constexpr uint64_t kMaxChromeJsonBytes = 8ull << 30;
 uint64_t gzip_first_size_guess(std::string_view gz);
 uint64_t gzip_grown_size(uint64_t room, size_t produced, size_t compressed_left, std::string_view gz);
 
-// True for the errors whose message already names the file (reading it, inflating it).
-bool chrome_error_names_file(ChromeError e);
-
 // A failed status: the error's name, then `msg`.
 ChromeStatus make_chrome_error(ChromeError e, std::string msg);
 

@@ -1,6 +1,7 @@
 // Manifest/config differences between two runs, and which distributed variables they change.
 #include <set>
 
+#include "traces/diff/run_diff.h"
 #include "traces/diff/run_diff_steps.h"
 
 namespace ddp {

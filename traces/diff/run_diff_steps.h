@@ -1,13 +1,10 @@
 #pragma once
-// The steps of the run diff (traces/run_diff.h), one file each: run_diff_load (read a run folder), run_diff_config
-// (manifest differences), run_diff_timing (step-time breakdown), run_diff_tensors (first divergence of the tensor
-// summaries), run_diff_replicas (parameter hashes), run_diff_report (JSON and text); run_diff.cpp runs them.
-// Internal to traces/run_diff*.cpp.
+// The steps of the run diff (traces/diff/run_diff.h runs them), internal to this folder.
 #include <set>
 #include <string>
 #include <vector>
 
-#include "traces/diff/run_diff.h"
+#include "traces/diff/run_diff_types.h"
 
 namespace ddp::run_diff_detail {
 

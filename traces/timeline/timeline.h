@@ -3,8 +3,6 @@
 // series per process. Built from a run folder (native traces, one clock) or from a Chrome trace JSON (ours or
 // PyTorch profiler / Kineto). The level-of-detail query keeps a frame cheap at 10 M spans: a binary search finds the
 // visible range of each row and runs of spans narrower than a few pixels come back as one merged box.
-// Implemented by job: timeline.cpp (the model), timeline_builder.cpp, timeline_from_run.cpp and
-// timeline_from_chrome.cpp (the loaders), timeline_lod.cpp (visible-range queries), timeline_stats.cpp.
 #include <array>
 #include <cstdint>
 #include <deque>

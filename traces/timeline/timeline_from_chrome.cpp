@@ -8,7 +8,6 @@
 #include <unordered_map>
 
 #include "traces/chrome/chrome_reader.h"
-#include "traces/chrome/chrome_status.h"
 #include "traces/base/parse_int.h"
 #include "traces/timeline/timeline.h"
 #include "traces/timeline/timeline_sources.h"

@@ -1,4 +1,4 @@
-#include "runtime/launch/rendezvous_store.h"
+#include "runtime/train/rendezvous_store.h"
 
 #include <netdb.h>
 #include <netinet/in.h>

@@ -1,4 +1,6 @@
-// ddp_profile: one binary for the supervisor, the ranks and the offline commands (export, summary, analyze, diff).
+// ddp_profile_runtime: the LibTorch half of ddp_profile — the supervisor, the ranks and the --check ladders. Users
+// type `ddp_profile` (main.cpp), which hands these modes to this binary beside it and runs the offline commands
+// itself, without loading LibTorch. The offline commands still work here, for whoever calls this binary directly.
 #include <iostream>
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "viewer/synthetic_run.h"
+#include "tests/support/synthetic_run.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,0 +1,60 @@
+// ddp_profile, the command users type. The trace commands (--export, --summary, --analyze, --diff, --help) and the
+// recording of a user's own script run here, without LibTorch, so they start like trace tools (a few ms instead of
+// the ~0.6 s the dynamic loader takes to bring LibTorch in). The modes that train — --record of our job, --worker and
+// every --check — are handed, argv unchanged, to ddp_profile_runtime beside this executable (runtime_main.cpp).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "runtime/launch/cli.h"
+#include "runtime/launch/launch_env.h"
+#include "runtime/launch/offline_commands.h"
+#include "runtime/user/user_job.h"
+
+namespace {
+// The runtime's file name, beside this executable (the build and an install put them together).
+constexpr const char* kRuntimeExe = "ddp_profile_runtime";
+
+[[noreturn]] void hand_to_runtime(char** argv) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string runtime = (ec ? std::filesystem::path(argv[0]).parent_path() : self.parent_path()) / kRuntimeExe;
+  ::execv(runtime.c_str(), argv);
+  std::cerr << "ddp_profile: cannot start " << runtime << ", which runs the training modes: " << std::strerror(errno)
+            << "\n";
+  std::exit(1);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (ddp::is_user_job_command(argc, argv)) {
+    ddp::UserJobCommand u;
+    int code = 0;
+    if (!ddp::parse_user_job_command(argc, argv, u, code)) return code;
+    if (u.check) hand_to_runtime(argv);  // the ladder compares tensors with LibTorch
+    return ddp::run_user_record(u);
+  }
+  ddp::ParseResult p = ddp::parse_command_line(argc, argv);
+  if (p.exit_code >= 0) {
+    (p.exit_code == 0 ? std::cout : std::cerr) << p.message << std::endl;
+    return p.exit_code;
+  }
+  const ddp::Command& cmd = p.cmd;
+  switch (cmd.mode) {
+    case ddp::Mode::record:
+    case ddp::Mode::worker:
+    case ddp::Mode::check: hand_to_runtime(argv);
+    case ddp::Mode::export_trace: return ddp::run_export(cmd);
+    case ddp::Mode::summary: return ddp::run_summary(cmd);
+    case ddp::Mode::analyze: return ddp::run_analyze(cmd);
+    case ddp::Mode::diff: return ddp::run_diff(cmd);
+    case ddp::Mode::none: break;
+  }
+  std::cerr << "ddp_profile: no mode given (try --help)\n";
+  return 2;
+}

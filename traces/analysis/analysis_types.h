@@ -1,0 +1,97 @@
+#pragma once
+// What the stall analysis finds (traces/analysis/analysis.h computes it): victims, root causes, flags and the per-rank
+// measures. The analysis' steps include this, not the entry points.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "traces/analysis/analysis_thresholds.h"  // kDominantShare, kMinCauseShare and the flag thresholds
+#include "traces/analysis/gpu_time.h"
+#include "traces/model/run_folder.h"
+
+namespace ddp {
+
+// Where a stall showed: the victim rank and the waiting stage (wait_data, wait_comm).
+struct StallVictim {
+  int rank = 0;
+  std::string stage;
+  double ms = 0;  // total over the analysed steps
+};
+
+// One root cause: the stage on a rank that made others (or itself) wait.
+struct StallCause {
+  int rank = 0;       // the rank at fault; -1 = no single rank (the collective's own transfer time)
+  std::string stage;  // a stage name from traces/stages.h, or "other" (untracked time on the main thread)
+  double lost_ms = 0;           // job wall time lost over the analysed steps (per step: max over victims)
+  double lost_ms_per_step = 0;  // lost_ms / analysed steps
+  double share = 0;             // lost_ms_per_step / mean step time
+  std::vector<StallVictim> victims;
+  nlohmann::json evidence;  // numbers that support the attribution (object)
+  std::string explanation;  // one readable sentence
+  int64_t at_ns = 0;        // start of the worst instance's wait span, common clock, relative to RunTrace::origin_ns()
+  int at_rank = 0;          // the rank where that wait span is
+  uint32_t at_step = 0;     // the step of the worst instance
+};
+
+struct StallFlag {
+  std::string id;  // pageable_h2d, sync_every_micro_step, tiny_buckets, loader_cannot_keep_up, memory_growth, ...
+  int rank = 0;
+  std::string message;
+  nlohmann::json evidence;
+};
+
+struct AllreduceStats {
+  double count_per_step = 0;    // bucket allreduces per optimizer step
+  double syncs_per_step = 0;    // distinct (step, micro) with allreduces, per step
+  double bytes_per_step = 0;
+  double mean_bucket_bytes = 0;
+  double time_ms_per_step = 0;  // transfer time: union of bucket spans, each from the later launch of all ranks
+  double algbw_gbps = 0;        // bytes / transfer time (1 GB = 1e9 bytes)
+  double busbw_gbps = 0;        // algbw * 2(n-1)/n
+};
+
+struct LoaderStats {
+  int workers = 0;
+  double batches = 0;                          // batches the analysed steps consumed
+  std::map<std::string, double> ms_per_batch;  // disk_read, transform, pin: mean per batch
+  double batch_ms = 0;                         // sum of the above: one worker's time for one batch
+  double supply_ms_per_batch = 0;              // batch_ms / workers: the loader's best rate
+  double demand_ms_per_batch = 0;              // main-thread time per micro-step excluding wait_data
+  double utilization = 0;                      // supply / demand; > 1 means the loader cannot keep up
+  double queue_empty_fraction = -1;            // share of loader_queue_depth samples at 0; -1 when not recorded
+};
+
+struct RankAnalysis {
+  int rank = 0;
+  uint64_t steps = 0;  // analysed steps (the first step is skipped as warm-up when there are 3 or more)
+  double step_ms = 0;  // mean step span
+  std::map<std::string, double> stages_ms_per_step;  // every span stage (loader stages: summed worker time)
+  double wait_data_ms = 0;  // per step
+  double wait_comm_ms = 0;  // per step
+  double micro_steps = 0;   // forward passes per step
+  double overlap_pct = 0;   // share of allreduce time under forward/backward on the main lane, 0..100
+  AllreduceStats allreduce;
+  double skew_ms = 0;  // per step: time in allreduce before the last peer launched the same bucket
+  double h2d_gbps = 0;
+  LoaderStats loader;
+  bool complete = true;
+  uint64_t dropped = 0;
+};
+
+struct Analysis {
+  int world = 0;
+  uint64_t steps = 0;      // steps analysed in common across ranks
+  uint64_t warmup_steps = 0;
+  double step_ms = 0;      // mean over ranks of the mean step time
+  std::vector<StallCause> causes;  // sorted by lost_ms, descending
+  std::vector<StallFlag> flags;
+  std::vector<RankAnalysis> ranks;
+  std::vector<GpuTime> gpu;  // ranks with GPU activity records (traces/gpu_time.h)
+  std::string verdict;
+  std::vector<std::string> problems;  // damaged or missing input, from the run and from the analysis
+};
+
+}  // namespace ddp
