@@ -1,5 +1,7 @@
 #include "runtime/data/dataset_file.h"
 
+#include "traces/base/atomic_file.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -56,12 +58,12 @@ bool pread_all(int fd, void* p, size_t n, uint64_t off) {
 
 bool write_synthetic_dataset(const std::string& path, int64_t samples, int64_t features, uint64_t seed,
                              std::string& error) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = "cannot create dataset " + tmp + ": " + std::strerror(errno);
+  AtomicFile file(path);
+  if (!file.is_open()) {
+    error = "cannot create dataset " + file.temp_path() + ": " + file.open_error();
     return false;
   }
+  const int fd = file.fd();
   DatasetHeader h{};
   std::memcpy(h.magic, kMagic, 8);
   h.version = 1;
@@ -102,14 +104,12 @@ bool write_synthetic_dataset(const std::string& path, int64_t samples, int64_t f
     stats[features + f] = static_cast<float>(std::sqrt(std::max(var, 1e-12)));
   }
   ok = ok && pwrite_all(fd, stats.data(), stats.size() * sizeof(float), h.stats_offset) &&
-       pwrite_all(fd, &h, sizeof(h), 0) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+       pwrite_all(fd, &h, sizeof(h), 0) && ::fsync(fd) == 0;  // gigabytes a later run trusts: on disk before the rename
+  if (!ok) {
     error = "cannot write dataset " + path + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
     return false;
   }
-  return true;
+  return file.commit(error);
 }
 
 DatasetFile::~DatasetFile() {
@@ -252,18 +252,16 @@ bool write_dataset_file(const std::string& path, const std::vector<int64_t>& sha
     std::memcpy(records.data() + i * rec, x.data() + i * features, features * sizeof(float));
     std::memcpy(records.data() + i * rec + features * sizeof(float), &labels[i], sizeof(int32_t));
   }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-  bool ok = fd >= 0 && pwrite_all(fd, &h, sizeof(h), 0) &&
-            pwrite_all(fd, stats.data(), stats.size() * sizeof(float), h.stats_offset) &&
-            pwrite_all(fd, records.data(), records.size(), h.record_offset);
-  if (fd >= 0) ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  AtomicFile file(path);
+  const int fd = file.fd();
+  const bool ok = fd >= 0 && pwrite_all(fd, &h, sizeof(h), 0) &&
+                  pwrite_all(fd, stats.data(), stats.size() * sizeof(float), h.stats_offset) &&
+                  pwrite_all(fd, records.data(), records.size(), h.record_offset);
+  if (!ok) {
     error = "cannot write dataset " + path + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
     return false;
   }
-  return true;
+  return file.commit(error);
 }
 
 uint64_t DatasetFile::read(const int64_t* idx, size_t n, RawBatch& out) const {

@@ -1,5 +1,7 @@
 #include "runtime/data/image_dataset.h"
 
+#include "traces/base/atomic_file.h"
+
 #include <stb/stb_image.h>
 #include <stb/stb_image_write.h>
 
@@ -59,14 +61,7 @@ bool write_synthetic_images(const std::string& dir, int64_t count, uint64_t seed
     index << name << ' ' << label << '\n';
   }
   // The index goes last, through a rename: a folder without index.txt is an unfinished one.
-  std::string tmp = (fs::path(dir) / "index.txt.tmp").string();
-  std::ofstream(tmp) << index.str();
-  fs::rename(tmp, fs::path(dir) / "index.txt", ec);
-  if (ec) {
-    error = "cannot write " + dir + "/index.txt: " + ec.message();
-    return false;
-  }
-  return true;
+  return write_file_atomically((fs::path(dir) / "index.txt").string(), index.str(), error);
 }
 
 bool ImageFolder::open(const std::string& dir, uint64_t seed, std::string& error) {

@@ -1,5 +1,7 @@
 #include "runtime/train/checkpoint.h"
 
+#include "traces/base/atomic_file.h"
+
 #include <unistd.h>
 
 #include <ATen/core/Dict.h>
@@ -36,15 +38,8 @@ std::vector<char> read_bytes(const std::string& path) {
 }
 
 void write_bytes_atomic(const std::string& path, const std::vector<char>& bytes) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot rename " + tmp + ": " + std::strerror(errno));
+  std::string error;
+  if (!write_file_atomically(path, std::string_view(bytes.data(), bytes.size()), error)) throw std::runtime_error(error);
 }
 
 c10::IValue get(const GenericDict& d, const std::string& key, const std::string& where) {

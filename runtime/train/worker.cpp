@@ -1,146 +1,65 @@
 #include "runtime/train/worker.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adamw.h>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
-#include "profiler/span.h"
 #include "profiler/gpu_activity.h"
-#include "runtime/train/amp.h"
-#include "runtime/train/checkpoint.h"
-#include "runtime/train/cuda_path.h"
-#include "runtime/train/device_plan.h"
-#include "runtime/train/loss_scaler.h"
-#include "runtime/data/dataset.h"
-#include "runtime/launch/batch_scheduling.h"
-#include "runtime/launch/cpu_sets.h"
-#include "runtime/train/dist.h"
-#include "runtime/train/grad_sync.h"
-#include "runtime/launch/launch_env.h"
-#include "runtime/data/loader.h"
+#include "profiler/span.h"
 #include "runtime/common/host_info.h"
 #include "runtime/common/json_file.h"
 #include "runtime/common/manifest.h"
 #include "runtime/common/sleep.h"
-#include "runtime/train/model.h"
-#include "runtime/train/epoch_batches.h"
-#include "runtime/launch/progress.h"
+#include "runtime/data/dataset.h"
 #include "runtime/data/dataset_cache.h"
-#include "runtime/launch/run_folder_setup.h"
+#include "runtime/data/loader.h"
 #include "runtime/data/sampler.h"
+#include "runtime/launch/batch_scheduling.h"
+#include "runtime/launch/cpu_sets.h"
+#include "runtime/launch/launch_env.h"
+#include "runtime/launch/progress.h"
+#include "runtime/launch/run_folder_setup.h"
+#include "runtime/train/amp.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/cuda_path.h"
+#include "runtime/train/device_plan.h"
+#include "runtime/train/dist.h"
+#include "runtime/train/epoch_batches.h"
+#include "runtime/train/grad_sync.h"
+#include "runtime/train/loss_scaler.h"
+#include "runtime/train/model.h"
 #include "runtime/train/torch_compat.h"
 #include "runtime/train/verify_log.h"
+#include "runtime/train/worker_exit.h"
+#include "runtime/train/worker_setup.h"
+#include "traces/base/stats.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
-#include "traces/base/stats.h"
 
 namespace ddp {
 namespace {
 
-ProgressWriter g_progress;
-int g_rank = -1;
-int g_attempt = 0;           // TORCHELASTIC_RESTART_COUNT: injected faults fire on the first attempt only
-std::string g_error_file;    // TORCHELASTIC_ERROR_FILE: where torchrun reads a failed worker's message
-
-// torchrun's error handler reads {"message": {"message": ..., "extraInfo": {"timestamp": ...}}} from the worker's
-// error file and prints it in its failure summary (the py_callstack it would prefer is a Python traceback, which a
-// C++ worker has none of: it then shows the message). Without the file it can only say "error_file: <N/A>".
-// torchrun names the failure with the smallest timestamp its "Root Cause"; its timestamps are whole seconds, and a
-// worker killed without an error file is dated when the agent gets round to it (up to a second later, in the next
-// second), so a rank that failed only because its peer went away (a victim, necessarily later) is dated two seconds
-// on: with equal seconds torchrun would blame whichever rank it lists first.
-void write_launcher_error_file(const std::string& message, bool victim) {
-  if (g_error_file.empty()) return;
-  constexpr long long kVictimDelayS = 2;
-  const long long when = static_cast<long long>(std::time(nullptr)) + (victim ? kVictimDelayS : 0);
-  nlohmann::json j = {{"message", {{"message", message}, {"extraInfo", {{"timestamp", std::to_string(when)}}}}}};
-  std::string err;
-  if (!write_json_atomic(g_error_file, j, err)) std::cerr << "ddp_profile: " << err << "\n";
-}
-
-// Where this rank is, from its heartbeat: "epoch E step S, stage X" (or "startup").
-std::string where_now() {
-  ProgressRecord* r = g_progress.record();
-  if (!r) return "startup";
-  const int32_t stage = r->stage.load();
-  return "epoch " + std::to_string(r->epoch.load()) + " step " + std::to_string(r->step.load()) + ", stage " +
-         (stage >= 0 ? std::string(stage_name(static_cast<Stage>(stage))) : std::string("startup"));
-}
-
-// SIGTERM/SIGINT (the supervisor ending the run, or a user's Ctrl-C) are taken by one thread with sigwait, so the
-// trace is flushed with ordinary code rather than from inside a signal handler.
-void start_signal_thread() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread created after this
-  std::thread([set] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    // Under torchrun the agent ends the surviving ranks when one fails, often before their collective notices: the
-    // error file then says where this rank was, as a victim (the failed peer stays torchrun's root cause).
-    write_launcher_error_file("rank " + std::to_string(g_rank) + " (" + host_name() + ") was ended by " +
-                                  (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " at " + where_now(),
-                              /*victim=*/true);
-    g_progress.set_state(RankState::terminated);
-    prof::gpu_flush();
-    prof::flush();
-    std::fflush(stdout);
-    ::_exit(128 + sig);
-  }).detach();
-}
-
-[[noreturn]] void die(const std::string& what) {
-  const std::string line =
-      "rank " + std::to_string(g_rank) + " (" + host_name() + ") failed at " + where_now() + ": " + what;
-  std::cerr << "ddp_profile: " << line << std::endl;
-  g_progress.fail(what);
-  write_launcher_error_file(line, looks_like_comm_error(what));
-  prof::gpu_flush();
-  prof::flush();
-  std::fflush(stdout);
-  ::_exit(1);
-}
+// This rank's heartbeat and identity for its exit path (worker_exit.h).
+ProgressWriter& g_progress = rank_progress();
 
 void single_threaded_math() {
   at::set_num_threads(1);
   // Debian's LibTorch may sit on OpenBLAS, which keeps its own pool; pin it to one thread too.
   using SetThreads = void (*)(int);
   if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(1);
-}
-
-void maybe_inject_fault(const JobConfig& job, int rank, int64_t step) {
-  // A restarted worker group (torchrun --max-restarts) runs without it: the rehearsal is of one failure and the
-  // recovery from it, not of a fault that recurs on every attempt.
-  if (job.fault.rank != rank || job.fault.step != step || g_attempt > 0) return;
-  const std::string& k = job.fault.kind;
-  std::cerr << "ddp_profile: rank " << rank << ": injecting fault '" << k << "' at step " << step << std::endl;
-  if (k == "throw") throw std::runtime_error("injected fault (throw) at step " + std::to_string(step));
-  if (k == "kill") ::raise(SIGKILL);
-  if (k == "exit0") {
-    prof::flush();
-    std::fflush(stdout);
-    ::_exit(0);
-  }
-  if (k == "hang")
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 std::string error_text(const std::exception& e) {
@@ -200,60 +119,6 @@ struct SlowStages {
         backward(j.slow_ms(rank, Stage::backward)),
         optimizer(j.slow_ms(rank, Stage::optimizer)) {}
 };
-
-struct RunSetup {
-  LaunchEnv env;
-  JobConfig job;
-  std::string dir;
-  at::Device device = at::kCPU;
-  std::string backend;
-  DevicePlan plan;
-  cuda::DeviceInfo gpu;
-  AmpChoice amp;
-};
-
-nlohmann::json versions_json() {
-  nlohmann::json v = {{"ddp_profile", "0.1.0"}, {"libtorch", TORCH_VERSION}, {"compiler", compiler_version()}};
-#if DDP_PROFILE_CUDA
-  v["cuda_build"] = true;
-#else
-  v["cuda_build"] = false;
-  v["cuda"] = nullptr;
-  v["nccl"] = nullptr;
-  v["cudnn"] = nullptr;
-#endif
-  return v;
-}
-
-// The model, replicated: the same seed everywhere, then rank 0's weights and buffers broadcast (as DDP does at
-// construction).
-Model replicated_model(const RunSetup& s, Dist& dist, const std::vector<int64_t>& sample_shape) {
-  torch::manual_seed(s.job.seed);
-  Model model(s.job, sample_shape);
-  model.to(s.device);
-  torch::NoGradGuard ng;
-  for (auto& p : model.parameters()) dist.broadcast(p, 0);
-  for (auto& b : model.buffers()) dist.broadcast(b, 0);
-  return model;
-}
-
-LossScalerOptions scaler_options(const AmpChoice& amp) {
-  LossScalerOptions o;
-  o.enabled = amp.scaler;
-  return o;
-}
-
-LoaderOptions loader_options(const JobConfig& job, int rank) {
-  LoaderOptions lo;
-  lo.workers = job.workers;
-  lo.prefetch = job.prefetch;
-  lo.batch_size = job.batch_size;
-  lo.accum_steps = job.accum_steps;
-  lo.slow_disk_read_ms = job.slow_ms(rank, Stage::disk_read);
-  lo.slow_transform_ms = job.slow_ms(rank, Stage::transform);
-  lo.slow_pin_ms = job.slow_ms(rank, Stage::pin);
-  return lo;
-}
 
 // One rank's training job: everything it trains with, built once, and the loop, read top to bottom in run().
 class Trainer {
@@ -552,9 +417,9 @@ void finish_run(const RunSetup& s, Dist& dist, const Trainer& trainer, const pro
                       clock_end.rounds});
   auto all = dist.exchange("meta_end", trainer.rank_manifest(gpu_stats, clock_start, clock_end).dump());
   if (dist.rank() != 0) return;
-  std::ifstream in(s.dir + "/" + kManifestFile);
-  nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
-  if (m.is_discarded()) m = nlohmann::json::object();
+  std::vector<std::string> problems;  // none expected: rank 0 wrote it at the start; else the end fields stand alone
+  nlohmann::json m = read_manifest(s.dir, problems);
+  if (!m.is_object()) m = nlohmann::json::object();
   std::vector<nlohmann::json> ranks;
   for (const auto& a : all) ranks.push_back(nlohmann::json::parse(a));
   complete_manifest(m, ranks, trainer.bucket_bytes());
@@ -610,9 +475,7 @@ int run_worker(const Command& cmd) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 2;
   }
-  g_rank = s.env.rank;
-  g_attempt = s.env.restart_count;
-  g_error_file = s.env.error_file;
+  rank_exit_identity() = {s.env.rank, s.env.restart_count, s.env.error_file};
   s.job = cmd.job;
   s.job.nproc = s.env.world;
   // Device and backend per rank: NCCL with a GPU each, Gloo with CUDA tensors when ranks share a GPU, Gloo on CPU.

@@ -17,6 +17,7 @@
 #include "runtime/user/user_numerics.h"
 #include "runtime/common/check_ids.h"
 #include "traces/model/run_folder.h"
+#include "traces/native/load_run.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -33,11 +34,6 @@ CheckResult make(const std::string& id, CheckStatus s, const std::string& why) {
   r.status = s;
   r.summary = why;
   return r;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, false);
 }
 
 std::vector<std::string> split_words(const std::string& s) {
@@ -264,7 +260,8 @@ int run_user_check(const UserJobCommand& cmd) {
                                "the check run failed: " + main.message +
                                    (main.last_error_line.empty() ? "" : " (" + main.last_error_line + ")")));
       } else if (id == "env.manifest") {
-        results.push_back(check_manifest(read_json(in_run(main_dir, kManifestFile))));
+        std::vector<std::string> problems;
+        results.push_back(check_manifest(read_manifest(main_dir, problems)));
       } else if (id == "data.shard_rule") {
         results.push_back(shard_rule(main_dir, world, meta0));
         shard_ok = results.back().status == CheckStatus::pass;

@@ -41,11 +41,6 @@ constexpr int64_t kResumeSteps = 8, kResumeKill = 3;
 // float32 defaults of torch.testing.assert_close.
 constexpr double kRtol = 1.3e-6, kAtol = 1e-5;
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, false);
-}
-
 CheckResult result(const std::string& id, CheckStatus status, const std::string& why) {
   CheckResult r;
   r.id = id;
@@ -394,7 +389,8 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
       } else if (main_run.exit_code != 0) {
         main_failed(id);
       } else if (id == "env.manifest") {
-        results.push_back(check_manifest(read_json(in_run(main_dir, kManifestFile))));
+        std::vector<std::string> problems;
+        results.push_back(check_manifest(read_manifest(main_dir, problems)));
       } else if (id == "data.shard_rule") {
         std::vector<std::vector<ConsumedBatch>> per_rank(world);
         for (int r = 0; r < world; ++r) per_rank[r] = read_consumed(main_dir, r, err);
@@ -425,7 +421,9 @@ int run_check(const Command& cmd_in, const std::vector<std::string>& job_args) {
         } else if (!load_run(main_dir, run, err)) {
           results.push_back(failed(id, err));
         } else {
-          auto m = read_json(in_run(main_dir, kManifestFile));
+          std::vector<std::string> problems;
+          nlohmann::json m = read_manifest(main_dir, problems);
+          if (!m.is_object()) m = nlohmann::json::object();
           uint64_t param_bytes = m.value("param_bytes", uint64_t{0});
           results.push_back(check_no_sync(run, job.accum_steps, m["gradient_buckets"].size(), param_bytes));
         }

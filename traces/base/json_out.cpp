@@ -1,5 +1,7 @@
 #include "traces/base/json_out.h"
 
+#include "traces/base/atomic_file.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -81,16 +83,15 @@ void JsonOut::ensure(size_t k) {
 
 bool write_json_file_atomically(const std::string& path, const std::function<void(JsonOut&)>& body, uint64_t& bytes,
                                 std::string& error) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) {
-    error = "cannot write " + path + ": " + std::strerror(errno);
+  AtomicFile file(path);
+  if (!file.is_open()) {
+    error = file.open_error();
     return false;
   }
   bool ok = true;
   std::string thrown;  // the body failed with an exception (out of memory, bad input): the temp file goes too
   {
-    JsonOut o(f);
+    JsonOut o(file.file());
     try {
       body(o);
     } catch (const std::exception& e) {
@@ -102,21 +103,15 @@ bool write_json_file_atomically(const std::string& path, const std::function<voi
     bytes = o.written();
     ok = !o.failed() && thrown.empty();
   }
-  ok = ok && std::fflush(f) == 0;
-  const int write_errno = errno;
-  ok = std::fclose(f) == 0 && ok;
   if (!thrown.empty()) {
     error = "cannot write " + path + ": " + thrown + " (the previous file, if any, is left as it was)";
-    std::remove(tmp.c_str());
     return false;
   }
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "write to " + path + " failed: " + std::strerror(ok ? errno : write_errno) +
-            (ok ? "" : " (the previous file, if any, is left as it was)");
-    std::remove(tmp.c_str());
+  if (!ok) {
+    error = "cannot write " + path + ": " + std::strerror(errno) + " (the previous file, if any, is left as it was)";
     return false;
   }
-  return true;
+  return file.commit(error);
 }
 
 void counter_event(JsonOut& o, std::string_view name, int64_t pid, int64_t ts_ns, uint64_t value) {

@@ -1,5 +1,5 @@
-// The Chrome reader's input: a file read into memory, inflated when it is gzip (PyTorch profiler traces are often
-// .json.gz).
+// The Chrome reader's input: a plain file streamed through the chunked reading, or read into memory and inflated
+// when it is gzip (PyTorch profiler traces are often .json.gz).
 #include <libdeflate.h>
 
 #include <algorithm>
@@ -10,8 +10,10 @@
 #include <memory>
 #include <new>
 
+#include "traces/chrome/chrome_pieces.h"
 #include "traces/chrome/chrome_reader.h"
 #include "traces/chrome/chrome_status.h"
+#include "traces/chrome/chrome_text.h"
 
 namespace ddp {
 
@@ -22,6 +24,14 @@ constexpr size_t kJsonPadding = 64;
 
 bool is_gzip(std::string_view s) {
   return s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0x1f && static_cast<unsigned char>(s[1]) == 0x8b;
+}
+
+// The same magic check on an open file's first bytes (then back to its start).
+bool file_starts_as_gzip(std::FILE* f) {
+  char magic[2] = {0, 0};
+  const size_t got = std::fread(magic, 1, 2, f);
+  std::rewind(f);
+  return is_gzip(std::string_view(magic, got));
 }
 
 // The gzip trailer's ISIZE: the last member's inflated size modulo 2^32.
@@ -137,6 +147,30 @@ ChromeStatus read_chrome_bytes(const std::string& path, std::string& out) {
     return {};
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory reading " + path);
+  }
+}
+
+ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+  try {
+    std::error_code ec;
+    std::unique_ptr<FILE, int (*)(FILE*)> f(
+        std::filesystem::is_directory(path, ec) ? nullptr : std::fopen(path.c_str(), "rb"), &std::fclose);
+    // gzip is inflated whole (libdeflate needs it so); so is a file that cannot be opened, for read_chrome_bytes's
+    // errors.
+    if (f && !file_starts_as_gzip(f.get())) {
+      chrome_parse::FileText doc(f.get(), path);
+      bool done = false;
+      ChromeStatus s = chrome_parse::parse_chunked(doc, on_event, info, done);
+      if (done) return s;
+      if (!doc.read_error().ok()) return doc.read_error();
+    }
+    std::string text;
+    ChromeStatus s = read_chrome_bytes(path, text);
+    if (!s.ok()) return s;
+    info = ChromeDocInfo{};
+    return parse_chrome_json(text, on_event, info);
+  } catch (const std::bad_alloc&) {
+    return make_chrome_error(ChromeError::too_large, "out of memory while reading " + path);
   }
 }
 

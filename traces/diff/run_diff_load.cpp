@@ -65,29 +65,15 @@ bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
     return false;
   }
   fs::path root(dir);
-  fs::path manifest = root / kManifestFile;
-  if (fs::exists(manifest, ec)) {
-    std::ifstream in(manifest);
-    if (!in) {
-      run.problems.push_back(std::string("cannot read ") + kManifestFile);
-    } else {
-      run.manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-      if (run.manifest.is_discarded() || !run.manifest.is_object()) {
-        run.problems.push_back(std::string(kManifestFile) + " is not a JSON object");
-        run.manifest = nullptr;
-      }
-    }
-  } else {
-    run.problems.push_back(std::string(kManifestFile) + " is missing");
-  }
+  run.manifest = read_manifest(dir, run.problems);
   if (has_rank_trace(root)) {
     RunTrace trace;
     std::string err;
-    if (load_run(dir, trace, err)) {
+    trace.manifest = run.manifest;
+    if (load_rank_traces(dir, trace, err)) {
       run.has_traces = true;
       run.traces = summarize(trace);
-      for (const auto& p : trace.problems)
-        if (p.rfind(kManifestFile, 0) != 0) run.problems.push_back(p);  // already judged above
+      run.problems.insert(run.problems.end(), trace.problems.begin(), trace.problems.end());
     } else {
       run.problems.push_back(err);
     }

@@ -9,6 +9,30 @@
 namespace ddp {
 namespace fs = std::filesystem;
 
+nlohmann::json read_manifest(const std::string& dir, std::vector<std::string>& problems) {
+  const fs::path path = fs::path(dir) / kManifestFile;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    problems.push_back(std::string(kManifestFile) + " is missing");
+    return nullptr;
+  }
+  std::ifstream in(path);
+  if (!in) {
+    problems.push_back(std::string("cannot read ") + kManifestFile);
+    return nullptr;
+  }
+  nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded()) {
+    problems.push_back(std::string(kManifestFile) + " is not valid JSON");
+    return nullptr;
+  }
+  if (!m.is_object()) {
+    problems.push_back(std::string(kManifestFile) + " is not a JSON object");
+    return nullptr;
+  }
+  return m;
+}
+
 bool load_run(const std::string& dir, RunTrace& run, std::string& error) {
   run = RunTrace{};
   run.dir = dir;
@@ -17,17 +41,13 @@ bool load_run(const std::string& dir, RunTrace& run, std::string& error) {
     error = dir + " is not a directory";
     return false;
   }
-  fs::path manifest = fs::path(dir) / kManifestFile;
-  if (fs::exists(manifest, ec)) {
-    std::ifstream in(manifest);
-    run.manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (run.manifest.is_discarded()) {
-      run.problems.push_back(std::string(kManifestFile) + " is not valid JSON");
-      run.manifest = nullptr;
-    }
-  } else {
-    run.problems.push_back(std::string(kManifestFile) + " is missing");
-  }
+  run.manifest = read_manifest(dir, run.problems);
+  return load_rank_traces(dir, run, error);
+}
+
+bool load_rank_traces(const std::string& dir, RunTrace& run, std::string& error) {
+  run.dir = dir;
+  std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
     if (!is_rank_trace_file(name)) continue;
