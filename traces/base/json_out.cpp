@@ -126,4 +126,110 @@ void counter_event(JsonOut& o, std::string_view name, int64_t pid, int64_t ts_ns
   o.raw("}}");
 }
 
+namespace {
+// `"key":` or `"key": `, with the separator before it unless it opens the object.
+void key(JsonOut& o, EventLayout l, std::string_view k, bool first = false) {
+  const bool spaced = l == EventLayout::kineto;
+  if (!first) o.raw(spaced ? ", " : ",");
+  o.ch('"');
+  o.raw(k);
+  o.raw(spaced ? "\": " : "\":");
+}
+
+void metadata_head(JsonOut& o, EventLayout l, std::string_view name, int64_t pid, int64_t tid, std::string_view k) {
+  o.ch('{');
+  if (l == EventLayout::chrome) {
+    key(o, l, "ph", true);
+    o.raw("\"M\"");
+    key(o, l, "name");
+    o.str(name);
+  } else {
+    key(o, l, "name", true);
+    o.str(name);
+    key(o, l, "ph");
+    o.raw("\"M\"");
+  }
+  key(o, l, "pid");
+  o.num(pid);
+  if (tid != kNoTid) {
+    key(o, l, "tid");
+    o.num(tid);
+  }
+  key(o, l, "args");
+  o.ch('{');
+  key(o, l, k, true);
+}
+}  // namespace
+
+void metadata_event(JsonOut& o, EventLayout l, std::string_view name, int64_t pid, int64_t tid, std::string_view k,
+                    std::string_view text) {
+  metadata_head(o, l, name, pid, tid, k);
+  o.str(text);
+  o.raw("}}");
+}
+
+void metadata_event(JsonOut& o, EventLayout l, std::string_view name, int64_t pid, int64_t tid, std::string_view k,
+                    int64_t number) {
+  metadata_head(o, l, name, pid, tid, k);
+  o.num(number);
+  o.raw("}}");
+}
+
+void complete_event_head(JsonOut& o, EventLayout l, std::string_view name, std::string_view cat, int64_t pid,
+                         int64_t tid, int64_t ts_ns, int64_t dur_ns) {
+  o.ch('{');
+  key(o, l, "ph", true);
+  o.raw("\"X\"");
+  // Chrome's layout names the event first, Kineto's (PyTorch's own order) its category.
+  const bool name_first = l == EventLayout::chrome;
+  key(o, l, name_first ? "name" : "cat");
+  o.str(name_first ? name : cat);
+  key(o, l, name_first ? "cat" : "name");
+  o.str(name_first ? cat : name);
+  key(o, l, "pid");
+  o.num(pid);
+  key(o, l, "tid");
+  o.num(tid);
+  key(o, l, "ts");
+  o.micros(ts_ns);
+  key(o, l, "dur");
+  o.micros(dur_ns);
+  key(o, l, "args");
+  o.ch('{');
+}
+
+void flow_event(JsonOut& o, EventLayout l, char ph, std::string_view name, uint64_t id, int64_t pid, int64_t tid,
+                int64_t ts_ns) {
+  o.ch('{');
+  key(o, l, "ph", true);
+  o.ch('"');
+  o.ch(ph);
+  o.ch('"');
+  if (l == EventLayout::chrome) {
+    key(o, l, "name");
+    o.str(name);
+    key(o, l, "cat");
+    o.raw("\"ac2g\"");
+  }
+  key(o, l, "id");
+  o.unum(id);
+  key(o, l, "pid");
+  o.num(pid);
+  key(o, l, "tid");
+  o.num(tid);
+  key(o, l, "ts");
+  o.micros(ts_ns);
+  if (l == EventLayout::kineto) {
+    key(o, l, "cat");
+    o.raw("\"ac2g\"");
+    key(o, l, "name");
+    o.str(name);
+  }
+  if (ph == 'f') {
+    key(o, l, "bp");
+    o.raw("\"e\"");
+  }
+  o.ch('}');
+}
+
 }  // namespace ddp

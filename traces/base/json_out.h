@@ -48,6 +48,25 @@ class JsonOut {
 // the Kineto export both write counters this way.
 void counter_event(JsonOut& o, std::string_view name, int64_t pid, int64_t ts_ns, uint64_t value);
 
+// The trace events every export writes, in the two layouts their readers were tested on: Chrome's compact one
+// (`{"ph":"M","name":...}`: our Chrome export and the merged export of users' files) and Kineto's spaced one with
+// PyTorch's key order (`{"name": ..., "ph": "M", ...}`: our runs as Kineto traces). The separator before an event is
+// the caller's.
+enum class EventLayout { chrome, kineto };
+inline constexpr int64_t kNoTid = -1;  // a process's metadata event: no "tid" (the Chrome layout omits it)
+// "M" metadata: `name` (process_name, thread_sort_index, ...) with args {key: text} or {key: number}.
+void metadata_event(JsonOut& o, EventLayout l, std::string_view name, int64_t pid, int64_t tid, std::string_view key,
+                    std::string_view text);
+void metadata_event(JsonOut& o, EventLayout l, std::string_view name, int64_t pid, int64_t tid, std::string_view key,
+                    int64_t number);
+// An "X" complete event up to and including `"args": {`: the caller writes the args and closes with "}}".
+void complete_event_head(JsonOut& o, EventLayout l, std::string_view name, std::string_view cat, int64_t pid,
+                         int64_t tid, int64_t ts_ns, int64_t dur_ns);
+// One end of a launch arrow: 's' on the runtime call, 'f' (bound to the enclosing slice) on the GPU work; `name`
+// and `cat` as each layout's readers expect them.
+void flow_event(JsonOut& o, EventLayout l, char ph, std::string_view name, uint64_t id, int64_t pid, int64_t tid,
+                int64_t ts_ns);
+
 // Writes `path` through `body` into a temp file beside it, renamed over `path` when whole: a full disk or a failed
 // write leaves the previous file (or none), never a truncated one. `bytes` is what was written. False with `error`
 // naming the path.

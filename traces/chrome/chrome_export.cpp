@@ -21,41 +21,12 @@ const char* category(Stage s) {
   return "compute";
 }
 
-void flow(Out& o, char ph, uint32_t pid, uint8_t tid, int64_t ts_ns, uint64_t id) {
-  o.raw(",\n{\"ph\":\"");
-  o.raw(std::string_view(&ph, 1));
-  o.raw("\",\"name\":\"launch\",\"cat\":\"ac2g\",\"id\":");
-  o.unum(id);
-  o.raw(",\"pid\":");
-  o.unum(pid);
-  o.raw(",\"tid\":");
-  o.unum(tid);
-  o.raw(",\"ts\":");
-  o.micros(ts_ns);
-  if (ph == 'f') o.raw(",\"bp\":\"e\"");
-  o.raw("}");
-}
-
-void metadata(Out& o, bool& first, const char* name, uint32_t pid, int tid, std::string_view key,
-              const std::string& value, bool is_number) {
+// The separator, then one "M" event in the Chrome layout (json_out.h).
+template <typename Value>
+void metadata(Out& o, bool& first, const char* name, uint32_t pid, int tid, std::string_view key, const Value& value) {
   o.raw(first ? "\n" : ",\n");
   first = false;
-  o.raw("{\"ph\":\"M\",\"name\":\"");
-  o.raw(name);
-  o.raw("\",\"pid\":");
-  o.unum(pid);
-  if (tid >= 0) {
-    o.raw(",\"tid\":");
-    o.num(tid);
-  }
-  o.raw(",\"args\":{\"");
-  o.raw(key);
-  o.raw("\":");
-  if (is_number)
-    o.raw(value);
-  else
-    o.str(value);
-  o.raw("}}");
+  metadata_event(o, EventLayout::chrome, name, pid, tid < 0 ? kNoTid : tid, key, value);
 }
 
 // The whole document: metadata, then every rank's events on rank 0's clock from the run's first event.
@@ -72,45 +43,24 @@ void write_run(const RunTrace& run, Out& o, ExportStats& stats, const MoreEvents
     std::string host = r.meta.count("host") ? r.meta.at("host") : std::string();
     std::string pname = "rank " + std::to_string(r.rank) + (host.empty() ? "" : " (" + host + ")");
     if (!r.complete) pname += " [ended early]";
-    metadata(o, first, "process_name", r.rank, -1, "name", pname, false);
-    metadata(o, first, "process_sort_index", r.rank, -1, "sort_index", std::to_string(r.rank), true);
+    metadata(o, first, "process_name", r.rank, -1, "name", std::string_view(pname));
+    metadata(o, first, "process_sort_index", r.rank, -1, "sort_index", int64_t{r.rank});
     for (size_t lane = 0; lane < r.lanes.size(); ++lane) {
-      metadata(o, first, "thread_name", r.rank, static_cast<int>(lane), "name", r.lanes[lane], false);
-      metadata(o, first, "thread_sort_index", r.rank, static_cast<int>(lane), "sort_index", std::to_string(lane),
-               true);
+      metadata(o, first, "thread_name", r.rank, static_cast<int>(lane), "name", std::string_view(r.lanes[lane]));
+      metadata(o, first, "thread_sort_index", r.rank, static_cast<int>(lane), "sort_index", static_cast<int64_t>(lane));
     }
     const int64_t shift = r.clock_offset_ns() - origin;
     const std::vector<std::string> names = cuda_event_names(r);
-    std::unordered_map<uint32_t, const Event*> launches;  // correlation -> the API call
-    for (const Event& e : r.events)
-      if (e.is_span() && e.stage_id() == Stage::cuda_api && e.correlation_id())
-        launches.emplace(e.correlation_id(), &e);
+    const CudaLaunches launches = cuda_launches(r);
     for (const Event& e : r.events) {
       o.raw(first ? "\n" : ",\n");
       first = false;
       if (e.is_span()) {
         Stage s = e.stage_id();
         const bool cuda = e.is_cuda();
-        if (cuda) {
-          o.raw("{\"ph\":\"X\",\"name\":");
-          o.str(cuda_event_name(e, names));
-          o.raw(",\"cat\":\"");
-          o.raw(cuda_category(s));
-        } else {
-          o.raw("{\"ph\":\"X\",\"name\":\"");
-          o.raw(stage_name(s));
-          o.raw("\",\"cat\":\"");
-          o.raw(category(s));
-        }
-        o.raw("\",\"pid\":");
-        o.unum(r.rank);
-        o.raw(",\"tid\":");
-        o.unum(e.lane);
-        o.raw(",\"ts\":");
-        o.micros(e.t0 + shift);
-        o.raw(",\"dur\":");
-        o.micros(e.t1 - e.t0);
-        o.raw(",\"args\":{\"step\":");
+        complete_event_head(o, EventLayout::chrome, cuda ? cuda_event_name(e, names) : stage_name(s),
+                            cuda ? cuda_category(s) : category(s), r.rank, e.lane, e.t0 + shift, e.t1 - e.t0);
+        o.raw("\"step\":");
         o.unum(e.step);
         o.raw(",\"epoch\":");
         o.unum(e.epoch);
@@ -141,8 +91,10 @@ void write_run(const RunTrace& run, Out& o, ExportStats& stats, const MoreEvents
           auto it = launches.find(e.correlation_id());
           if (it != launches.end()) {
             const uint64_t id = (static_cast<uint64_t>(r.rank) << 32) | e.correlation_id();
-            flow(o, 's', r.rank, it->second->lane, it->second->t0 + shift, id);
-            flow(o, 'f', r.rank, e.lane, e.t0 + shift, id);
+            o.raw(",\n");
+            flow_event(o, EventLayout::chrome, 's', "launch", id, r.rank, it->second->lane, it->second->t0 + shift);
+            o.raw(",\n");
+            flow_event(o, EventLayout::chrome, 'f', "launch", id, r.rank, e.lane, e.t0 + shift);
             ++stats.flows;
           }
         }

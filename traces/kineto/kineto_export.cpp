@@ -74,13 +74,10 @@ void provenance(JsonOut& o, const RunFacts& run, const RankTrace& r) {
 class RankWriter {
  public:
   RankWriter(JsonOut& o, const RunFacts& run, const RankTrace& r, const RankLayout& layout, KinetoExportStats& stats)
-      : o_(o), run_(run), r_(r), layout_(layout), stats_(stats), names_(cuda_event_names(r)) {
+      : o_(o), run_(run), r_(r), layout_(layout), stats_(stats), names_(cuda_event_names(r)), launches_(cuda_launches(r)) {
     shift_ = r.clock_offset_ns() + run.ts_shift_ns;
-    for (const Event& e : r.events) {
-      if (e.is_span() && e.stage_id() == Stage::cuda_api && e.correlation_id())
-        launches_.emplace(e.correlation_id(), &e);
+    for (const Event& e : r.events)
       if (e.is_cuda()) external_id_ = std::max<uint64_t>(external_id_, e.correlation_id());
-    }
   }
 
   void write() {
@@ -107,20 +104,10 @@ class RankWriter {
   void meta(const char* name, int64_t pid, int64_t tid, const char* key, const std::string& text, int64_t number,
             bool is_text) {
     sep();
-    o_.raw("{\"name\": \"");
-    o_.raw(name);
-    o_.raw("\", \"ph\": \"M\", \"pid\": ");
-    o_.num(pid);
-    o_.raw(", \"tid\": ");
-    o_.num(tid);
-    o_.raw(", \"args\": {\"");
-    o_.raw(key);
-    o_.raw("\": ");
     if (is_text)
-      o_.str(text);
+      metadata_event(o_, EventLayout::kineto, name, pid, tid, key, text);
     else
-      o_.num(number);
-    o_.raw("}}");
+      metadata_event(o_, EventLayout::kineto, name, pid, tid, key, number);
   }
 
   // Processes and threads as Kineto lays them out: the rank's host threads under its pid, each GPU a process
@@ -143,19 +130,7 @@ class RankWriter {
 
   void begin_x(std::string_view name, std::string_view cat, const Event& e, const Thread& t) {
     sep();
-    o_.raw("{\"ph\": \"X\", \"cat\": \"");
-    o_.raw(cat);
-    o_.raw("\", \"name\": ");
-    o_.str(name);
-    o_.raw(", \"pid\": ");
-    o_.num(t.pid);
-    o_.raw(", \"tid\": ");
-    o_.num(t.tid);
-    o_.raw(", \"ts\": ");
-    o_.micros(e.t0 + shift_);
-    o_.raw(", \"dur\": ");
-    o_.micros(e.t1 - e.t0);
-    o_.raw(", \"args\": {");
+    complete_event_head(o_, EventLayout::kineto, name, cat, t.pid, t.tid, e.t0 + shift_, e.t1 - e.t0);
     ++stats_.events;
   }
 
@@ -269,19 +244,8 @@ class RankWriter {
     for (char ph : {'s', 'f'}) {
       const Thread& t = ph == 's' ? call : gpu_thread;
       sep();
-      o_.raw("{\"ph\": \"");
-      o_.ch(ph);
-      o_.raw("\", \"id\": ");
-      o_.unum(gpu.correlation_id());
-      o_.raw(", \"pid\": ");
-      o_.num(t.pid);
-      o_.raw(", \"tid\": ");
-      o_.num(t.tid);
-      o_.raw(", \"ts\": ");
-      o_.micros((ph == 's' ? it->second->t0 : gpu.t0) + shift_);
-      o_.raw(", \"cat\": \"ac2g\", \"name\": \"ac2g\"");
-      if (ph == 'f') o_.raw(", \"bp\": \"e\"");
-      o_.raw("}");
+      flow_event(o_, EventLayout::kineto, ph, "ac2g", gpu.correlation_id(), t.pid, t.tid,
+                 (ph == 's' ? it->second->t0 : gpu.t0) + shift_);
       ++stats_.events;
     }
     ++stats_.flows;
@@ -301,7 +265,7 @@ class RankWriter {
   const RankLayout& layout_;
   KinetoExportStats& stats_;
   const std::vector<std::string> names_;
-  std::unordered_map<uint32_t, const Event*> launches_;  // correlation -> the runtime call that launched it
+  const CudaLaunches launches_;  // correlation -> the runtime call that launched it
   int64_t shift_ = 0;
   uint64_t external_id_ = 0;
   bool first_ = true;

@@ -121,17 +121,13 @@ class RankRewriter {
     const uint64_t k = std::min<uint64_t>(pids_.size(), kPidsPerRank - 1);
     const uint64_t pid = kFilePidBase + static_cast<uint64_t>(rank_) * kPidsPerRank + k;
     pids_.emplace(key, pid);
-    o_.raw(",\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":");
-    o_.unum(pid);
-    o_.raw(",\"args\":{\"sort_index\":");
-    o_.unum(pid);
-    o_.raw("}}");
+    o_.raw(",\n");
+    metadata_event(o_, EventLayout::chrome, "process_sort_index", static_cast<int64_t>(pid), kNoTid, "sort_index",
+                   static_cast<int64_t>(pid));
     if (!(e.ph == 'M' && e.name == "process_name")) {
-      o_.raw(",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
-      o_.unum(pid);
-      o_.raw(",\"args\":{\"name\":");
-      o_.str("rank " + std::to_string(rank_) + " · process " + key);
-      o_.raw("}}");
+      o_.raw(",\n");
+      metadata_event(o_, EventLayout::chrome, "process_name", static_cast<int64_t>(pid), kNoTid, "name",
+                     std::string_view("rank " + std::to_string(rank_) + " · process " + key));
     }
     return pid;
   }

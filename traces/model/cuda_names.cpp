@@ -39,4 +39,11 @@ std::string_view cuda_category(Stage s) {
   }
 }
 
+CudaLaunches cuda_launches(const RankTrace& rank) {
+  CudaLaunches launches;
+  for (const Event& e : rank.events)
+    if (e.is_span() && e.stage_id() == Stage::cuda_api && e.correlation_id()) launches.emplace(e.correlation_id(), &e);
+  return launches;
+}
+
 }  // namespace ddp

@@ -4,6 +4,7 @@
 // through here, so a kernel is called the same everywhere.
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "traces/model/rank_trace.h"
@@ -19,5 +20,10 @@ std::string_view cuda_event_name(const Event& e, const std::vector<std::string>&
 // Kineto's category for a CUDA event of stage `s` (kernel, gpu_memcpy, gpu_memset, cuda_sync, cuda_runtime), so tools
 // that know PyTorch profiler traces read both our exports the same way.
 std::string_view cuda_category(Stage s);
+
+// Correlation id -> the runtime call (a cuda_api span) that launched the GPU work carrying it: the launch arrows of
+// every export.
+using CudaLaunches = std::unordered_map<uint32_t, const Event*>;
+CudaLaunches cuda_launches(const RankTrace& rank);
 
 }  // namespace ddp
