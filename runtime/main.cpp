@@ -48,12 +48,18 @@ int main(int argc, char** argv) {
   switch (cmd.mode) {
     case ddp::Mode::record:
     case ddp::Mode::worker:
-    case ddp::Mode::check: hand_to_runtime(argv);
-    case ddp::Mode::export_trace: return ddp::run_export(cmd);
-    case ddp::Mode::summary: return ddp::run_summary(cmd);
-    case ddp::Mode::analyze: return ddp::run_analyze(cmd);
-    case ddp::Mode::diff: return ddp::run_diff(cmd);
-    case ddp::Mode::none: break;
+    case ddp::Mode::check:
+      hand_to_runtime(argv);
+    case ddp::Mode::export_trace:
+      return ddp::run_export(cmd);
+    case ddp::Mode::summary:
+      return ddp::run_summary(cmd);
+    case ddp::Mode::analyze:
+      return ddp::run_analyze(cmd);
+    case ddp::Mode::diff:
+      return ddp::run_diff(cmd);
+    case ddp::Mode::none:
+      break;
   }
   std::cerr << "ddp_profile: no mode given (try --help)\n";
   return 2;

@@ -2,10 +2,11 @@
 // What a rank trains with, decided once before its loop: the launcher's environment, the job, the run folder, the
 // device and its plan, AMP; and the pieces built from them (the replicated model, the loss scaler's and the
 // loader's options, the versions the manifest records).
+#include <ATen/ATen.h>
+
 #include <string>
 #include <vector>
 
-#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/job_config.h"

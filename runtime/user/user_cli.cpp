@@ -1,6 +1,4 @@
 // Parsing `ddp_profile --check|--record [--out DIR] [--resume-arg T] [--checks IDS] -- LAUNCH...`.
-#include <CLI/CLI.hpp>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -8,8 +6,10 @@
 #include <filesystem>
 #include <iostream>
 
-#include "runtime/user/user_job.h"
+#include <CLI/CLI.hpp>
+
 #include "runtime/common/check_ids.h"
+#include "runtime/user/user_job.h"
 
 namespace ddp {
 
@@ -65,8 +65,10 @@ bool parse_user_job_command(int argc, const char* const* argv, UserJobCommand& o
   };
   if (check == record) return usage("give exactly one of --check and --record before -- LAUNCH...");
   out.check = check;
-  if (out.launch.empty()) return usage("nothing after --: give the command that starts your job, e.g. -- torchrun "
-                                       "--nproc-per-node 2 train.py");
+  if (out.launch.empty())
+    return usage(
+        "nothing after --: give the command that starts your job, e.g. -- torchrun "
+        "--nproc-per-node 2 train.py");
   if (!runnable(out.launch.front()))
     return usage("cannot run " + out.launch.front() + ": not an executable file (nor one on PATH)");
   // A script the launcher would only fail to open is a usage error, found before anything starts.

@@ -9,19 +9,19 @@
 namespace ddp {
 
 // The companion's switches: the one list of the variables both sides read (docs/python.md mirrors it).
-inline const char* kEnvRun = "DDP_PROFILE_RUN";                 // the run folder; unset: the companion does nothing
-inline const char* kEnvMode = "DDP_PROFILE_MODE";               // check | record
+inline const char* kEnvRun = "DDP_PROFILE_RUN";                   // the run folder; unset: the companion does nothing
+inline const char* kEnvMode = "DDP_PROFILE_MODE";                 // check | record
 inline const char* kEnvVerifySteps = "DDP_PROFILE_VERIFY_STEPS";  // optimizer steps with tensor dumps
-inline const char* kEnvFault = "DDP_PROFILE_FAULT";             // kind,rank,step
+inline const char* kEnvFault = "DDP_PROFILE_FAULT";               // kind,rank,step
 inline const char* kEnvHoldAfterSave = "DDP_PROFILE_HOLD_AFTER_SAVE";  // k: stop after the k-th dp.save
-inline const char* kEnvSchedule = "DDP_PROFILE_SCHEDULE";       // record: wait,warmup,active
+inline const char* kEnvSchedule = "DDP_PROFILE_SCHEDULE";              // record: wait,warmup,active
 
 struct UserJobCommand {
-  bool check = false;                 // --check (else --record)
-  std::string out_dir;                // --out
-  std::string resume_arg;             // --resume-arg 'TEMPLATE' with {ckpt}
-  std::vector<std::string> checks;    // --checks
-  std::vector<std::string> launch;    // everything after --
+  bool check = false;               // --check (else --record)
+  std::string out_dir;              // --out
+  std::string resume_arg;           // --resume-arg 'TEMPLATE' with {ckpt}
+  std::vector<std::string> checks;  // --checks
+  std::vector<std::string> launch;  // everything after --
 };
 
 // True when argv is `--check|--record [options] -- LAUNCH...`.

@@ -10,7 +10,8 @@ namespace {
 std::string in_verify(int rank, const char* kind) {
   return std::string(kVerifyDir) + "/rank" + std::to_string(rank) + "." + kind + ".jsonl";
 }
-CheckResult make_result(const char* id, CheckStatus s, std::string summary, nlohmann::json d = nlohmann::json::object()) {
+CheckResult make_result(const char* id, CheckStatus s, std::string summary,
+                        nlohmann::json d = nlohmann::json::object()) {
   CheckResult r;
   r.id = id;
   r.status = s;
@@ -59,7 +60,8 @@ std::vector<MicroComm> parse_micro_comm(const std::vector<nlohmann::json>& lines
     MicroComm m;
     m.step = j.value("step", int64_t{0});
     m.micro = j.value("micro", 0);
-    m.collectives = j.contains("collectives") && j["collectives"].is_number_integer() ? j["collectives"].get<int>() : -1;
+    m.collectives =
+        j.contains("collectives") && j["collectives"].is_number_integer() ? j["collectives"].get<int>() : -1;
     m.sync_flag = j.value("sync_flag", true);
     out.push_back(m);
   }
@@ -102,14 +104,17 @@ CheckResult judge_user_no_sync(const std::vector<std::vector<MicroComm>>& per_ra
     }
   }
   if (steps == 0) return make_result("comm.no_sync", CheckStatus::fail, "no micro-steps were recorded");
-  const std::string how = counted ? "counted by a comm hook" : "from DDP's sync flag (the script has its own comm hook)";
+  const std::string how =
+      counted ? "counted by a comm hook" : "from DDP's sync flag (the script has its own comm hook)";
   if (accumulating == 0)
     return make_result("comm.no_sync", CheckStatus::pass,
                        "no gradient accumulation: every optimizer step synchronised once (" + how + ")",
                        {{"steps", steps}});
   return make_result("comm.no_sync", CheckStatus::pass,
-                     std::to_string(accumulating) + " accumulated step(s) across ranks communicated once each, on "
-                     "their last micro-step (" + how + ")",
+                     std::to_string(accumulating) +
+                         " accumulated step(s) across ranks communicated once each, on "
+                         "their last micro-step (" +
+                         how + ")",
                      {{"steps", steps}, {"accumulating_steps", accumulating}});
 }
 
@@ -119,7 +124,8 @@ CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedB
   for (const auto& b : per_rank[0])
     if (b.epoch == 0) first.insert(b.indices.begin(), b.indices.end());
   nlohmann::json d = {{"sampler", sampler_class}, {"shared_with_rank0", nlohmann::json::array()}};
-  std::string summary = "the loader has no DistributedSampler (" + (sampler_class.empty() ? "none" : sampler_class) + ")";
+  std::string summary =
+      "the loader has no DistributedSampler (" + (sampler_class.empty() ? "none" : sampler_class) + ")";
   for (size_t r = 1; r < per_rank.size(); ++r) {
     std::set<int64_t> mine;
     for (const auto& b : per_rank[r])
@@ -154,23 +160,28 @@ CheckResult judge_resume_states(const std::vector<std::map<std::string, std::str
     for (const auto& [name, hash] : straight[r]) {
       auto it = resumed[r].find(name);
       if (it == resumed[r].end())
-        return make_result("checkpoint.resume", CheckStatus::fail,
-                           "rank " + std::to_string(r) + ": " + name + " exists in the straight run but not after resuming", d);
+        return make_result(
+            "checkpoint.resume", CheckStatus::fail,
+            "rank " + std::to_string(r) + ": " + name + " exists in the straight run but not after resuming", d);
       if (it->second != hash) {
         std::string why = name.rfind("optimizer", 0) == 0 ? " (the resume does not restore the optimizer's state?)"
-                          : name.rfind("param:", 0) == 0 ? " (the weights diverged after resuming: is something not restored — optimizer, scheduler, sampler position, RNG?)"
-                                                         : "";
+                          : name.rfind("param:", 0) == 0  ? " (the weights diverged after resuming: is something not "
+                                                            "restored — optimizer, scheduler, sampler position, RNG?)"
+                                                          : "";
         d["first_difference"] = name;
         return make_result("checkpoint.resume", CheckStatus::fail,
-                           "rank " + std::to_string(r) + ": " + name + " differs between the straight run and the run "
-                           "resumed from checkpoint " + std::to_string(killed_after_save) + " (step " +
-                               std::to_string(killed_at_step) + ")" + why,
+                           "rank " + std::to_string(r) + ": " + name +
+                               " differs between the straight run and the run "
+                               "resumed from checkpoint " +
+                               std::to_string(killed_after_save) + " (step " + std::to_string(killed_at_step) + ")" +
+                               why,
                            d);
       }
       ++items;
     }
   }
-  if (items == 0) return make_result("checkpoint.resume", CheckStatus::fail, "the straight run recorded no final state", d);
+  if (items == 0)
+    return make_result("checkpoint.resume", CheckStatus::fail, "the straight run recorded no final state", d);
   d["items"] = items;
   return make_result("checkpoint.resume", CheckStatus::pass,
                      "killed right after checkpoint " + std::to_string(killed_after_save) + " (step " +

@@ -12,9 +12,9 @@
 namespace ddp {
 
 // The companion's per-rank files inside verify/ (names owned here and in traces/model/run_folder.h).
-std::string user_collectives_file(int rank);  // verify/rank<R>.collectives.jsonl
-std::string user_checkpoints_file(int rank);  // verify/rank<R>.checkpoints.jsonl
-std::string user_final_file(int rank);        // verify/rank<R>.final.jsonl
+std::string user_collectives_file(int rank);         // verify/rank<R>.collectives.jsonl
+std::string user_checkpoints_file(int rank);         // verify/rank<R>.checkpoints.jsonl
+std::string user_final_file(int rank);               // verify/rank<R>.final.jsonl
 std::string user_reference_file(int64_t step);       // verify/reference_step<S>.pt
 std::string user_reference_meta_file(int64_t step);  // verify/reference_step<S>.json (layer kinds, batch sizes)
 

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "runtime/common/check_ids.h"
 #include "runtime/common/json_file.h"
 #include "runtime/launch/run_folder_setup.h"
 #include "runtime/user/user_job.h"
@@ -15,7 +16,6 @@
 #include "runtime/user/user_launch.h"
 #include "runtime/user/user_manifest.h"
 #include "runtime/user/user_numerics.h"
-#include "runtime/common/check_ids.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
 
@@ -24,9 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr int64_t kVerifySteps = 3;
-constexpr int kResumeFromSave = 1;          // checkpoint.resume kills the job right after this dp.save
-constexpr double kFaultHangTimeoutS = 5;    // faults.exit: a hang is named within 10 s of the last progress
-constexpr double kMainHangTimeoutS = 120;   // the other runs: a job that stops moving this long is hung
+constexpr int kResumeFromSave = 1;         // checkpoint.resume kills the job right after this dp.save
+constexpr double kFaultHangTimeoutS = 5;   // faults.exit: a hang is named within 10 s of the last progress
+constexpr double kMainHangTimeoutS = 120;  // the other runs: a job that stops moving this long is hung
 
 CheckResult make(const std::string& id, CheckStatus s, const std::string& why) {
   CheckResult r;
@@ -186,8 +186,8 @@ CheckResult faults_exit(Ladder& L, int world) {
     s.kind = kind;
     s.rank = rank;
     const std::string dir = in_run(L.out, check_fault_run(kind));
-    UserLaunchResult res = L.launch(dir, {{kEnvFault, kind + "," + std::to_string(rank) + "," + std::to_string(s.step)}},
-                                    {}, kFaultHangTimeoutS);
+    UserLaunchResult res = L.launch(
+        dir, {{kEnvFault, kind + "," + std::to_string(rank) + "," + std::to_string(s.step)}}, {}, kFaultHangTimeoutS);
     s.outcome.exit_code = res.exit_code != 0 || res.hung ? 1 : 0;
     s.outcome.culprit = res.culprit;
     s.outcome.message = res.message;
@@ -240,7 +240,11 @@ int run_user_check(const UserJobCommand& cmd) {
   }
   const nlohmann::json& meta0 = metas.front();
   const int world = meta0.value("world_size", 1);
-  if (main.exit_code != 0 && meta0.value("optimizer_steps", 0) == 0) {
+  // Before its first step: no rank's heartbeat got past step 0 (a rank killed by its launcher never rewrote its meta,
+  // so the heartbeats say how far the job got).
+  int64_t steps_done = 0;
+  for (const auto& r : main.ranks) steps_done = std::max(steps_done, r.steps);
+  if (main.exit_code != 0 && steps_done == 0) {
     std::cerr << "ddp_profile: the job failed before its first step: "
               << (main.last_error_line.empty() ? main.message : main.last_error_line) << " (" << log << ")\n";
     return 1;

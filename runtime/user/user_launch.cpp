@@ -48,11 +48,16 @@ bool process_alive(int pid) {
 
 const char* state_name(RankState s) {
   switch (s) {
-    case RankState::starting: return "starting";
-    case RankState::running: return "running";
-    case RankState::done: return "done";
-    case RankState::failed: return "failed";
-    case RankState::terminated: return "terminated";
+    case RankState::starting:
+      return "starting";
+    case RankState::running:
+      return "running";
+    case RankState::done:
+      return "done";
+    case RankState::failed:
+      return "failed";
+    case RankState::terminated:
+      return "terminated";
   }
   return "unknown";
 }
@@ -103,12 +108,15 @@ std::string last_exception_line(const std::string& log) {
   // torchrun's own summary (torch.distributed.elastic's ChildFailedError) comes after the rank's traceback: the
   // rank's exception is the one the user wants.
   while (std::getline(in, line))
-    if (std::regex_match(line, m, kException) && m[2].str().rfind("torch.distributed.elastic", 0) != 0) last = m[2].str();
+    if (std::regex_match(line, m, kException) && m[2].str().rfind("torch.distributed.elastic", 0) != 0)
+      last = m[2].str();
   return last;
 }
 }  // namespace
 
-std::string user_launch_log(const std::string& run_dir) { return in_run(run_dir, std::string(kLogsDir) + "/launch.log"); }
+std::string user_launch_log(const std::string& run_dir) {
+  return in_run(run_dir, std::string(kLogsDir) + "/launch.log");
+}
 
 UserLaunchResult run_user_launch(const UserLaunch& launch) {
   UserLaunchResult res;
@@ -190,13 +198,15 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
       std::string why;
       if (!w.gone && b.pid > 0 && !process_alive(b.pid)) {
         w.gone = true;
-        if (b.state != RankState::done) why = "rank " + std::to_string(r) + " (pid " + std::to_string(b.pid) + ") ended at ";
+        if (b.state != RankState::done)
+          why = "rank " + std::to_string(r) + " (pid " + std::to_string(b.pid) + ") ended at ";
       } else if (!w.gone && b.state == RankState::failed) {
         why = "rank " + std::to_string(r) + " failed at ";
       }
       if (why.empty() || faulted) continue;
-      const bool better = first < 0 || (!b.reason.empty() && ranks[first].beat.reason.empty()) ||
-                          (b.reason.empty() == ranks[first].beat.reason.empty() && b.last_ns < ranks[first].beat.last_ns);
+      const bool better =
+          first < 0 || (!b.reason.empty() && ranks[first].beat.reason.empty()) ||
+          (b.reason.empty() == ranks[first].beat.reason.empty() && b.last_ns < ranks[first].beat.last_ns);
       if (better) {
         first = r;
         first_why = why + where_of(b) + (b.reason.empty() ? std::string() : ": " + b.reason);
@@ -260,7 +270,7 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
   res.wall_s = seconds_since(t0);
   res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   for (auto& [r, w] : ranks)
-    res.ranks.push_back({r, w.beat.pid, w.gone_after_s, where_of(w.beat), state_name(w.beat.state)});
+    res.ranks.push_back({r, w.beat.pid, w.gone_after_s, where_of(w.beat), w.beat.step, state_name(w.beat.state)});
   res.last_error_line = last_exception_line(log);
   if (!faulted && res.exit_code != 0) res.message = "the launch command exited " + std::to_string(res.exit_code);
   return res;

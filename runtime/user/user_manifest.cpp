@@ -30,9 +30,12 @@ nlohmann::json config_from_argv(const std::vector<std::string>& argv) {
     const std::string& a = argv[i];
     if (a.rfind("--", 0) == 0 && a.size() > 2) {
       const size_t eq = a.find('=');
-      if (eq != std::string::npos) args[a.substr(0, eq)] = a.substr(eq + 1);
-      else if (i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0) args[a] = argv[++i];
-      else args[a] = true;
+      if (eq != std::string::npos)
+        args[a.substr(0, eq)] = a.substr(eq + 1);
+      else if (i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0)
+        args[a] = argv[++i];
+      else
+        args[a] = true;
     } else {
       args["positional." + std::to_string(positional++)] = a;
     }
@@ -51,7 +54,9 @@ nlohmann::json user_manifest(const std::vector<nlohmann::json>& metas, const std
   versions["compiler"] = "python " + versions.value("python", std::string("unknown"));
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& m : metas)
-    ranks.push_back({{"rank", m.value("rank", -1)}, {"host", m.value("host", "")}, {"pid", m.value("pid", 0)},
+    ranks.push_back({{"rank", m.value("rank", -1)},
+                     {"host", m.value("host", "")},
+                     {"pid", m.value("pid", 0)},
                      {"device", m.contains("device") ? m["device"] : nlohmann::json()},
                      {"batch", m.contains("batch") ? m["batch"] : nlohmann::json()}});
   nlohmann::json launch_j = get("launch");

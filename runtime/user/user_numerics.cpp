@@ -61,8 +61,8 @@ std::vector<double> values(const at::Tensor& t) {
 }
 }  // namespace
 
-std::vector<int64_t> distributed_sampler_indices(int64_t n, int world, int rank, bool shuffle, uint64_t seed,
-                                                 int epoch, bool drop_last) {
+std::vector<int64_t> distributed_sampler_indices(int64_t n, int world, int rank, bool shuffle, uint64_t seed, int epoch,
+                                                 bool drop_last) {
   return shard_indices(epoch_order(n, seed, epoch, shuffle), rank, world, drop_last);
 }
 
@@ -98,7 +98,9 @@ CheckResult user_numerics_reference(const std::string& dir, int world, bool shar
         std::vector<at::Tensor> parts;
         for (int r = 0; r < world; ++r) {
           const at::Tensor* t = find(rank_acts[r], layer);
-          if (!t) throw std::runtime_error(verify_step_file(r, step) + " lacks micro-step " + micro + "'s output of " + layer);
+          if (!t)
+            throw std::runtime_error(verify_step_file(r, step) + " lacks micro-step " + micro + "'s output of " +
+                                     layer);
           parts.push_back(*t);
         }
         const at::Tensor mine = at::cat(parts);
@@ -138,9 +140,10 @@ CheckResult user_numerics_reference(const std::string& dir, int world, bool shar
   }
   if (meta0.value("forward_random_beyond_dropout", false)) {
     out.status = CheckStatus::warn;
-    out.summary = "not compared: the model's forward draws random numbers outside Dropout modules (two forwards of one "
-                  "batch differ even with dropout off), so the ranks and a single-process reference cannot see the "
-                  "same values; check this model with its randomness removed";
+    out.summary =
+        "not compared: the model's forward draws random numbers outside Dropout modules (two forwards of one "
+        "batch differ even with dropout off), so the ranks and a single-process reference cannot see the "
+        "same values; check this model with its randomness removed";
     return out;
   }
   out = judge_numerics(evidence, world, kRtol, kAtol);

@@ -13,10 +13,10 @@
 namespace ddp {
 
 // What torch.utils.data.DistributedSampler(n, world, rank, shuffle, seed, drop_last) yields after set_epoch(epoch).
-std::vector<int64_t> distributed_sampler_indices(int64_t n, int world, int rank, bool shuffle, uint64_t seed,
-                                                 int epoch, bool drop_last);
+std::vector<int64_t> distributed_sampler_indices(int64_t n, int world, int rank, bool shuffle, uint64_t seed, int epoch,
+                                                 bool drop_last);
 
-CheckResult user_numerics_reference(const std::string& run_dir, int world, bool shard_ok,
-                                    const nlohmann::json& meta0, int64_t verify_steps);
+CheckResult user_numerics_reference(const std::string& run_dir, int world, bool shard_ok, const nlohmann::json& meta0,
+                                    int64_t verify_steps);
 
 }  // namespace ddp

@@ -63,8 +63,8 @@ std::string verdict(const Analysis& a) {
   if (!a.causes.empty() && a.causes.front().share >= kDominantShare) {
     const StallCause& c = a.causes.front();
     if (c.rank < 0)
-      return fmt("communication bound: exposed allreduce costs %.2f ms/step (%.0f%% of step time)",
-                 c.lost_ms_per_step, 100 * c.share);
+      return fmt("communication bound: exposed allreduce costs %.2f ms/step (%.0f%% of step time)", c.lost_ms_per_step,
+                 100 * c.share);
     return fmt("dominant stall: rank %d %s costs %.2f ms/step (%.0f%% of step time)", c.rank, c.stage.c_str(),
                c.lost_ms_per_step, 100 * c.share);
   }
@@ -72,8 +72,8 @@ std::string verdict(const Analysis& a) {
                       100 * compute_share(a.ranks));
   if (!a.causes.empty()) {
     const StallCause& c = a.causes.front();
-    v += fmt("; largest stall %s %s %.1f%%", c.rank < 0 ? "all ranks" : fmt("rank %d", c.rank).c_str(),
-             c.stage.c_str(), 100 * c.share);
+    v += fmt("; largest stall %s %s %.1f%%", c.rank < 0 ? "all ranks" : fmt("rank %d", c.rank).c_str(), c.stage.c_str(),
+             100 * c.share);
   }
   return v;
 }

@@ -84,9 +84,9 @@ WindowSums window_sums(const RankData& d, int64_t a, int64_t b) {
 
 // The sync a wait_comm span waits for, and the last peer launch among its buckets.
 struct AwaitedSync {
-  uint8_t micro = 0;                                  // the sync's micro-step
+  uint8_t micro = 0;                                          // the sync's micro-step
   int64_t last_launch = std::numeric_limits<int64_t>::min();  // the latest peer launch of its buckets
-  int late_rank = -1;                                 // the peer that launched it; -1 when no peer launched any
+  int late_rank = -1;                                         // the peer that launched it; -1 when no peer launched any
 };
 
 AwaitedSync awaited_sync(const RankData& d, const std::vector<RankData>& data, const Span& w, uint32_t step) {
@@ -180,7 +180,8 @@ void charge_wait_comm(const std::vector<RankData>& data, const std::vector<Stage
   double total = 0;
   const auto weights = lateness_weights(mine, theirs, loader_causes[static_cast<size_t>(pi)], total);
   for (const auto& [stage, weight] : weights)
-    contrib[{late, stage}].push_back({d.rank, Stage::wait_comm, step, static_cast<double>(skew) * weight / total, w.t0});
+    contrib[{late, stage}].push_back(
+        {d.rank, Stage::wait_comm, step, static_cast<double>(skew) * weight / total, w.t0});
 }
 
 Contributions charge_waits(const std::vector<RankData>& data, const std::vector<RankAnalysis>& ranks,

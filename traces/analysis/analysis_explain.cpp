@@ -18,7 +18,8 @@ void explain_collective(StallCause& c, nlohmann::json& ev, const std::vector<Ran
   for (const RankAnalysis& x : ra) {
     if (!x.steps) continue;
     exposed += x.wait_comm_ms, t += x.allreduce.time_ms_per_step, bytes += x.allreduce.bytes_per_step;
-    alg += x.allreduce.algbw_gbps, bus += x.allreduce.busbw_gbps, ov += x.overlap_pct, cnt += x.allreduce.count_per_step;
+    alg += x.allreduce.algbw_gbps, bus += x.allreduce.busbw_gbps, ov += x.overlap_pct,
+        cnt += x.allreduce.count_per_step;
     n++;
   }
   if (n) exposed /= n, t /= n, bytes /= n, alg /= n, bus /= n, ov /= n, cnt /= n;
@@ -29,10 +30,10 @@ void explain_collective(StallCause& c, nlohmann::json& ev, const std::vector<Ran
   ev["algbw_gbps"] = alg;
   ev["busbw_gbps"] = bus;
   ev["overlap_pct"] = ov;
-  c.explanation = fmt(
-      "allreduce is not hidden behind backward: %.2f ms/step exposed after backward; %.0f buckets, %.2f MB/step "
-      "at busbw %.2f GB/s, %.0f%% overlapped",
-      c.lost_ms_per_step, cnt, bytes / 1e6, bus, ov);
+  c.explanation =
+      fmt("allreduce is not hidden behind backward: %.2f ms/step exposed after backward; %.0f buckets, %.2f MB/step "
+          "at busbw %.2f GB/s, %.0f%% overlapped",
+          c.lost_ms_per_step, cnt, bytes / 1e6, bus, ov);
 }
 
 // A loader stage of rank r: its per-batch times against the other ranks' and the loader's supply against demand.
@@ -52,11 +53,11 @@ void explain_loader(StallCause& c, Stage stage, nlohmann::json& ev, const RankAn
   ev["loader_utilization"] = L.utilization;
   if (L.queue_empty_fraction >= 0) ev["queue_empty_fraction"] = L.queue_empty_fraction;
   const double mine = loader_ms_per_batch(r, stage);
-  c.explanation = fmt("rank %d's loader is slow in %s (%.2f ms/batch%s); %d worker(s) supply a batch every %.2f ms, "
-                      "compute needs one every %.2f ms",
-                      c.rank, c.stage.c_str(), mine,
-                      ra.size() > 1 ? fmt(" vs %.2f on other ranks", peer[c.stage]).c_str() : "", L.workers,
-                      L.supply_ms_per_batch, L.demand_ms_per_batch);
+  c.explanation =
+      fmt("rank %d's loader is slow in %s (%.2f ms/batch%s); %d worker(s) supply a batch every %.2f ms, "
+          "compute needs one every %.2f ms",
+          c.rank, c.stage.c_str(), mine, ra.size() > 1 ? fmt(" vs %.2f on other ranks", peer[c.stage]).c_str() : "",
+          L.workers, L.supply_ms_per_batch, L.demand_ms_per_batch);
 }
 
 // A main-thread stage (or untracked time) of rank r against the other ranks'.
@@ -71,13 +72,12 @@ void explain_main_thread(StallCause& c, const CauseStage& stage, nlohmann::json&
     ev["excess_ms_per_step"] = mine - peer;
   }
   if (stage == Stage::wait_data)
-    c.explanation = fmt("rank %d waits %.2f ms/step for input and no loader spans were recorded to say why", c.rank,
-                        mine);
+    c.explanation =
+        fmt("rank %d waits %.2f ms/step for input and no loader spans were recorded to say why", c.rank, mine);
   else
-    c.explanation = fmt("rank %d spends %.2f ms/step in %s%s", c.rank, mine,
-                        stage ? c.stage.c_str() : "untracked main-thread time",
-                        ra.size() > 1 ? fmt(" vs %.2f on other ranks, which wait for it in allreduce", peer).c_str()
-                                      : "");
+    c.explanation =
+        fmt("rank %d spends %.2f ms/step in %s%s", c.rank, mine, stage ? c.stage.c_str() : "untracked main-thread time",
+            ra.size() > 1 ? fmt(" vs %.2f on other ranks, which wait for it in allreduce", peer).c_str() : "");
 }
 
 }  // namespace

@@ -85,8 +85,7 @@ void flag_tiny_buckets(Analysis& a, const RankAnalysis& r, const nlohmann::json&
 void flag_loader_cannot_keep_up(Analysis& a, const RankAnalysis& r) {
   const LoaderStats& L = r.loader;
   const double wd_share = r.step_ms > 0 ? r.wait_data_ms / r.step_ms : 0;
-  const bool second_sign =
-      L.utilization > kLoaderMaxUtilization || L.queue_empty_fraction >= kLoaderQueueEmptyFraction;
+  const bool second_sign = L.utilization > kLoaderMaxUtilization || L.queue_empty_fraction >= kLoaderQueueEmptyFraction;
   if (wd_share >= kLoaderWaitShare || (wd_share >= kLoaderWaitMinShare && second_sign))
     add_flag(a, "loader_cannot_keep_up", r.rank,
              fmt("rank %d: compute waits for input %.2f ms/step (%.1f%% of the step); %s", r.rank, r.wait_data_ms,
@@ -171,9 +170,10 @@ void flag_collective_tail(Analysis& a, const std::vector<RankData>& data, const 
       share < kCollectiveTailMinShare)
     return;
   // What usually makes such a tail, by backend (docs/stalls.md "collective_tail").
-  const char* gloo = "with Gloo on CPU ranks that share cores, its event-loop thread can preempt the worker holding a "
-                     "connection's lock and spin for a whole scheduler slice: give each rank its own cores and run it "
-                     "under SCHED_BATCH (chrt -b 0 torchrun ...)";
+  const char* gloo =
+      "with Gloo on CPU ranks that share cores, its event-loop thread can preempt the worker holding a "
+      "connection's lock and spin for a whole scheduler slice: give each rank its own cores and run it "
+      "under SCHED_BATCH (chrt -b 0 torchrun ...)";
   const char* nccl = "with NCCL, look at the interconnect and NCCL's own threads (NCCL_DEBUG=INFO)";
   const std::string advice = backend == "gloo" ? gloo : backend == "nccl" ? nccl : std::string(gloo) + "; " + nccl;
   add_flag(a, "collective_tail", -1,

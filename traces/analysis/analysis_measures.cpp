@@ -41,8 +41,7 @@ void add_stage_measures(RankAnalysis& r, const StageTotals& t, double n) {
 }
 
 // Allreduce: overlap with compute, skew against peers, transfer time.
-void add_allreduce_measures(RankAnalysis& r, const RankData& d, const std::vector<RankData>& all, int world,
-                            double n) {
+void add_allreduce_measures(RankAnalysis& r, const RankData& d, const std::vector<RankData>& all, int world, double n) {
   double ar_total = 0, ar_hidden = 0, skew_total = 0;
   uint64_t ar_count = 0, ar_bytes = 0;
   // Per sync: when this rank sat in a bucket's allreduce before the last peer launched it, and when the transfer ran.

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/analysis/analysis_types.h"
 #include "traces/analysis/analysis_rank_data.h"
+#include "traces/analysis/analysis_types.h"
 
 namespace ddp::analysis_detail {
 

@@ -67,8 +67,7 @@ void sort_events(const RankTrace& t, RankData& d) {
   auto by_t0 = [](const Span& a, const Span& b) { return a.t0 < b.t0; };
   std::sort(d.main.begin(), d.main.end(), by_t0);
   std::sort(d.allreduce.begin(), d.allreduce.end(), by_t0);
-  for (auto& c : d.counters)
-    std::sort(c.begin(), c.end(), [](const Sample& a, const Sample& b) { return a.t < b.t; });
+  for (auto& c : d.counters) std::sort(c.begin(), c.end(), [](const Sample& a, const Sample& b) { return a.t < b.t; });
 }
 
 // Numbers buckets without an id, and records each bucket's launch and each sync's completion.

@@ -67,8 +67,8 @@ struct RankData {
            analysed_mask[step - analysed.front()];
   }
   std::unordered_map<uint64_t, int64_t> launch;  // bucket_key -> allreduce launch (t0)
-  std::map<uint64_t, int64_t> sync_done;          // sync_key -> completion of its last bucket (max t1)
-  std::vector<Interval> compute;                  // merged forward/backward intervals of the main lane
+  std::map<uint64_t, int64_t> sync_done;         // sync_key -> completion of its last bucket (max t1)
+  std::vector<Interval> compute;                 // merged forward/backward intervals of the main lane
   std::unordered_map<uint32_t, std::vector<size_t>> main_by_step;
   std::unordered_map<uint32_t, std::vector<size_t>> ar_by_step;
 };

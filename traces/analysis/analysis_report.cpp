@@ -11,17 +11,10 @@ namespace {
 nlohmann::json cause_json(const StallCause& c) {
   nlohmann::json victims = nlohmann::json::array();
   for (const StallVictim& v : c.victims) victims.push_back({{"rank", v.rank}, {"stage", v.stage}, {"ms", v.ms}});
-  return {{"rank", c.rank},
-          {"stage", c.stage},
-          {"lost_ms", c.lost_ms},
-          {"lost_ms_per_step", c.lost_ms_per_step},
-          {"share", c.share},
-          {"victims", victims},
-          {"evidence", c.evidence},
-          {"explanation", c.explanation},
-          {"at_ns", c.at_ns},
-          {"at_rank", c.at_rank},
-          {"at_step", c.at_step}};
+  return {
+      {"rank", c.rank},   {"stage", c.stage},     {"lost_ms", c.lost_ms},   {"lost_ms_per_step", c.lost_ms_per_step},
+      {"share", c.share}, {"victims", victims},   {"evidence", c.evidence}, {"explanation", c.explanation},
+      {"at_ns", c.at_ns}, {"at_rank", c.at_rank}, {"at_step", c.at_step}};
 }
 
 nlohmann::json rank_json(const RankAnalysis& r) {
@@ -110,18 +103,20 @@ std::string analysis_text(const Analysis& a) {
   for (const StallFlag& f : a.flags) out += "  [" + f.id + "] " + f.message + "\n";
   out += "\nranks:\n";
   for (const RankAnalysis& r : a.ranks) {
-    out += fmt("  rank %d: %llu steps, step %.3f ms, wait_data %.3f ms, wait_comm %.3f ms, skew %.3f ms, overlap %.0f%%\n",
-               r.rank, static_cast<unsigned long long>(r.steps), r.step_ms, r.wait_data_ms, r.wait_comm_ms, r.skew_ms,
-               r.overlap_pct);
+    out +=
+        fmt("  rank %d: %llu steps, step %.3f ms, wait_data %.3f ms, wait_comm %.3f ms, skew %.3f ms, overlap %.0f%%\n",
+            r.rank, static_cast<unsigned long long>(r.steps), r.step_ms, r.wait_data_ms, r.wait_comm_ms, r.skew_ms,
+            r.overlap_pct);
     if (r.allreduce.count_per_step > 0)
       out += fmt("    allreduce: %.1f buckets/step, %.3f MB/step, %.3f ms/step, algbw %.3f GB/s, busbw %.3f GB/s\n",
                  r.allreduce.count_per_step, r.allreduce.bytes_per_step / 1e6, r.allreduce.time_ms_per_step,
                  r.allreduce.algbw_gbps, r.allreduce.busbw_gbps);
     if (r.loader.batches > 0)
-      out += fmt("    loader: %d worker(s), %.3f ms/batch (supply every %.3f ms, demand every %.3f ms, utilization "
-                 "%.2f)\n",
-                 r.loader.workers, r.loader.batch_ms, r.loader.supply_ms_per_batch, r.loader.demand_ms_per_batch,
-                 r.loader.utilization);
+      out +=
+          fmt("    loader: %d worker(s), %.3f ms/batch (supply every %.3f ms, demand every %.3f ms, utilization "
+              "%.2f)\n",
+              r.loader.workers, r.loader.batch_ms, r.loader.supply_ms_per_batch, r.loader.demand_ms_per_batch,
+              r.loader.utilization);
     std::string st;
     for (const auto& [name, v] : r.stages_ms_per_step) st += fmt(" %s %.3f", name.c_str(), v);
     out += "    ms/step:" + st + "\n";
@@ -129,10 +124,11 @@ std::string analysis_text(const Analysis& a) {
   if (!a.gpu.empty()) {
     out += "\ngpu (device time over each rank's GPU window; docs/stalls.md \"GPU time\"):\n";
     for (const GpuTime& g : a.gpu) {
-      out += fmt("  rank %d: %llu records on %zu streams over %.3f ms: compute %.3f ms, communication %.3f ms, memory "
-                 "%.3f ms, idle %.3f ms (%.1f%%)\n",
-                 g.rank, static_cast<unsigned long long>(g.records), g.streams, g.window_ms, g.compute_ms,
-                 g.communication_ms, g.memory_ms, g.idle_ms, g.window_ms > 0 ? 100 * g.idle_ms / g.window_ms : 0.0);
+      out +=
+          fmt("  rank %d: %llu records on %zu streams over %.3f ms: compute %.3f ms, communication %.3f ms, memory "
+              "%.3f ms, idle %.3f ms (%.1f%%)\n",
+              g.rank, static_cast<unsigned long long>(g.records), g.streams, g.window_ms, g.compute_ms,
+              g.communication_ms, g.memory_ms, g.idle_ms, g.window_ms > 0 ? 100 * g.idle_ms / g.window_ms : 0.0);
       if (g.comm_compute_overlap >= 0)
         out += fmt("    comm/compute overlap %.1f%% (%.3f ms of %.3f ms communication under compute)\n",
                    100 * g.comm_compute_overlap, g.overlap_ms, g.communication_ms);

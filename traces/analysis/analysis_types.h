@@ -23,8 +23,8 @@ struct StallVictim {
 
 // One root cause: the stage on a rank that made others (or itself) wait.
 struct StallCause {
-  int rank = 0;       // the rank at fault; -1 = no single rank (the collective's own transfer time)
-  std::string stage;  // a stage name from traces/stages.h, or "other" (untracked time on the main thread)
+  int rank = 0;                 // the rank at fault; -1 = no single rank (the collective's own transfer time)
+  std::string stage;            // a stage name from traces/stages.h, or "other" (untracked time on the main thread)
   double lost_ms = 0;           // job wall time lost over the analysed steps (per step: max over victims)
   double lost_ms_per_step = 0;  // lost_ms / analysed steps
   double share = 0;             // lost_ms_per_step / mean step time
@@ -44,8 +44,8 @@ struct StallFlag {
 };
 
 struct AllreduceStats {
-  double count_per_step = 0;    // bucket allreduces per optimizer step
-  double syncs_per_step = 0;    // distinct (step, micro) with allreduces, per step
+  double count_per_step = 0;  // bucket allreduces per optimizer step
+  double syncs_per_step = 0;  // distinct (step, micro) with allreduces, per step
   double bytes_per_step = 0;
   double mean_bucket_bytes = 0;
   double time_ms_per_step = 0;  // transfer time: union of bucket spans, each from the later launch of all ranks
@@ -69,10 +69,10 @@ struct RankAnalysis {
   uint64_t steps = 0;  // analysed steps (the first step is skipped as warm-up when there are 3 or more)
   double step_ms = 0;  // mean step span
   std::map<std::string, double> stages_ms_per_step;  // every span stage (loader stages: summed worker time)
-  double wait_data_ms = 0;  // per step
-  double wait_comm_ms = 0;  // per step
-  double micro_steps = 0;   // forward passes per step
-  double overlap_pct = 0;   // share of allreduce time under forward/backward on the main lane, 0..100
+  double wait_data_ms = 0;                           // per step
+  double wait_comm_ms = 0;                           // per step
+  double micro_steps = 0;                            // forward passes per step
+  double overlap_pct = 0;  // share of allreduce time under forward/backward on the main lane, 0..100
   AllreduceStats allreduce;
   double skew_ms = 0;  // per step: time in allreduce before the last peer launched the same bucket
   double h2d_gbps = 0;
@@ -83,9 +83,9 @@ struct RankAnalysis {
 
 struct Analysis {
   int world = 0;
-  uint64_t steps = 0;      // steps analysed in common across ranks
+  uint64_t steps = 0;  // steps analysed in common across ranks
   uint64_t warmup_steps = 0;
-  double step_ms = 0;      // mean over ranks of the mean step time
+  double step_ms = 0;              // mean over ranks of the mean step time
   std::vector<StallCause> causes;  // sorted by lost_ms, descending
   std::vector<StallFlag> flags;
   std::vector<RankAnalysis> ranks;

@@ -37,13 +37,20 @@ enum class Work { compute, communication, memory };
 
 bool gpu_work(Stage s, Work& w) {
   switch (s) {
-    case Stage::kernel: w = Work::compute; return true;
-    case Stage::nccl: w = Work::communication; return true;
+    case Stage::kernel:
+      w = Work::compute;
+      return true;
+    case Stage::nccl:
+      w = Work::communication;
+      return true;
     case Stage::memcpy_h2d:
     case Stage::memcpy_d2h:
     case Stage::memcpy_d2d:
-    case Stage::memset: w = Work::memory; return true;
-    default: return false;
+    case Stage::memset:
+      w = Work::memory;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -140,7 +147,8 @@ nlohmann::json gpu_time_json(const GpuTime& g) {
           {"communication_ms", g.communication_ms},
           {"memory_ms", g.memory_ms},
           {"comm_compute_overlap_ms", g.overlap_ms},
-          {"comm_compute_overlap", g.comm_compute_overlap < 0 ? nlohmann::json(nullptr) : nlohmann::json(g.comm_compute_overlap)},
+          {"comm_compute_overlap",
+           g.comm_compute_overlap < 0 ? nlohmann::json(nullptr) : nlohmann::json(g.comm_compute_overlap)},
           {"idle_ms", g.idle_ms},
           {"stream_gaps_ms",
            {{"host_wait", g.stream_gaps.host_wait_ms},

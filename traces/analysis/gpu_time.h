@@ -24,14 +24,14 @@ struct GpuTime {
   int rank = 0;
   size_t streams = 0;
   uint64_t records = 0;
-  double window_ms = 0;         // the first record's start to the last record's end
-  double busy_ms = 0;           // time any record runs
-  double compute_ms = 0;        // time any compute kernel runs
-  double communication_ms = 0;  // time any communication (NCCL) kernel runs
-  double memory_ms = 0;         // time any memcpy or memset runs
-  double overlap_ms = 0;        // time communication and compute run at once
+  double window_ms = 0;              // the first record's start to the last record's end
+  double busy_ms = 0;                // time any record runs
+  double compute_ms = 0;             // time any compute kernel runs
+  double communication_ms = 0;       // time any communication (NCCL) kernel runs
+  double memory_ms = 0;              // time any memcpy or memset runs
+  double overlap_ms = 0;             // time communication and compute run at once
   double comm_compute_overlap = -1;  // overlap_ms / communication_ms; -1 when there is no communication
-  double idle_ms = 0;           // window_ms - busy_ms: no record runs on any stream
+  double idle_ms = 0;                // window_ms - busy_ms: no record runs on any stream
   GpuIdleSplit stream_gaps;
 };
 

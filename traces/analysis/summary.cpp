@@ -23,7 +23,8 @@ std::vector<RankSummary> summarize(const RunTrace& run) {
     int64_t step_total_ns = 0;
     for (const Event& e : r.events) {
       if (!e.is_span()) {
-        if (e.stage == static_cast<uint8_t>(Counter::host_rss_bytes)) s.peak_rss_bytes = std::max(s.peak_rss_bytes, e.value);
+        if (e.stage == static_cast<uint8_t>(Counter::host_rss_bytes))
+          s.peak_rss_bytes = std::max(s.peak_rss_bytes, e.value);
         continue;
       }
       StageTotals& t = s.stages[e.stage];

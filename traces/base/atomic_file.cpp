@@ -41,7 +41,7 @@ bool AtomicFile::commit(std::string& error) {
     err = errno;
   }
   if (!ok) {
-    error = "cannot write " + path_ + ": " + std::strerror(err) + " (the previous file, if any, is left as it was)";
+    error = "write to " + path_ + " failed: " + std::strerror(err) + " (the previous file, if any, is left as it was)";
     return false;
   }
   committed_ = true;
@@ -55,7 +55,7 @@ bool write_file_atomically(const std::string& path, std::string_view bytes, std:
     return false;
   }
   if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f.file()) != bytes.size()) {
-    error = "cannot write " + path + ": " + std::strerror(errno) + " (the previous file, if any, is left as it was)";
+    error = "write to " + path + " failed: " + std::strerror(errno) + " (the previous file, if any, is left as it was)";
     return false;
   }
   return f.commit(error);

@@ -1,12 +1,12 @@
 #include "traces/base/json_out.h"
 
-#include "traces/base/atomic_file.h"
-
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+
+#include "traces/base/atomic_file.h"
 
 namespace ddp {
 
@@ -108,7 +108,7 @@ bool write_json_file_atomically(const std::string& path, const std::function<voi
     return false;
   }
   if (!ok) {
-    error = "cannot write " + path + ": " + std::strerror(errno) + " (the previous file, if any, is left as it was)";
+    error = "write to " + path + " failed: " + std::strerror(errno) + " (the previous file, if any, is left as it was)";
     return false;
   }
   return file.commit(error);

@@ -4,8 +4,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "traces/model/cuda_names.h"
 #include "traces/base/json_out.h"
+#include "traces/model/cuda_names.h"
 
 namespace ddp {
 namespace {
@@ -113,7 +113,8 @@ bool export_chrome(const RunTrace& run, const std::string& path, ExportStats& st
                    const MoreEvents& more) {
   // Written beside the target and renamed over it when whole: a full disk leaves the previous trace.json (or none),
   // never a truncated one.
-  return write_json_file_atomically(path, [&](Out& o) { write_run(run, o, stats, more); }, stats.bytes, error);
+  return write_json_file_atomically(
+      path, [&](Out& o) { write_run(run, o, stats, more); }, stats.bytes, error);
 }
 
 }  // namespace ddp

@@ -11,7 +11,7 @@ namespace ddp {
 struct ExportStats {
   uint64_t events = 0;  // trace events written (spans + counters, not metadata)
   uint64_t bytes = 0;
-  uint64_t flows = 0;   // launch arrows (CUDA API call -> the GPU work it launched), each an "s" + "f" pair
+  uint64_t flows = 0;  // launch arrows (CUDA API call -> the GPU work it launched), each an "s" + "f" pair
 };
 
 // Writes all ranks of `run` as one Chrome trace-event JSON document (opens in Perfetto UI and chrome://tracing):

@@ -76,7 +76,7 @@ ChromeStatus gunzip(std::string_view gz, std::string& out) {
   out.clear();
   try {
     std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(libdeflate_alloc_decompressor(),
-                                                                                  &libdeflate_free_decompressor);
+                                                                                   &libdeflate_free_decompressor);
     if (!d) return make_chrome_error(ChromeError::too_large, "out of memory for the gzip decompressor");
     uint64_t room = gzip_first_size_guess(gz);
     out.resize(room + kJsonPadding);

@@ -13,8 +13,8 @@ bool ErrorSite::fail(ChromeError err, const std::string& what) {
     status.error = err;
     status.offset = base_ + static_cast<uint64_t>(where - origin_);
     const uint64_t line = lines_.line_of(status.offset);
-    status.message = std::string(chrome_error_name(err)) + ": " + what + " at byte " +
-                      std::to_string(status.offset) + " (line " + std::to_string(line) + ")";
+    status.message = std::string(chrome_error_name(err)) + ": " + what + " at byte " + std::to_string(status.offset) +
+                     " (line " + std::to_string(line) + ")";
   }
   return false;
 }
@@ -42,16 +42,22 @@ bool ErrorSite::fail_simdjson(simdjson::error_code err) {
   const std::string_view tok(at, static_cast<size_t>(tok_end - at));
   if (tok_end >= end && !tok.empty()) {
     for (std::string_view word : {"true", "false", "null"})
-      if (tok.size() < word.size() && word.substr(0, tok.size()) == tok) return truncated("input ends inside a literal");
-    if (tok.find_first_not_of("0123456789.eE+-") == std::string_view::npos) return truncated("input ends inside a number");
+      if (tok.size() < word.size() && word.substr(0, tok.size()) == tok)
+        return truncated("input ends inside a literal");
+    if (tok.find_first_not_of("0123456789.eE+-") == std::string_view::npos)
+      return truncated("input ends inside a number");
   }
   switch (err) {
-    case simdjson::NUMBER_ERROR: return syntax("invalid number");
+    case simdjson::NUMBER_ERROR:
+      return syntax("invalid number");
     case simdjson::T_ATOM_ERROR:
     case simdjson::F_ATOM_ERROR:
-    case simdjson::N_ATOM_ERROR: return syntax("invalid literal");
-    case simdjson::STRING_ERROR: return syntax("invalid escape in a string");
-    default: break;
+    case simdjson::N_ATOM_ERROR:
+      return syntax("invalid literal");
+    case simdjson::STRING_ERROR:
+      return syntax("invalid escape in a string");
+    default:
+      break;
   }
   const char c = *at;
   return syntax(std::string("unexpected '") + (static_cast<unsigned char>(c) >= 0x20 ? c : '?') + "' (" +
@@ -73,7 +79,8 @@ void ErrorSite::first_pass_error(simdjson::error_code err) {
       at = origin_;
       fail(ChromeError::too_large, "out of memory while indexing the trace");
       return;
-    case simdjson::UNCLOSED_STRING: return unclosed_string();
+    case simdjson::UNCLOSED_STRING:
+      return unclosed_string();
     case simdjson::UTF8_ERROR:
       at = first_invalid_utf8();
       syntax("invalid UTF-8");

@@ -22,9 +22,9 @@
 #include "traces/chrome/chrome_json_text.h"
 #include "traces/chrome/chrome_parse_errors.h"
 #include "traces/chrome/chrome_pieces.h"
-#include "traces/chrome/chrome_text.h"
 #include "traces/chrome/chrome_reader.h"
 #include "traces/chrome/chrome_status.h"
+#include "traces/chrome/chrome_text.h"
 
 namespace ddp {
 namespace {
@@ -65,8 +65,15 @@ class Parser {
   // after a failed attempt).
   Parser(std::string_view text, const char* origin, size_t user_size, const ChromeEventFn& fn, ChromeDocInfo& info,
          const LineCounter& lines, uint64_t base = 0, uint64_t skip = 0)
-      : text_(text), origin_(origin), user_end_(origin + user_size), lines_(lines), base_(base), skip_(skip), fn_(fn),
-        info_(info), err_(origin, origin + user_size, lines, base) {}
+      : text_(text),
+        origin_(origin),
+        user_end_(origin + user_size),
+        lines_(lines),
+        base_(base),
+        skip_(skip),
+        fn_(fn),
+        info_(info),
+        err_(origin, origin + user_size, lines, base) {}
 
   // A middle piece of a chunked reading: a bare array of events, not the document's root.
   void events_only() { events_only_ = true; }
@@ -318,7 +325,8 @@ class Parser {
           if (!token.empty() && token[0] == '{') return args(v, nargs);
         }
         break;
-      default: break;
+      default:
+        break;
     }
     return value(v, val, 4);
   }
@@ -491,9 +499,7 @@ class Parser {
   chrome_parse::ErrorSite err_;  // where an error is and what it says (chrome_parse_errors.h)
 };
 
-bool only_whitespace(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), is_space);
-}
+bool only_whitespace(std::string_view s) { return std::all_of(s.begin(), s.end(), is_space); }
 
 // Small texts reuse their thread's parser (its buffers stay paged in); a big one gets its own, freed after, so that
 // no thread keeps gigabytes of index.
@@ -536,8 +542,7 @@ ChromeStatus parse_whole(std::string_view json, size_t capacity, const ChromeEve
 
 namespace chrome_parse {
 Reading read_text(std::string_view text, size_t capacity, size_t user, size_t size, const LineCounter& lines,
-                  uint64_t base, uint64_t skip, bool events_only, const ChromeEventFn& on_event,
-                  ChromeDocInfo& info) {
+                  uint64_t base, uint64_t skip, bool events_only, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   od::parser own;
   od::parser& parser = parser_for(text.size(), own);
   Parser p(text, text.data() + user, size, on_event, info, lines, base, skip);

@@ -21,8 +21,8 @@ Reading read_piece(const DocText& doc, uint64_t at, std::string_view body, std::
   buf.append(suffix);
   const size_t n = buf.size();
   buf.append(simdjson::SIMDJSON_PADDING, '\0');
-  return read_text(std::string_view(buf.data(), n), buf.size(), prefix.size(), body.size(), doc, at, skip,
-                   events_only, on_event, info);
+  return read_text(std::string_view(buf.data(), n), buf.size(), prefix.size(), body.size(), doc, at, skip, events_only,
+                   on_event, info);
 }
 
 // ---- chunked reading ----

@@ -10,15 +10,24 @@ namespace ddp {
 
 std::string_view chrome_error_name(ChromeError e) {
   switch (e) {
-    case ChromeError::none: return "ok";
-    case ChromeError::cannot_open: return "cannot open";
-    case ChromeError::decompress: return "bad gzip data";
-    case ChromeError::empty: return "empty input";
-    case ChromeError::truncated: return "truncated JSON";
-    case ChromeError::syntax: return "malformed JSON";
-    case ChromeError::too_deep: return "JSON nested too deeply";
-    case ChromeError::not_a_trace: return "not a Chrome trace";
-    case ChromeError::too_large: return "input too large";
+    case ChromeError::none:
+      return "ok";
+    case ChromeError::cannot_open:
+      return "cannot open";
+    case ChromeError::decompress:
+      return "bad gzip data";
+    case ChromeError::empty:
+      return "empty input";
+    case ChromeError::truncated:
+      return "truncated JSON";
+    case ChromeError::syntax:
+      return "malformed JSON";
+    case ChromeError::too_deep:
+      return "JSON nested too deeply";
+    case ChromeError::not_a_trace:
+      return "not a Chrome trace";
+    case ChromeError::too_large:
+      return "input too large";
   }
   return "unknown error";
 }

@@ -59,11 +59,11 @@ struct ChromeEventView {
   char ph = 0;  // phase: 'X' complete, 'B'/'E' begin/end, 'C' counter, 'M' metadata, 'i' instant, ...
   std::string_view name, cat;
   ChromeValue pid, tid;
-  ChromeValue id;                    // flow ('s'/'t'/'f') and async events: what ties them together
-  std::string_view bp, scope;        // a flow end's binding point ("e": the enclosing slice); an instant's scope ("s")
+  ChromeValue id;              // flow ('s'/'t'/'f') and async events: what ties them together
+  std::string_view bp, scope;  // a flow end's binding point ("e": the enclosing slice); an instant's scope ("s")
   bool has_ts = false, has_dur = false;
-  int64_t ts_ns = 0;   // "ts" (microseconds in the file) as nanoseconds
-  int64_t dur_ns = 0;  // "dur" as nanoseconds
+  int64_t ts_ns = 0;                // "ts" (microseconds in the file) as nanoseconds
+  int64_t dur_ns = 0;               // "dur" as nanoseconds
   const ChromeArg* args = nullptr;  // the "args" object's members (nested values as raw text)
   size_t arg_count = 0;
   const ChromeValue* arg(std::string_view key) const;

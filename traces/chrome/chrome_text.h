@@ -98,8 +98,8 @@ class FileText final : public DocText {
 
   std::FILE* f_;
   std::string path_;
-  std::string buf_;     // the window: file bytes [buf_at_ - start_, buf_at_ - start_ + buf_.size())
-  size_t start_ = 0;    // where byte buf_at_ is in buf_
+  std::string buf_;   // the window: file bytes [buf_at_ - start_, buf_at_ - start_ + buf_.size())
+  size_t start_ = 0;  // where byte buf_at_ is in buf_
   uint64_t buf_at_ = 0;
   bool eof_ = false;
   ChromeStatus error_;

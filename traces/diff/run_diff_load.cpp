@@ -2,8 +2,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "traces/native/load_run.h"
 #include "traces/diff/run_diff.h"
+#include "traces/native/load_run.h"
 
 namespace ddp {
 namespace fs = std::filesystem;

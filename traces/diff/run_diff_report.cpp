@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "traces/diff/run_diff.h"
 #include "traces/base/text_format.h"
+#include "traces/diff/run_diff.h"
 
 namespace ddp {
 namespace {
@@ -50,13 +50,15 @@ std::string stats_line(const nlohmann::json& s) {
   for (const char* k : {"count", "mean", "std", "l2"}) {
     auto it = s.find(k);
     out += std::string(out.empty() ? "" : " ") + k + "=";
-    if (it == s.end() || it->is_null()) out += (it == s.end() ? "-" : "nan");
-    else if (std::string(k) == "count") out += it->dump();
-    else out += fmt("%.6g", it->get<double>());
+    if (it == s.end() || it->is_null())
+      out += (it == s.end() ? "-" : "nan");
+    else if (std::string(k) == "count")
+      out += it->dump();
+    else
+      out += fmt("%.6g", it->get<double>());
   }
   return out;
 }
-
 
 // Manifest/config differences and the distributed-variable verdict.
 void config_text(const RunDiff& d, std::string& out) {
@@ -68,8 +70,8 @@ void config_text(const RunDiff& d, std::string& out) {
     size_t w = 0;
     for (const auto& c : d.config) w = std::max(w, c.key.size());
     for (const auto& c : d.config) {
-      std::string line = "  " + c.key + std::string(w - c.key.size(), ' ') + "  " + short_json(c.a) + " -> " +
-                         short_json(c.b);
+      std::string line =
+          "  " + c.key + std::string(w - c.key.size(), ' ') + "  " + short_json(c.a) + " -> " + short_json(c.b);
       if (!c.variable.empty()) line += "   [" + c.variable + "]";
       out += line + "\n";
     }
@@ -132,8 +134,9 @@ void tensors_text(const RunDiff& d, std::string& out) {
                  ", l2 " + fmt("%.3g", t.rel_l2) + "\n";
         if (!t.hint.empty()) out += "      likely: " + t.hint + "\n";
       } else if (r.first_hash_difference) {
-        out += "    no divergence beyond tolerance; first bitwise difference: " +
-               tensor_where(*r.first_hash_difference) + "\n";
+        out +=
+            "    no divergence beyond tolerance; first bitwise difference: " + tensor_where(*r.first_hash_difference) +
+            "\n";
       } else if (r.compared) {
         out += "    every matched record bitwise identical\n";
       }
@@ -186,12 +189,15 @@ nlohmann::json run_diff_json(const RunDiff& d) {
       row["stage"] = s.stage;
       stages.push_back(row);
     }
-    return nlohmann::json{{"step_median_ms", delta_json(b.step_median_ms)}, {"steps", delta_json(b.steps)},
+    return nlohmann::json{{"step_median_ms", delta_json(b.step_median_ms)},
+                          {"steps", delta_json(b.steps)},
                           {"stages_ms_per_step", stages}};
   };
   nlohmann::json config = nlohmann::json::array();
   for (const auto& c : d.config)
-    config.push_back({{"key", c.key}, {"a", c.a}, {"b", c.b},
+    config.push_back({{"key", c.key},
+                      {"a", c.a},
+                      {"b", c.b},
                       {"variable", c.variable.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.variable)}});
   nlohmann::json ranks_timing = nlohmann::json::array();
   for (const auto& [r, b] : d.timing.ranks) {

@@ -6,8 +6,8 @@
 #include <set>
 #include <tuple>
 
-#include "traces/diff/run_diff_steps.h"
 #include "traces/base/text_format.h"
+#include "traces/diff/run_diff_steps.h"
 
 namespace ddp::run_diff_detail {
 namespace {
@@ -99,8 +99,9 @@ std::string hint_for(const TensorDivergence& d, bool first_activation_of_micro) 
                : "the earlier layers matched, so this layer computes differently: BatchNorm batch statistics, AMP "
                  "or dropout";
   if (d.kind == "grad") {
-    std::string h = "the forward matched, the gradients differ: loss reduction, gradient averaging over ranks or the "
-                    "allreduce";
+    std::string h =
+        "the forward matched, the gradients differ: loss reduction, gradient averaging over ranks or the "
+        "allreduce";
     double la = stat(d.a, "l2"), lb = stat(d.b, "l2");
     if (std::isfinite(la) && std::isfinite(lb) && la > 0)
       h += " (l2 ratio B/A " + fmt("%.4g", lb / la) + "; a ratio of W or 1/W points to a sum-reduced loss)";

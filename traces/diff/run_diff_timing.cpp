@@ -106,12 +106,12 @@ TimingDiff diff_timing(const DiffRun& a, const DiffRun& b) {
     ta = timing_from_manifest(a);
     tb = timing_from_manifest(b);
     out.source = ta.empty() && tb.empty() ? "none" : "manifest";
-    out.note = std::string("no per-stage breakdown: ") +
-               (!a.has_traces && !b.has_traces ? "neither run has rank traces"
-                : !a.has_traces               ? "run A has no rank traces"
-                                              : "run B has no rank traces") +
-               (out.source == "none" ? ", and neither manifest has per-rank step times"
-                                     : "; step medians from the manifests");
+    out.note =
+        std::string("no per-stage breakdown: ") +
+        (!a.has_traces && !b.has_traces ? "neither run has rank traces"
+         : !a.has_traces                ? "run A has no rank traces"
+                                        : "run B has no rank traces") +
+        (out.source == "none" ? ", and neither manifest has per-rank step times" : "; step medians from the manifests");
   }
   RankTiming ma, mb;
   ma.step_median_ms = mean_of(ta, &RankTiming::step_median_ms);

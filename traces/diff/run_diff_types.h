@@ -31,14 +31,13 @@ struct ReplicaRecord {
 // What --diff reads from one run folder.
 struct DiffRun {
   std::string dir;
-  nlohmann::json manifest;            // null when missing or unreadable
-  bool has_traces = false;            // at least one rank trace could be read
-  std::vector<RankSummary> traces;    // summarize() of the rank traces
+  nlohmann::json manifest;                             // null when missing or unreadable
+  bool has_traces = false;                             // at least one rank trace could be read
+  std::vector<RankSummary> traces;                     // summarize() of the rank traces
   std::map<int, std::vector<TensorRecord>> summaries;  // by rank, in file order
   std::map<int, std::vector<ReplicaRecord>> replicas;  // by rank, in file order
-  std::vector<std::string> problems;  // damaged or missing pieces, one line each
+  std::vector<std::string> problems;                   // damaged or missing pieces, one line each
 };
-
 
 struct DiffOptions {
   // A tensor diverges when its element count differs, when one side's statistic is not finite and the other's is,
@@ -57,8 +56,8 @@ struct DistributedVariable {
 const std::vector<DistributedVariable>& distributed_variables();
 
 struct ConfigDifference {
-  std::string key;  // flattened manifest key, e.g. "config.batch_size", "world_size", "versions.libtorch"
-  nlohmann::json a, b;  // null when the key is absent on that side
+  std::string key;       // flattened manifest key, e.g. "config.batch_size", "world_size", "versions.libtorch"
+  nlohmann::json a, b;   // null when the key is absent on that side
   std::string variable;  // the distributed variable this key belongs to, or empty
 };
 
@@ -90,7 +89,7 @@ struct TensorDivergence {
   std::string kind;
   int micro = -1;
   std::string name;
-  std::string reason;  // "count", "not finite", "mean", "std", "l2" (the statistics beyond tolerance, comma-joined)
+  std::string reason;   // "count", "not finite", "mean", "std", "l2" (the statistics beyond tolerance, comma-joined)
   nlohmann::json a, b;  // the two stats objects
   double rel_mean = 0, rel_std = 0, rel_l2 = 0;
   std::string hint;  // the likely cause, from where the divergence starts (a heuristic, worded as one)

@@ -20,10 +20,9 @@ constexpr size_t kMaxLanes = 256;  // Event::lane is a byte
 void take_size_from_param_comms(std::vector<KSpan>& kept, const std::vector<const KSpan*>& param_comms) {
   for (KSpan& s : kept) {
     if (s.stage != Stage::allreduce || s.bytes) continue;
-    auto it = std::upper_bound(param_comms.begin(), param_comms.end(), std::make_pair(s.thread, s.t0),
-                               [](const std::pair<uint16_t, int64_t>& k, const KSpan* p) {
-                                 return k < std::make_pair(p->thread, p->t0);
-                               });
+    auto it = std::upper_bound(
+        param_comms.begin(), param_comms.end(), std::make_pair(s.thread, s.t0),
+        [](const std::pair<uint16_t, int64_t>& k, const KSpan* p) { return k < std::make_pair(p->thread, p->t0); });
     if (it == param_comms.begin()) continue;
     const KSpan* p = *(it - 1);
     if (p->thread == s.thread && p->t0 <= s.t0 && s.t1 <= p->t1) {
@@ -109,8 +108,8 @@ size_t assign_steps(std::vector<KSpan>& spans, const std::vector<Window>& window
       kept.push_back(s);
       continue;
     }
-    auto it = std::upper_bound(windows.begin(), windows.end(), s.t0,
-                               [](int64_t t, const Window& w) { return t < w.t0; });
+    auto it =
+        std::upper_bound(windows.begin(), windows.end(), s.t0, [](int64_t t, const Window& w) { return t < w.t0; });
     const bool gpu = is_gpu_activity(s.stage);
     if (it == windows.begin() || (std::next(it - 1) == windows.end() && s.t0 >= (it - 1)->t1 && !gpu)) {
       ++dropped;
@@ -124,8 +123,8 @@ size_t assign_steps(std::vector<KSpan>& spans, const std::vector<Window>& window
 }
 
 // On a GPU the host's nccl:all_reduce (or record_param_comms, c10d::allreduce_) only enqueues the collective; its
-// transfer is the NCCL AllReduce kernel. When the counts agree, the k-th host allreduce takes the k-th kernel's time and
-// stream (keeping the step it was launched in), so allreduce time and bandwidth mean the transfer, as in our runs.
+// transfer is the NCCL AllReduce kernel. When the counts agree, the k-th host allreduce takes the k-th kernel's time
+// and stream (keeping the step it was launched in), so allreduce time and bandwidth mean the transfer, as in our runs.
 void time_allreduces_by_their_kernels(std::vector<KSpan>& spans, const KFile& f, std::vector<std::string>& notes) {
   std::vector<KSpan*> host, kernels;
   for (KSpan& s : spans) {
@@ -134,8 +133,10 @@ void time_allreduces_by_their_kernels(std::vector<KSpan>& spans, const KFile& f,
   }
   if (kernels.empty() || host.empty()) return;
   if (kernels.size() != host.size()) {
-    notes.push_back(fmt("%zu host allreduces but %zu NCCL AllReduce kernels: allreduce spans are the host's enqueue, "
-                        "not the transfer (see the nccl stage)", host.size(), kernels.size()));
+    notes.push_back(
+        fmt("%zu host allreduces but %zu NCCL AllReduce kernels: allreduce spans are the host's enqueue, "
+            "not the transfer (see the nccl stage)",
+            host.size(), kernels.size()));
     return;
   }
   auto by_t0 = [](const KSpan* a, const KSpan* b) { return a->t0 < b->t0; };
@@ -175,8 +176,8 @@ std::vector<KSpan> derive_wait_comm(const std::vector<KSpan>& spans, uint16_t ma
     auto c = collective_end.find(step);
     if (c == collective_end.end() || c->second <= b) continue;
     int64_t end = c->second;
-    auto next = std::lower_bound(main_spans.begin(), main_spans.end(), b,
-                                 [](const KSpan* s, int64_t t) { return s->t0 < t; });
+    auto next =
+        std::lower_bound(main_spans.begin(), main_spans.end(), b, [](const KSpan* s, int64_t t) { return s->t0 < t; });
     if (next != main_spans.end()) end = std::min(end, (*next)->t0);
     if (end <= b) continue;
     KSpan w;
@@ -201,7 +202,9 @@ bool is_group_collective_kernel(const std::string& name) {
 // The collectives the clock alignment matches: NCCL collective kernels when the trace has them (they end when the
 // collective ends on the device), else the host collectives kept.
 std::vector<CollectiveAnchor> anchors_of(const KFile& f, const std::vector<KSpan>& spans) {
-  auto gpu_anchor = [&](const KSpan& s) { return s.stage == Stage::nccl && is_group_collective_kernel(f.names[s.name]); };
+  auto gpu_anchor = [&](const KSpan& s) {
+    return s.stage == Stage::nccl && is_group_collective_kernel(f.names[s.name]);
+  };
   const bool gpu = std::any_of(spans.begin(), spans.end(), gpu_anchor);
   std::vector<const KSpan*> picked;
   for (const KSpan& s : spans)
@@ -223,7 +226,8 @@ std::vector<CollectiveAnchor> anchors_of(const KFile& f, const std::vector<KSpan
 }
 
 // Lanes for the threads that have spans, in thread order; names made unique (two GPUs can both have "stream 7").
-std::vector<int> assign_lanes(const KFile& f, const std::vector<KSpan>& spans, RankTrace& t, std::vector<std::string>& notes) {
+std::vector<int> assign_lanes(const KFile& f, const std::vector<KSpan>& spans, RankTrace& t,
+                              std::vector<std::string>& notes) {
   std::vector<char> used(f.threads.size(), 0);
   for (const KSpan& s : spans) used[s.thread] = 1;
   std::vector<int> lane(f.threads.size(), -1);
@@ -244,8 +248,8 @@ std::vector<int> assign_lanes(const KFile& f, const std::vector<KSpan>& spans, R
     lane[i] = static_cast<int>(t.lanes.size());
     t.lanes.push_back(name);
   }
-  if (merged) notes.push_back(fmt("%zu threads beyond the first %zu share the lane 'other threads'", merged,
-                                  kMaxLanes - 1));
+  if (merged)
+    notes.push_back(fmt("%zu threads beyond the first %zu share the lane 'other threads'", merged, kMaxLanes - 1));
   return lane;
 }
 
@@ -276,8 +280,9 @@ BuiltRank build_rank(const KFile& f, int world) {
     if (s.stage == Stage::step) windows.push_back({s.t0, s.t1, s.step});
   std::sort(windows.begin(), windows.end(), [](const Window& x, const Window& y) { return x.t0 < y.t0; });
   if (windows.empty())
-    b.notes.push_back("no ProfilerStep#N annotations: the whole trace is one step (use torch.profiler's schedule "
-                      "and prof.step() to get steps)");
+    b.notes.push_back(
+        "no ProfilerStep#N annotations: the whole trace is one step (use torch.profiler's schedule "
+        "and prof.step() to get steps)");
   if (size_t n = assign_steps(spans, windows))
     b.notes.push_back(fmt("%zu stage spans outside every ProfilerStep window left out", n));
   time_allreduces_by_their_kernels(spans, f, b.notes);

@@ -13,9 +13,9 @@
 namespace ddp::kineto_detail {
 
 struct BuiltRank {
-  RankTrace trace;                         // on the rank's own clock; clocks are set by the caller after alignment
-  std::vector<CollectiveAnchor> anchors;   // its collectives, for the clock alignment
-  std::vector<std::string> notes;          // what was left out or derived, one line each
+  RankTrace trace;                        // on the rank's own clock; clocks are set by the caller after alignment
+  std::vector<CollectiveAnchor> anchors;  // its collectives, for the clock alignment
+  std::vector<std::string> notes;         // what was left out or derived, one line each
 };
 
 BuiltRank build_rank(const KFile& f, int world);

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <unordered_map>
 
-#include "traces/model/cuda_names.h"
 #include "traces/base/json_out.h"
 #include "traces/kineto/kineto_export_layout.h"
+#include "traces/model/cuda_names.h"
 
 namespace ddp {
 namespace {
@@ -74,7 +74,13 @@ void provenance(JsonOut& o, const RunFacts& run, const RankTrace& r) {
 class RankWriter {
  public:
   RankWriter(JsonOut& o, const RunFacts& run, const RankTrace& r, const RankLayout& layout, KinetoExportStats& stats)
-      : o_(o), run_(run), r_(r), layout_(layout), stats_(stats), names_(cuda_event_names(r)), launches_(cuda_launches(r)) {
+      : o_(o),
+        run_(run),
+        r_(r),
+        layout_(layout),
+        stats_(stats),
+        names_(cuda_event_names(r)),
+        launches_(cuda_launches(r)) {
     shift_ = r.clock_offset_ns() + run.ts_shift_ns;
     for (const Event& e : r.events)
       if (e.is_cuda()) external_id_ = std::max<uint64_t>(external_id_, e.correlation_id());
@@ -99,7 +105,9 @@ class RankWriter {
     o_.raw(first_ ? "\n  " : ",\n  ");
     first_ = false;
   }
-  const Thread& thread(uint8_t lane) const { return layout_.threads[std::min<size_t>(lane, layout_.threads.size() - 1)]; }
+  const Thread& thread(uint8_t lane) const {
+    return layout_.threads[std::min<size_t>(lane, layout_.threads.size() - 1)];
+  }
 
   void meta(const char* name, int64_t pid, int64_t tid, const char* key, const std::string& text, int64_t number,
             bool is_text) {
@@ -113,7 +121,8 @@ class RankWriter {
   // Processes and threads as Kineto lays them out: the rank's host threads under its pid, each GPU a process
   // (pid = device index) with a thread per stream.
   void metadata() {
-    const std::string process = "ddp_profile rank " + std::to_string(r_.rank) + (run_.host(r_).empty() ? "" : " (" + run_.host(r_) + ")");
+    const std::string process =
+        "ddp_profile rank " + std::to_string(r_.rank) + (run_.host(r_).empty() ? "" : " (" + run_.host(r_) + ")");
     meta("process_name", layout_.pid, 0, "name", process, 0, true);
     meta("process_labels", layout_.pid, 0, "labels", "CPU", 0, true);
     meta("process_sort_index", layout_.pid, 0, "sort_index", "", layout_.pid, false);
@@ -312,7 +321,8 @@ bool export_kineto(const RunTrace& run, const std::string& dir, KinetoExportStat
   for (const RankTrace& r : run.ranks) {
     const std::string path = dir + "/" + kineto_rank_trace_file(static_cast<int>(r.rank));
     uint64_t bytes = 0;
-    if (!write_json_file_atomically(path, [&](JsonOut& o) { write_rank(o, facts, r, stats); }, bytes, error))
+    if (!write_json_file_atomically(
+            path, [&](JsonOut& o) { write_rank(o, facts, r, stats); }, bytes, error))
       return false;
     stats.bytes += bytes;
     stats.files.push_back(path);

@@ -26,7 +26,8 @@ std::optional<GpuFacts> gpu_facts(const nlohmann::json& manifest) {
   if (g.name.empty()) return std::nullopt;
   const std::string cc = text_at(c, "compute_capability");
   if (std::sscanf(cc.c_str(), "%d.%d", &g.cc_major, &g.cc_minor) != 2) g.cc_major = g.cc_minor = 0;
-  if (auto m = c.find("device_memory_bytes"); m != c.end() && m->is_number_unsigned()) g.total_bytes = m->get<uint64_t>();
+  if (auto m = c.find("device_memory_bytes"); m != c.end() && m->is_number_unsigned())
+    g.total_bytes = m->get<uint64_t>();
   return g;
 }
 
@@ -123,12 +124,18 @@ RankLayout rank_layout(const RunFacts& run, const RankTrace& r) {
 HostName host_name(const Event& e, const RunFacts& run) {
   const Stage s = e.stage_id();
   switch (s) {
-    case Stage::step: return {"ProfilerStep#" + std::to_string(e.step), "user_annotation"};
-    case Stage::wait_data: return {"enumerate(DataLoader)#ddp_profile::Loader.__next__", "user_annotation"};
-    case Stage::forward: return {"DistributedDataParallel.forward", "user_annotation"};
-    case Stage::backward: return {"## backward ##", "user_annotation"};
-    case Stage::optimizer: return {"Optimizer.step#" + run.optimizer + ".step", "user_annotation"};
-    default: return {"ddp_profile::" + std::string(stage_name(s)), "cpu_op"};
+    case Stage::step:
+      return {"ProfilerStep#" + std::to_string(e.step), "user_annotation"};
+    case Stage::wait_data:
+      return {"enumerate(DataLoader)#ddp_profile::Loader.__next__", "user_annotation"};
+    case Stage::forward:
+      return {"DistributedDataParallel.forward", "user_annotation"};
+    case Stage::backward:
+      return {"## backward ##", "user_annotation"};
+    case Stage::optimizer:
+      return {"Optimizer.step#" + run.optimizer + ".step", "user_annotation"};
+    default:
+      return {"ddp_profile::" + std::string(stage_name(s)), "cpu_op"};
   }
 }
 

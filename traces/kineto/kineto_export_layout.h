@@ -12,7 +12,7 @@
 
 namespace ddp::kineto_export {
 
-inline constexpr const char* kProcessGroupName = "0";         // our runs have one process group, the default
+inline constexpr const char* kProcessGroupName = "0";           // our runs have one process group, the default
 inline constexpr int64_t kGpuSortIndexBase = int64_t{1} << 24;  // Kineto's process_sort_index for GPU D: 2^24 + D
 
 struct GpuFacts {
@@ -53,7 +53,7 @@ struct Thread {
 
 struct RankLayout {
   int64_t pid = 0;
-  std::vector<Thread> threads;   // index = lane (one more, "unknown lane", for events on a lane never named)
+  std::vector<Thread> threads;    // index = lane (one more, "unknown lane", for events on a lane never named)
   std::vector<uint32_t> devices;  // GPUs with streams in this rank, ascending
 };
 

@@ -14,9 +14,9 @@ namespace ddp::kineto_detail {
 
 // A stage span as Kineto recorded it.
 struct KSpan {
-  int64_t t0 = 0, t1 = 0;  // ns, host clock: baseTimeNanoseconds + ts (Kineto writes ts relative to that base)
-  uint64_t bytes = 0;      // collectives: In msg nelems x dtype size, when the trace says
-  uint32_t step = 0;       // ProfilerStep#N: N
+  int64_t t0 = 0, t1 = 0;    // ns, host clock: baseTimeNanoseconds + ts (Kineto writes ts relative to that base)
+  uint64_t bytes = 0;        // collectives: In msg nelems x dtype size, when the trace says
+  uint32_t step = 0;         // ProfilerStep#N: N
   uint32_t correlation = 0;  // CUDA records: Kineto's "correlation" argument
   uint32_t name = 0;         // CUDA records: index into KFile::names
   uint16_t thread = 0;       // index into KFile::threads
@@ -28,9 +28,9 @@ struct KSpan {
 
 struct KFile {
   std::string path;
-  std::string name;  // file name without folders
-  int rank = -1;     // -1: unknown
-  int world = -1;    // -1: unknown
+  std::string name;       // file name without folders
+  int rank = -1;          // -1: unknown
+  int world = -1;         // -1: unknown
   std::string rank_from;  // "distributedInfo" or "file name"
   std::string backend;    // distributedInfo.backend ("gloo", "nccl"), empty when the trace does not say
   int64_t base_ns = 0;    // baseTimeNanoseconds (0 in traces that have none)

@@ -8,10 +8,10 @@
 #include <set>
 #include <thread>
 
+#include "traces/base/text_format.h"
 #include "traces/kineto/kineto_align.h"
 #include "traces/kineto/kineto_build.h"
 #include "traces/kineto/kineto_file.h"
-#include "traces/base/text_format.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -81,9 +81,10 @@ bool check_identity(std::vector<KFile>& files, int& world, std::vector<std::stri
   for (const KFile& f : files) {
     if (!f.status.ok()) continue;
     if (f.rank < 0) {
-      error = f.path + ": cannot tell which rank wrote it: the trace has no distributedInfo.rank (PyTorch writes it "
-                       "when torch.distributed is initialised before profiling) and its name has no rank<R>, "
-                       "rank-<R> or rank_<R>; rename it, e.g. rank0.pt.trace.json";
+      error = f.path +
+              ": cannot tell which rank wrote it: the trace has no distributedInfo.rank (PyTorch writes it "
+              "when torch.distributed is initialised before profiling) and its name has no rank<R>, "
+              "rank-<R> or rank_<R>; rename it, e.g. rank0.pt.trace.json";
       return false;
     }
     auto [it, fresh] = by_rank.emplace(f.rank, &f);
@@ -153,12 +154,14 @@ std::vector<std::string> limits_of(const RunTrace& run) {
     }
   std::vector<std::string> notes;
   if (wait_data)
-    notes.push_back("DataLoader worker processes are not in a trace of the training process: wait_data is how long "
-                    "the main thread waited for a batch; whether disk reads or transforms inside the workers were slow "
-                    "cannot be seen (profile the workers, or time the Dataset, to tell)");
+    notes.push_back(
+        "DataLoader worker processes are not in a trace of the training process: wait_data is how long "
+        "the main thread waited for a batch; whether disk reads or transforms inside the workers were slow "
+        "cannot be seen (profile the workers, or time the Dataset, to tell)");
   if (wait_comm)
-    notes.push_back("wait_comm is derived: the main thread records nothing while it waits for DDP's allreduces; it "
-                    "is the time from the end of backward to the end of the step's last collective");
+    notes.push_back(
+        "wait_comm is derived: the main thread records nothing while it waits for DDP's allreduces; it "
+        "is the time from the end of backward to the end of the step's last collective");
   return notes;
 }
 
@@ -186,7 +189,8 @@ bool is_kineto_input(const std::vector<std::string>& inputs) {
   if (fs::is_regular_file(p, ec)) return true;
   if (!fs::is_directory(p, ec) || is_run_folder(p)) return false;
   for (const auto& e : fs::directory_iterator(p, ec))
-    if (is_trace_file_name(e.path().filename().string()) && !is_run_folder_file(e.path().filename().string())) return true;
+    if (is_trace_file_name(e.path().filename().string()) && !is_run_folder_file(e.path().filename().string()))
+      return true;
   return false;
 }
 
@@ -208,11 +212,15 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
     if (!f.status.ok()) continue;
     if (!f.backend.empty()) backends.insert(f.backend);
     built.push_back(build_rank(f, world));
-    report_files.push_back({{"rank", f.rank}, {"file", f.path}, {"rank_from", f.rank_from},
-                            {"format", f.array_format ? "legacy array" : "kineto"}, {"events", f.events}});
+    report_files.push_back({{"rank", f.rank},
+                            {"file", f.path},
+                            {"rank_from", f.rank_from},
+                            {"format", f.array_format ? "legacy array" : "kineto"},
+                            {"events", f.events}});
     for (const std::string& n : built.back().notes) notes.push_back("rank " + std::to_string(f.rank) + ": " + n);
   }
-  std::sort(built.begin(), built.end(), [](const BuiltRank& a, const BuiltRank& b) { return a.trace.rank < b.trace.rank; });
+  std::sort(built.begin(), built.end(),
+            [](const BuiltRank& a, const BuiltRank& b) { return a.trace.rank < b.trace.rank; });
 
   const BuiltRank& ref = built.front();
   nlohmann::json alignment = nlohmann::json::array();
@@ -224,7 +232,8 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
       e.matched = b.anchors.size();
       e.measured = e.bounded = true;
     } else if (e.measured && !e.bounded) {
-      run.problems.push_back("rank " + std::to_string(e.rank) + ": the collectives' causality bounds contradict each "
+      run.problems.push_back("rank " + std::to_string(e.rank) +
+                             ": the collectives' causality bounds contradict each "
                              "other (drifting clocks, or collectives matched wrongly): the offset is less certain "
                              "than its spread says");
     }
@@ -274,9 +283,10 @@ nlohmann::json kineto_report_json(const RunTrace& run) {
 std::string kineto_report_text(const RunTrace& run) {
   const nlohmann::json r = kineto_report_json(run);
   if (r.is_null()) return {};
-  std::string out = fmt("clock alignment (offset of each rank's clock from rank %d's, median of matched collectives' "
-                        "end-time differences ± their median absolute deviation):\n",
-                        r.value("reference_rank", 0));
+  std::string out =
+      fmt("clock alignment (offset of each rank's clock from rank %d's, median of matched collectives' "
+          "end-time differences ± their median absolute deviation):\n",
+          r.value("reference_rank", 0));
   for (const auto& a : r["clock_alignment"]) {
     if (!a.value("measured", false)) {
       out += fmt("  rank %d: not measured (no collective matched)\n", a.value("rank", 0));
@@ -286,9 +296,8 @@ std::string kineto_report_text(const RunTrace& run) {
     if (a["bounds_ms"].is_array() && a.value("rank", 0) != r.value("reference_rank", 0))
       bounds = fmt(", certainly within [%+.2f, %+.2f] ms%s", a["bounds_ms"][0].get<double>(),
                    a["bounds_ms"][1].get<double>(), a.value("clamped_to_bounds", false) ? " (median clamped)" : "");
-    out += fmt("  rank %d: %+.2f ms ± %.2f ms from %zu collectives%s\n", a.value("rank", 0),
-               a.value("offset_ms", 0.0), a.value("uncertainty_ms", 0.0), a.value("collectives", size_t{0}),
-               bounds.c_str());
+    out += fmt("  rank %d: %+.2f ms ± %.2f ms from %zu collectives%s\n", a.value("rank", 0), a.value("offset_ms", 0.0),
+               a.value("uncertainty_ms", 0.0), a.value("collectives", size_t{0}), bounds.c_str());
   }
   if (!r["notes"].empty()) {
     out += "notes:\n";

@@ -27,7 +27,7 @@ enum class CollectiveSource : uint8_t {
 struct KinetoMatch {
   Stage stage = Stage::step;
   CollectiveSource collective = CollectiveSource::none;  // for allreduce matches
-  bool user = false;                                    // matched a --map rule
+  bool user = false;                                     // matched a --map rule
 };
 
 class KinetoStageMap {

@@ -4,10 +4,10 @@
 
 #include <unordered_map>
 
-#include "traces/chrome/chrome_reader.h"
 #include "traces/base/json_out.h"
-#include "traces/kineto/kineto_import.h"
 #include "traces/base/parse_int.h"
+#include "traces/chrome/chrome_reader.h"
+#include "traces/kineto/kineto_import.h"
 
 namespace ddp {
 namespace {

@@ -29,13 +29,18 @@ std::string_view cuda_event_name(const Event& e, const std::vector<std::string>&
 std::string_view cuda_category(Stage s) {
   switch (s) {
     case Stage::kernel:
-    case Stage::nccl: return "kernel";
+    case Stage::nccl:
+      return "kernel";
     case Stage::memcpy_h2d:
     case Stage::memcpy_d2h:
-    case Stage::memcpy_d2d: return "gpu_memcpy";
-    case Stage::memset: return "gpu_memset";
-    case Stage::sync: return "cuda_sync";
-    default: return "cuda_runtime";
+    case Stage::memcpy_d2d:
+      return "gpu_memcpy";
+    case Stage::memset:
+      return "gpu_memset";
+    case Stage::sync:
+      return "cuda_sync";
+    default:
+      return "cuda_runtime";
   }
 }
 

@@ -1,12 +1,12 @@
 #include "traces/model/run_folder.h"
 
-#include "traces/base/parse_int.h"
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <regex>
+
+#include "traces/base/parse_int.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -59,6 +59,5 @@ bool is_run_folder_file(const std::string& name) {
 bool is_hta_input_name(const std::string& name) { return ends_with(name, ".json") || ends_with(name, ".gz"); }
 std::string checkpoint_folder(int64_t step) { return "checkpoints/step" + std::to_string(step); }
 std::string checkpoint_rank_file(int rank) { return rank_name(rank) + ".pt"; }
-
 
 }  // namespace ddp

@@ -26,25 +26,25 @@ inline std::string check_fault_run(const std::string& kind) { return "fault_" + 
 inline const char* kLogsDir = "logs";
 inline const char* kProgressDir = "progress";
 inline const char* kVerifyDir = "verify";
-std::string rank_trace_file(int rank);                     // rank<R>.ddpt
+std::string rank_trace_file(int rank);  // rank<R>.ddpt
 bool is_rank_trace_file(const std::string& name, int* rank = nullptr);
-std::string rank_log_file(int rank);                       // logs/rank<R>.log
-std::string rank_progress_file(int rank);                  // progress/rank<R>.bin
+std::string rank_log_file(int rank);       // logs/rank<R>.log
+std::string rank_progress_file(int rank);  // progress/rank<R>.bin
 // The verification log: one JSON-lines file per rank and kind (consumed samples, replica hashes, tensor summaries).
 inline const char* kVerifySamples = "samples";
 inline const char* kVerifyReplicas = "replicas";
 inline const char* kVerifySummaries = "summaries";
-std::string verify_log_file(int rank, const char* kind);   // verify/rank<R>.<kind>.jsonl
+std::string verify_log_file(int rank, const char* kind);                                  // verify/rank<R>.<kind>.jsonl
 bool is_verify_log_file(const std::string& name, const char* kind, int* rank = nullptr);  // name inside verify/
 inline std::string verify_samples_file(int rank) { return verify_log_file(rank, kVerifySamples); }
 inline std::string verify_replicas_file(int rank) { return verify_log_file(rank, kVerifyReplicas); }
 inline std::string verify_summaries_file(int rank) { return verify_log_file(rank, kVerifySummaries); }
-std::string verify_step_file(int rank, int64_t step);      // verify/rank<R>_step<S>.pt
+std::string verify_step_file(int rank, int64_t step);  // verify/rank<R>_step<S>.pt
 bool is_verify_step_file(const std::string& name, int* rank = nullptr, int64_t* step = nullptr);
-std::string checkpoint_folder(int64_t step);               // checkpoints/step<k>
-std::string checkpoint_rank_file(int rank);                // rank<R>.pt, inside a checkpoint folder
+std::string checkpoint_folder(int64_t step);  // checkpoints/step<k>
+std::string checkpoint_rank_file(int rank);   // rank<R>.pt, inside a checkpoint folder
 // --export RUN --format kineto: one PyTorch profiler (Kineto) trace per rank in the output folder (docs/kineto.md).
-std::string kineto_rank_trace_file(int rank);              // rank<R>.pt.trace.json
+std::string kineto_rank_trace_file(int rank);  // rank<R>.pt.trace.json
 // Files our Kineto importer reads from a folder: *.json and *.json.gz, except the run folder's own JSON files.
 bool is_trace_file_name(const std::string& name);
 // manifest.json, trace.json, run_status.json, checks.json: never a rank's profiler trace.

@@ -8,7 +8,6 @@
 
 namespace ddp {
 
-
 enum class TraceError { none, cannot_open, not_a_trace, unsupported_version };
 
 struct TraceReadResult {

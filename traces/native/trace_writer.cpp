@@ -42,9 +42,8 @@ bool TraceWriter::open(const std::string& path, uint32_t rank, uint32_t world, s
   h.rank = rank;
   h.world = world;
   h.header_bytes = sizeof(h);
-  h.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  h.created_unix_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (!write_all(fd_, reinterpret_cast<const uint8_t*>(&h), sizeof(h))) {
     error = "cannot write trace header to " + path + ": " + std::strerror(errno);
     ::close(fd_);

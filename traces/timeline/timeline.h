@@ -138,7 +138,7 @@ struct Timeline {
   std::string producer;  // "ddp_profile", "kineto" or ""
   StringTable names;
   ExtraTexts extras;
-  std::vector<SpanDetail> details;  // Span::detail with kDetailBit set indexes these; without it, an ExtraTexts id
+  std::vector<SpanDetail> details;    // Span::detail with kDetailBit set indexes these; without it, an ExtraTexts id
   std::vector<uint32_t> name_colors;  // per name id (stage colour or a hashed colour)
   std::vector<Process> processes;     // sorted for display
   int64_t t_begin = 0, t_end = 0;     // over all spans and counter samples
@@ -177,7 +177,7 @@ struct Timeline {
 class TimelineBuilder {
  public:
   TimelineBuilder();
-  int process(std::string_view key);           // finds or adds
+  int process(std::string_view key);            // finds or adds
   int lane(int process, std::string_view key);  // finds or adds
   void set_process_name(int p, std::string_view name) { procs_[p].name = name; }
   void set_process_labels(int p, std::string_view labels) { labels_[p] = labels; }

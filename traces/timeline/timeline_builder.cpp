@@ -201,8 +201,8 @@ void finish_counter(CounterSeries& c, int64_t shift) {
 void assign_name_colors(Timeline& tl) {
   tl.name_colors.resize(tl.names.size());
   for (uint32_t i = 0; i < tl.names.size(); ++i)
-    tl.name_colors[i] = i < static_cast<uint32_t>(kStageCount) ? stage_color(static_cast<Stage>(i))
-                                                                : name_color(tl.names.at(i));
+    tl.name_colors[i] =
+        i < static_cast<uint32_t>(kStageCount) ? stage_color(static_cast<Stage>(i)) : name_color(tl.names.at(i));
 }
 
 // The earliest and latest time over every staged span and counter sample; {0, 0} when there is none.

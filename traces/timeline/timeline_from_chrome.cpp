@@ -7,8 +7,8 @@
 #include <limits>
 #include <unordered_map>
 
-#include "traces/chrome/chrome_reader.h"
 #include "traces/base/parse_int.h"
+#include "traces/chrome/chrome_reader.h"
 #include "traces/timeline/timeline.h"
 #include "traces/timeline/timeline_sources.h"
 
@@ -59,7 +59,9 @@ namespace timeline_detail {
 
 bool ChromeToTimeline::operator()(const ChromeEventView& e) {
   switch (e.ph) {
-    case 'X': span(e, e.ts_ns, e.has_dur ? e.ts_ns + std::max<int64_t>(e.dur_ns, 0) : e.ts_ns); break;
+    case 'X':
+      span(e, e.ts_ns, e.has_dur ? e.ts_ns + std::max<int64_t>(e.dur_ns, 0) : e.ts_ns);
+      break;
     case 'B': {
       if (!e.has_ts) break;
       auto [p, l] = where(e);
@@ -104,8 +106,11 @@ bool ChromeToTimeline::operator()(const ChromeEventView& e) {
           if (const ChromeValue* v = e.arg(k); v && v->is_number()) b_.add_counter(p, k, at(e.ts_ns), v->num);
       }
       break;
-    case 'M': metadata(e); break;
-    default: break;  // flows ('s'/'f'), async and other phases are not drawn
+    case 'M':
+      metadata(e);
+      break;
+    default:
+      break;  // flows ('s'/'f'), async and other phases are not drawn
   }
   return true;
 }
@@ -119,8 +124,11 @@ void ChromeToTimeline::close(int64_t end_ns) {
       ++unclosed;
     }
   open_.clear();
-  if (unclosed) b_.problem(scope_.name_prefix + std::to_string(unclosed) + " \"B\" events without an \"E\" (closed at the trace's end)");
-  if (unmatched_end_) b_.problem(scope_.name_prefix + std::to_string(unmatched_end_) + " \"E\" events without a \"B\" (ignored)");
+  if (unclosed)
+    b_.problem(scope_.name_prefix + std::to_string(unclosed) +
+               " \"B\" events without an \"E\" (closed at the trace's end)");
+  if (unmatched_end_)
+    b_.problem(scope_.name_prefix + std::to_string(unmatched_end_) + " \"E\" events without a \"B\" (ignored)");
   constexpr int64_t kSortRange = int64_t{1} << 40;  // a file's own sort indices (pids) stay below this
   for (const auto& [p, own] : own_sort_) {
     b_.set_process_sort(p, scope_.sort_base + std::clamp<int64_t>(own, 0, kSortRange - 1));

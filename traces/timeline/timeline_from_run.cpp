@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "traces/native/load_run.h"
 #include "traces/model/cuda_names.h"
+#include "traces/native/load_run.h"
 #include "traces/timeline/timeline.h"
 #include "traces/timeline/timeline_sources.h"
 

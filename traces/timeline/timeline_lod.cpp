@@ -9,8 +9,8 @@ namespace ddp {
 size_t first_visible(const Row& row, int64_t t) {
   // Every span that overlaps t starts at or after t - max_dur.
   int64_t from = t - row.max_dur;
-  auto it = std::lower_bound(row.spans.begin(), row.spans.end(), from,
-                             [](const Span& s, int64_t v) { return s.t0 < v; });
+  auto it =
+      std::lower_bound(row.spans.begin(), row.spans.end(), from, [](const Span& s, int64_t v) { return s.t0 < v; });
   return static_cast<size_t>(it - row.spans.begin());
 }
 
