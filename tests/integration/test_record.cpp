@@ -81,22 +81,28 @@ TEST(Record, DefaultJobRecordsEveryStageOnEveryRankAndReplicasMatch) {
     for (const char* l : {"main", "comm", "loader/0", "loader/1", "memory"}) EXPECT_TRUE(lanes.count(l)) << l;
     ASSERT_EQ(rk.clocks.size(), 2u) << "offset measured at start and checked at the end";
   }
-  // One clock: the same allreduce completes at nearly the same time on both ranks once rank 1's offset is applied.
-  // Compared over every step (the median), since on two shared cores a thread is at times descheduled for a few ms
-  // between the collective's end and its timestamp.
-  auto ends = [&](const RankTrace& rk) {
-    std::map<uint32_t, int64_t> t;
+  // One clock: a collective completes on no rank before every rank has entered it, so on the common clock each
+  // rank's allreduce of a step ends after the other rank's began, within the offset's measured uncertainty. That holds
+  // on any machine, loaded or not (how close the two ends are is a timing figure: bench/grad_path_bench).
+  auto spans = [&](const RankTrace& rk) {
+    std::map<uint32_t, std::pair<int64_t, int64_t>> t;
     for (const auto& e : rk.events)
-      if (e.is_span() && e.stage_id() == Stage::allreduce) t[e.step] = e.t1 + rk.clock_offset_ns();
+      if (e.is_span() && e.stage_id() == Stage::allreduce)
+        t[e.step] = {e.t0 + rk.clock_offset_ns(), e.t1 + rk.clock_offset_ns()};
     return t;
   };
-  auto e0 = ends(run_trace.ranks[0]), e1 = ends(run_trace.ranks[1]);
-  std::vector<double> gaps;
-  for (const auto& [step, t] : e0)
-    if (e1.count(step)) gaps.push_back(std::abs(static_cast<double>(t - e1.at(step))));
-  ASSERT_EQ(gaps.size(), 156u);
-  std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
-  EXPECT_LT(gaps[gaps.size() / 2], 1e6) << "median gap between the ranks' ends of the same allreduce (ns)";
+  int64_t uncertainty = 0;
+  for (const auto& rk : run_trace.ranks)
+    for (const auto& c : rk.clocks) uncertainty = std::max(uncertainty, c.uncertainty_ns);
+  auto s0 = spans(run_trace.ranks[0]), s1 = spans(run_trace.ranks[1]);
+  ASSERT_EQ(s0.size(), 156u);
+  ASSERT_EQ(s1.size(), 156u);
+  for (const auto& [step, a] : s0) {
+    ASSERT_TRUE(s1.count(step)) << "step " << step;
+    const auto& b = s1.at(step);
+    EXPECT_GE(a.second + uncertainty, b.first) << "step " << step << ": rank 0's allreduce ended before rank 1's began";
+    EXPECT_GE(b.second + uncertainty, a.first) << "step " << step << ": rank 1's allreduce ended before rank 0's began";
+  }
 
   auto tj = read_json(d + "/trace.json");
   ASSERT_FALSE(tj.is_discarded());

@@ -696,3 +696,29 @@ TEST(KinetoImport, MutatedTracesLoadOrFailCleanly) {
   }
   fs::remove_all(d);
 }
+
+namespace {
+// PyTorch's profiler records a collective's message size only with record_shapes=True; the committed traces were
+// recorded without it. Their sizes and bandwidths are unknown — null in JSON, said in text — never 0.
+TEST(KinetoAnalysis, MessageSizesNotInTheTraceAreUnknownNotZero) {
+  Analysis a = analyze(load({kCpu + "/balanced"}));
+  ASSERT_FALSE(a.ranks.empty());
+  for (const auto& r : a.ranks) {
+    ASSERT_GT(r.allreduce.count_per_step, 0);
+    EXPECT_FALSE(r.allreduce.sizes_known) << r.rank;
+  }
+  const nlohmann::json j = analysis_json(a);
+  for (const auto& r : j["ranks"]) {
+    EXPECT_TRUE(r["allreduce"]["bytes_per_step"].is_null()) << r.dump();
+    EXPECT_TRUE(r["allreduce"]["busbw_gbps"].is_null()) << r.dump();
+    EXPECT_EQ(r["allreduce"]["sizes_known"], false);
+  }
+  const std::string text = analysis_text(a);
+  EXPECT_EQ(text.find("0.00 MB/step"), std::string::npos) << text;
+  EXPECT_EQ(text.find("busbw 0.00"), std::string::npos) << text;
+  EXPECT_NE(text.find("record_shapes=True"), std::string::npos) << text;
+  // The two allreduce figures per rank are named apart: the buckets' busy time and the stage's sum of spans.
+  EXPECT_NE(text.find("busy "), std::string::npos) << text;
+  EXPECT_NE(text.find("ms/step (sum of each stage's spans)"), std::string::npos) << text;
+}
+}  // namespace

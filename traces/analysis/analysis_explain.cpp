@@ -30,6 +30,18 @@ void explain_collective(StallCause& c, nlohmann::json& ev, const std::vector<Ran
   ev["algbw_gbps"] = alg;
   ev["busbw_gbps"] = bus;
   ev["overlap_pct"] = ov;
+  bool sizes = true;
+  for (const RankAnalysis& x : ra) sizes = sizes && (!x.steps || x.allreduce.sizes_known);
+  if (!sizes) {
+    // Unknown, not zero: PyTorch's profiler records message sizes only with record_shapes=True.
+    for (const char* k : {"bytes_per_step", "algbw_gbps", "busbw_gbps"}) ev[k] = nullptr;
+    ev["sizes_known"] = false;
+    c.explanation = fmt("allreduce is not hidden behind backward: %.2f ms/step exposed after backward; %.0f buckets, "
+                        "%.0f%% overlapped; message sizes are not in the trace (profile with "
+                        "torch.profiler(record_shapes=True) to see MB/step and bandwidth)",
+                        c.lost_ms_per_step, cnt, ov);
+    return;
+  }
   c.explanation =
       fmt("allreduce is not hidden behind backward: %.2f ms/step exposed after backward; %.0f buckets, %.2f MB/step "
           "at busbw %.2f GB/s, %.0f%% overlapped",

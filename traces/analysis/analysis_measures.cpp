@@ -70,6 +70,7 @@ void add_allreduce_measures(RankAnalysis& r, const RankData& d, const std::vecto
     a.time_ms_per_step = ms(busy) / n;
     a.algbw_gbps = busy > 0 ? static_cast<double>(ar_bytes) / busy : 0;
     a.busbw_gbps = world > 0 ? a.algbw_gbps * 2.0 * (world - 1) / world : 0;
+    a.sizes_known = ar_bytes > 0;  // our recorder always has them; Kineto only with record_shapes
   }
   r.skew_ms = ms(skew_total) / n;
 }

@@ -19,6 +19,8 @@ nlohmann::json cause_json(const StallCause& c) {
 
 nlohmann::json rank_json(const RankAnalysis& r) {
   const AllreduceStats& ar = r.allreduce;
+  // A size the trace does not carry is unknown, not zero.
+  auto known = [&](double v) { return ar.sizes_known ? nlohmann::json(v) : nlohmann::json(nullptr); };
   const LoaderStats& L = r.loader;
   return {{"rank", r.rank},
           {"steps", r.steps},
@@ -31,11 +33,12 @@ nlohmann::json rank_json(const RankAnalysis& r) {
           {"allreduce",
            {{"count_per_step", ar.count_per_step},
             {"syncs_per_step", ar.syncs_per_step},
-            {"bytes_per_step", ar.bytes_per_step},
-            {"mean_bucket_bytes", ar.mean_bucket_bytes},
+            {"bytes_per_step", known(ar.bytes_per_step)},
+            {"mean_bucket_bytes", known(ar.mean_bucket_bytes)},
             {"time_ms_per_step", ar.time_ms_per_step},
-            {"algbw_gbps", ar.algbw_gbps},
-            {"busbw_gbps", ar.busbw_gbps}}},
+            {"algbw_gbps", known(ar.algbw_gbps)},
+            {"busbw_gbps", known(ar.busbw_gbps)},
+            {"sizes_known", ar.sizes_known}}},
           {"skew_ms", r.skew_ms},
           {"h2d_gbps", r.h2d_gbps},
           {"loader",
@@ -107,10 +110,16 @@ std::string analysis_text(const Analysis& a) {
         fmt("  rank %d: %llu steps, step %.3f ms, wait_data %.3f ms, wait_comm %.3f ms, skew %.3f ms, overlap %.0f%%\n",
             r.rank, static_cast<unsigned long long>(r.steps), r.step_ms, r.wait_data_ms, r.wait_comm_ms, r.skew_ms,
             r.overlap_pct);
-    if (r.allreduce.count_per_step > 0)
-      out += fmt("    allreduce: %.1f buckets/step, %.3f MB/step, %.3f ms/step, algbw %.3f GB/s, busbw %.3f GB/s\n",
+    // The allreduce's busy time (the union of its buckets' transfers) is not the stage's sum of spans below: buckets
+    // overlap one another.
+    if (r.allreduce.count_per_step > 0 && r.allreduce.sizes_known)
+      out += fmt("    allreduce: %.1f buckets/step, %.3f MB/step, busy %.3f ms/step, algbw %.3f GB/s, busbw %.3f GB/s\n",
                  r.allreduce.count_per_step, r.allreduce.bytes_per_step / 1e6, r.allreduce.time_ms_per_step,
                  r.allreduce.algbw_gbps, r.allreduce.busbw_gbps);
+    else if (r.allreduce.count_per_step > 0)
+      out += fmt("    allreduce: %.1f buckets/step, busy %.3f ms/step; message sizes are not in the trace, so neither "
+                 "are bandwidths (profile with torch.profiler(record_shapes=True) to get them)\n",
+                 r.allreduce.count_per_step, r.allreduce.time_ms_per_step);
     if (r.loader.batches > 0)
       out +=
           fmt("    loader: %d worker(s), %.3f ms/batch (supply every %.3f ms, demand every %.3f ms, utilization "
@@ -119,7 +128,7 @@ std::string analysis_text(const Analysis& a) {
               r.loader.utilization);
     std::string st;
     for (const auto& [name, v] : r.stages_ms_per_step) st += fmt(" %s %.3f", name.c_str(), v);
-    out += "    ms/step:" + st + "\n";
+    out += "    ms/step (sum of each stage's spans):" + st + "\n";
   }
   if (!a.gpu.empty()) {
     out += "\ngpu (device time over each rank's GPU window; docs/stalls.md \"GPU time\"):\n";

@@ -51,6 +51,9 @@ struct AllreduceStats {
   double time_ms_per_step = 0;  // transfer time: union of bucket spans, each from the later launch of all ranks
   double algbw_gbps = 0;        // bytes / transfer time (1 GB = 1e9 bytes)
   double busbw_gbps = 0;        // algbw * 2(n-1)/n
+  // False when the trace carries no message sizes (a PyTorch profiler trace recorded without record_shapes=True):
+  // then bytes and bandwidths are unknown — null in JSON, said in text — not zero.
+  bool sizes_known = true;
 };
 
 struct LoaderStats {
