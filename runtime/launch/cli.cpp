@@ -111,6 +111,8 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
                                    "PyTorch profiler traces in the folder -o DIR, for HTA)")
                      ->check(CLI::IsMember({"chrome", "kineto"}));
   g_out->add_flag("--json", c.json, "with --summary/--analyze: print JSON");
+  g_out->add_option("--cycle", c.cycle, "with Kineto traces of several profiling cycles: only cycle N (1-based)")
+      ->check(CLI::PositiveNumber);
   g_out->add_option("--map", c.maps, "with Kineto traces: REGEX=STAGE, events whose name matches are that stage "
                                      "(repeatable; tried before the built-in names)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -278,6 +280,11 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   if (!c.maps.empty() && !offline) {
     r.exit_code = 2;
     r.message = "ddp_profile: --map only applies to --export, --summary and --analyze";
+    return r;
+  }
+  if (c.cycle > 0 && !(offline || c.mode == Mode::diff)) {
+    r.exit_code = 2;
+    r.message = "ddp_profile: --cycle only applies to --export, --summary, --analyze and --diff";
     return r;
   }
   KinetoStageMap map;

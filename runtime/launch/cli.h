@@ -15,6 +15,7 @@ struct Command {
   std::string input_dir;     // --export/--summary/--analyze: the first input (a run folder, or a Kineto trace/folder)
   std::vector<std::string> inputs;  // --export/--summary/--analyze TRACES...: every input
   std::vector<std::string> maps;    // --map REGEX=STAGE: the user's names for Kineto stages (checked when parsed)
+  int cycle = 0;                    // --cycle N: with Kineto traces, only profiling cycle N (1-based); 0 = all
   std::vector<std::string> diff_dirs;  // --diff A B
   std::string output_file;   // -o for --export
   std::string export_format = "chrome";  // --format: chrome (one merged trace) or kineto (a folder, one file per rank)

@@ -22,7 +22,7 @@ bool load_or_report(const Command& cmd, RunTrace& run) {
   if (is_kineto_input(cmd.inputs)) {
     KinetoStageMap map;
     for (const auto& m : cmd.maps) map.add_user_rule(m, err);  // checked when the command line was parsed
-    ok = load_kineto_run(cmd.inputs, map, run, err);
+    ok = load_kineto_run(cmd.inputs, map, run, err, cmd.cycle);
   } else {
     ok = load_run(cmd.input_dir, run, err);
   }

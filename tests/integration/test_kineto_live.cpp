@@ -19,17 +19,19 @@ const std::string kJob = std::string(DDP_SOURCE_DIR) + "/tests/python/kineto_job
 
 // Runs the job under torchrun into a fresh folder; returns the folder of per-rank traces.
 std::string record_with_pytorch(const std::string& torchrun, const std::string& name,
-                                const std::vector<std::string>& plant) {
+                                const std::vector<std::string>& plant, const std::vector<std::string>& more = {},
+                                size_t files = 2) {
   const std::string out = ddptest::fresh_dir(name);
   std::vector<std::string> args = {torchrun, "--nproc-per-node", "2", "--master-port",
                                    std::to_string(ddptest::free_port()), kJob, "--out", out};
   for (const auto& p : plant) args.insert(args.end(), {"--plant", p});
+  args.insert(args.end(), more.begin(), more.end());
   auto r = ddptest::run(args, out + ".log", 120, ddptest::venv_env(torchrun));
   EXPECT_EQ(r.code, 0) << r.output;
   size_t traces = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(out, ec)) traces += e.path().string().find(".pt.trace.json") != std::string::npos;
-  EXPECT_EQ(traces, 2u) << "one trace per rank in " << out << "\n" << r.output;
+  EXPECT_EQ(traces, files) << "one trace per rank and cycle in " << out << "\n" << r.output;
   return out;
 }
 
@@ -56,4 +58,34 @@ TEST(KinetoLive, PyTorchsOwnTracesNameThePlantedRankAndStageAndBlameNoneWhenBala
   // is named the cause. The committed traces, recorded on a quiet machine, keep the stricter bound on every rank's
   // share (test_kineto_cli.cpp).
   ddptest::expect_no_rank_named_first(none, "balanced");
+}
+
+// As the PyTorch docs write it: schedule(wait, warmup, active, repeat) and tensorboard_trace_handler with its own
+// worker name (<host>_<pid>, the rank only in distributedInfo): one file per cycle and rank. All cycles are one run
+// (steps are the ids the files carry), --cycle picks one. Gloo on CPU records no message size even with
+// record_shapes=True (c10d::allreduce_ has Input Dims, no dtype, and no record_param_comms): unknown, not zero.
+TEST(KinetoLive, SeveralProfilingCyclesPerRankAreOneRunAndCycleNPicksOne) {
+  const std::string torchrun = ddptest::venv_torchrun();
+  if (torchrun.empty()) GTEST_SKIP() << ddptest::kNoTorchrun;
+  const std::string dir = record_with_pytorch(
+      torchrun, "kineto_live_cycles", {},
+      {"--cycles", "2", "--steps", "6", "--default-worker-name", "--record-shapes", "--workers", "0"}, 4);
+  const nlohmann::json all = ddptest::analyze_json("kineto_live_cycles_analyze", {dir});
+  EXPECT_EQ(all["world_size"], 2);
+  EXPECT_EQ(all["steps"].get<int>(), 2 * 6 - 1) << "both cycles' steps, the first one a warm-up";
+  std::string notes;
+  for (const auto& n : all["notes"]) notes += n.get<std::string>() + "\n";
+  EXPECT_NE(notes.find("4 files: 2 cycles x 2 ranks, steps 2-7 and 10-15"), std::string::npos) << notes;
+  for (const auto& r : all["ranks"]) {
+    EXPECT_EQ(r["allreduce"]["sizes_known"], false) << r.dump();
+    EXPECT_TRUE(r["allreduce"]["bytes_per_step"].is_null()) << r.dump();
+  }
+  const nlohmann::json second = ddptest::analyze_json("kineto_live_cycle2_analyze", {dir}, {"--cycle", "2"});
+  EXPECT_EQ(second["steps"].get<int>(), 6 - 1) << second.dump();
+  std::string second_notes;
+  for (const auto& n : second["notes"]) second_notes += n.get<std::string>() + "\n";
+  EXPECT_NE(second_notes.find("cycle 2 analysed"), std::string::npos) << second_notes;
+  auto r = ddptest::run({ddptest::kExe, "--analyze", dir, "--cycle", "3"}, dir + ".cycle3.log", 60);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("2 profiling cycle(s)"), std::string::npos) << r.output;
 }

@@ -69,6 +69,11 @@ def main():
     ap.add_argument("--plant", action="append", default=[])
     ap.add_argument("--export-name", default="", help="write <out>/<name>rank<R>.json with export_chrome_trace")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--cycles", type=int, default=1, help="profiling cycles (schedule repeat): one file per cycle")
+    ap.add_argument("--default-worker-name", action="store_true",
+                    help="tensorboard_trace_handler's own worker name (<host>_<pid>): the rank is only in "
+                         "distributedInfo, as the PyTorch docs' snippet writes it")
+    ap.add_argument("--record-shapes", action="store_true", help="record_shapes=True: collectives carry sizes")
     ap.add_argument("--pin", action="store_true",
                     help="pin each local rank to its own share of the cores before Gloo starts its threads (with "
                          "`chrt -b 0 torchrun ...`: the remedy docs/stalls.md gives for the collective_tail flag)")
@@ -95,13 +100,16 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     active = args.steps
-    handler = None if args.export_name else tensorboard_trace_handler(args.out, worker_name=f"rank{rank}")
-    prof = profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
-                   on_trace_ready=handler, record_shapes=False)
+    worker = None if args.default_worker_name else f"rank{rank}"
+    handler = None if args.export_name else tensorboard_trace_handler(args.out, worker_name=worker)
+    prof = profile(activities=[ProfilerActivity.CPU],
+                   schedule=schedule(wait=1, warmup=1, active=active, repeat=args.cycles),
+                   on_trace_ready=handler, record_shapes=args.record_shapes)
+    total = args.cycles * (active + 2)
     steps = 0
     epoch = 0
     with prof:
-        while steps < active + 2:
+        while steps < total:
             sampler.set_epoch(epoch)
             for x, y in loader:
                 opt.zero_grad()
@@ -113,7 +121,7 @@ def main():
                 opt.step()
                 prof.step()
                 steps += 1
-                if steps >= active + 2:
+                if steps >= total:
                     break
             epoch += 1
     if args.export_name:

@@ -722,3 +722,44 @@ TEST(KinetoAnalysis, MessageSizesNotInTheTraceAreUnknownNotZero) {
   EXPECT_NE(text.find("ms/step (sum of each stage's spans)"), std::string::npos) << text;
 }
 }  // namespace
+
+namespace {
+// One file per profiling cycle and rank (schedule(repeat=...) with tensorboard_trace_handler): a rank's files are its
+// cycles, paired across ranks by time; files of another job, or two files of one rank at the same time, are errors.
+void write_shifted(const std::string& from, const std::string& to, int64_t shift_ns) {
+  nlohmann::json j = read_json_file(from);
+  j["baseTimeNanoseconds"] = j["baseTimeNanoseconds"].get<int64_t>() + shift_ns;
+  write_text(to, j.dump());
+}
+
+TEST(KinetoCycles, EveryCycleOfEveryRankIsOneRunAndOneCycleCanBePicked) {
+  const std::string d = temp_dir("cycles");
+  for (int r = 0; r < 2; ++r) {
+    write_shifted(rank_file("balanced", r), d + "/rank" + std::to_string(r) + ".1.pt.trace.json", 0);
+    write_shifted(rank_file("balanced", r), d + "/rank" + std::to_string(r) + ".2.pt.trace.json", 30'000'000'000);
+  }
+  RunTrace all = load({d});
+  ASSERT_EQ(all.ranks.size(), 2u);
+  const RunTrace one = load({rank_file("balanced", 0), rank_file("balanced", 1)});
+  // Both cycles' events on rank 0 (a few derived per file, e.g. around its first and last step, are not doubled).
+  EXPECT_GT(all.ranks[0].events.size(), 19 * one.ranks[0].events.size() / 10) << one.ranks[0].events.size();
+  EXPECT_LE(all.ranks[0].events.size(), 2 * one.ranks[0].events.size());
+  const nlohmann::json rep = kineto_report_json(all);
+  ASSERT_TRUE(rep.contains("cycles")) << rep.dump();
+  EXPECT_EQ(rep["cycles"].size(), 2u);
+  EXPECT_EQ(rep["files"].size(), 4u) << "every file listed, for the viewer and the merged export";
+  EXPECT_NE(rep["notes"][0].get<std::string>().find("4 files: 2 cycles x 2 ranks"), std::string::npos) << rep.dump();
+  RunTrace second;
+  std::string err;
+  ASSERT_TRUE(load_kineto_run({d}, KinetoStageMap{}, second, err, 2)) << err;
+  EXPECT_EQ(second.ranks[0].events.size(), one.ranks[0].events.size());
+  EXPECT_FALSE(load_kineto_run({d}, KinetoStageMap{}, second, err, 3));
+  EXPECT_NE(err.find("2 profiling cycle(s)"), std::string::npos) << err;
+
+  // Rank 1's second file from another job, minutes later: named, not paired.
+  write_shifted(rank_file("balanced", 1), d + "/rank1.2.pt.trace.json", 600'000'000'000);
+  err = load_error({d});
+  EXPECT_NE(err.find("rank1.2.pt.trace.json does not pair"), std::string::npos) << err;
+  fs::remove_all(d);
+}
+}  // namespace

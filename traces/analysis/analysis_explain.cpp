@@ -37,8 +37,8 @@ void explain_collective(StallCause& c, nlohmann::json& ev, const std::vector<Ran
     for (const char* k : {"bytes_per_step", "algbw_gbps", "busbw_gbps"}) ev[k] = nullptr;
     ev["sizes_known"] = false;
     c.explanation = fmt("allreduce is not hidden behind backward: %.2f ms/step exposed after backward; %.0f buckets, "
-                        "%.0f%% overlapped; message sizes are not in the trace (profile with "
-                        "torch.profiler(record_shapes=True) to see MB/step and bandwidth)",
+                        "%.0f%% overlapped; message sizes are not in the trace (PyTorch's profiler writes them with "
+                        "record_shapes=True, in record_param_comms: NCCL; Gloo on CPU writes none)",
                         c.lost_ms_per_step, cnt, ov);
     return;
   }

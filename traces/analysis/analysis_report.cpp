@@ -118,7 +118,8 @@ std::string analysis_text(const Analysis& a) {
                  r.allreduce.algbw_gbps, r.allreduce.busbw_gbps);
     else if (r.allreduce.count_per_step > 0)
       out += fmt("    allreduce: %.1f buckets/step, busy %.3f ms/step; message sizes are not in the trace, so neither "
-                 "are bandwidths (profile with torch.profiler(record_shapes=True) to get them)\n",
+                 "are bandwidths (PyTorch's profiler writes them with record_shapes=True, in record_param_comms: NCCL; Gloo "
+                 "on CPU writes none)\n",
                  r.allreduce.count_per_step, r.allreduce.time_ms_per_step);
     if (r.loader.batches > 0)
       out +=

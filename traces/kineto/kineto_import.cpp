@@ -11,6 +11,7 @@
 #include "traces/base/text_format.h"
 #include "traces/kineto/kineto_align.h"
 #include "traces/kineto/kineto_build.h"
+#include "traces/kineto/kineto_cycles.h"
 #include "traces/kineto/kineto_file.h"
 
 namespace ddp {
@@ -195,12 +196,15 @@ bool is_kineto_input(const std::vector<std::string>& inputs) {
 }
 
 bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMap& map, RunTrace& run,
-                     std::string& error) {
+                     std::string& error, int cycle) {
   run = RunTrace{};
   run.dir = inputs.empty() ? std::string() : inputs.front();
   std::vector<std::string> paths;
   if (!list_files(inputs, paths, error)) return false;
   std::vector<KFile> files = read_all(paths, map);
+  nlohmann::json cycles;
+  std::string cycles_note;
+  if (!group_cycles(files, cycle, cycles, cycles_note, error)) return false;
   int world = 0;
   if (!check_identity(files, world, run.problems, error)) return false;
 
@@ -212,11 +216,18 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
     if (!f.status.ok()) continue;
     if (!f.backend.empty()) backends.insert(f.backend);
     built.push_back(build_rank(f, world));
-    report_files.push_back({{"rank", f.rank},
-                            {"file", f.path},
-                            {"rank_from", f.rank_from},
-                            {"format", f.array_format ? "legacy array" : "kineto"},
-                            {"events", f.events}});
+    auto file_entry = [&](const std::string& path, uint64_t events) {
+      report_files.push_back({{"rank", f.rank},
+                              {"file", path},
+                              {"rank_from", f.rank_from},
+                              {"format", f.array_format ? "legacy array" : "kineto"},
+                              {"events", events}});
+    };
+    if (cycles.empty()) file_entry(f.path, f.events);
+    for (const auto& c : cycles)  // a rank's cycles were merged into f: each of its files is listed
+      if (c["selected"].get<bool>())
+        for (const auto& cf : c["files"])
+          if (cf["rank"].get<int>() == f.rank) file_entry(cf["file"].get<std::string>(), cf["events"].get<uint64_t>());
     for (const std::string& n : built.back().notes) notes.push_back("rank " + std::to_string(f.rank) + ": " + n);
   }
   std::sort(built.begin(), built.end(),
@@ -250,6 +261,9 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
     run.ranks.push_back(std::move(b.trace));
   }
   for (const std::string& n : limits_of(run)) notes.push_back(n);
+  if (!cycles_note.empty())
+    notes.insert(notes.begin(), cycles_note + " (several profiling cycles per rank: steps are the ProfilerStep ids the "
+                                              "files carry; the time between cycles is no step's)");
   run.from_kineto = true;
   run.manifest = {{"source", "kineto"},
                   {"world_size", world},
@@ -258,6 +272,7 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
                     {"reference_rank", run.ranks.front().rank},
                     {"clock_alignment", alignment},
                     {"notes", notes}}}};
+  if (!cycles.empty()) run.manifest["kineto"]["cycles"] = cycles;
   if (backends.size() == 1) run.manifest["backend"] = *backends.begin();
   return true;
 }

@@ -22,8 +22,10 @@ bool is_kineto_input(const std::vector<std::string>& inputs);
 // (naming the files) when no rank loads, when a file's rank cannot be known, when two files claim the same rank or
 // when their world sizes disagree. run.manifest holds {"source": "kineto", "world_size", "kineto": report}, the report
 // being what kineto_report_json returns.
+// Several files of one rank are its profiling cycles (traces/kineto/kineto_cycles.h): all analysed as one run, or
+// only cycle `cycle` (1-based) when > 0; the report adds "cycles" and a note saying what was found.
 bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMap& map, RunTrace& run,
-                     std::string& error);
+                     std::string& error, int cycle = 0);
 
 // True when the run was loaded by load_kineto_run.
 bool is_kineto_run(const RunTrace& run);
