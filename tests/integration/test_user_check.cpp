@@ -194,3 +194,27 @@ TEST_F(UserCheck, RecordWritesPerRankProfilerTracesThatTheOfflineCommandsRead) {
 }
 
 }  // namespace
+
+namespace {
+// --diff of two checked runs of the user's script names the option of their argv that differs (the one-variable
+// rule) and where the tensors first diverge.
+TEST_F(UserCheck, DiffOfTwoCheckedRunsNamesTheArgvDifference) {
+  const std::string seed = kExamples + "/seed_job.py";
+  Checked a = check("diff_a", {"--checks", "numerics.reference"}, torchrun_cmd(torchrun_, 2, seed, {"--epochs", "1"}),
+                    torchrun_);
+  Checked b = check("diff_b", {"--checks", "numerics.reference"},
+                    torchrun_cmd(torchrun_, 2, seed, {"--epochs", "1", "--plant", "sum-loss"}), torchrun_);
+  ASSERT_EQ(a.code, 0) << a.output;
+  ASSERT_EQ(b.code, 1) << b.output;
+  const std::string out = fresh_dir("diff_ab");
+  auto d = ddptest::run({kExe, "--diff", a.checks["run"].get<std::string>() + "/main",
+                         b.checks["run"].get<std::string>() + "/main", "--json"},
+                        out + ".log", 120);
+  ASSERT_EQ(d.code, 0) << d.output;
+  auto j = ddptest::printed_json(d.output);
+  ASSERT_FALSE(j.is_discarded()) << d.output;
+  bool plant = false;
+  for (const auto& c : j["config"]["differences"]) plant |= c["key"] == "config.args.--plant";
+  EXPECT_TRUE(plant) << j["config"].dump();
+}
+}  // namespace
