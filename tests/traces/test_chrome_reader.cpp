@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 
@@ -498,4 +499,17 @@ TEST(ChromeReader, BigFilesStreamLikeText) {
   ChromeDocInfo i5;
   EXPECT_EQ(parse_chrome_file(dir + "/missing.json", nullptr, i5).error, ChromeError::cannot_open);
   fs::remove_all(dir);
+}
+
+// A fuzzer's input (tests/data/fuzz/regressions): a real gzip'd trace with damaged data and trailer. It is a decompress
+// error found in a small buffer; the first guess never trusts an ISIZE far beyond what trace JSON compresses to.
+TEST(ChromeReader, ADamagedGzipTrailerIsNotTrustedForTheBufferSize) {
+  const std::string path =
+      std::string(DDP_SOURCE_DIR) + "/tests/data/fuzz/regressions/fuzz_chrome_json/damaged_gzip_trailer.json.gz";
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path;
+  const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_LE(gzip_first_size_guess(gz), gz.size() * 64);
+  std::string out;
+  EXPECT_EQ(gunzip(gz, out).error, ChromeError::decompress);
 }

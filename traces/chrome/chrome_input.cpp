@@ -44,12 +44,16 @@ uint64_t trailer_isize(std::string_view gz) {
 }  // namespace
 
 // The first guess of the inflated size: ISIZE, exact for a single member under 4 GiB. An ISIZE below the compressed
-// size cannot be the whole output (a file over 4 GiB, modulo 2^32, or a small last member of several): then eight
-// times the compressed size, a common ratio for trace JSON. Never more than DEFLATE's largest ratio (1032:1) allows,
-// whatever a damaged trailer says.
+// size cannot be the whole output (a file over 4 GiB, modulo 2^32, or a small last member of several), and one above
+// kMaxTrustedRatio times it is more likely a damaged trailer than trace JSON (which compresses 10-30 fold): then eight
+// times the compressed size, a common ratio for trace JSON, grown as the data asks (a damaged file then fails in a
+// small buffer instead of zeroing hundreds of megabytes first: a fuzzer's 0.45 MB input took 0.5 s that way). Never
+// more than DEFLATE's largest ratio (1032:1) allows.
 uint64_t gzip_first_size_guess(std::string_view gz) {
+  constexpr uint64_t kMaxTrustedRatio = 64;
   const uint64_t isize = trailer_isize(gz);
-  const uint64_t guess = isize >= gz.size() ? isize : uint64_t{gz.size()} * 8;
+  const bool plausible = isize >= gz.size() && isize <= uint64_t{gz.size()} * kMaxTrustedRatio;
+  const uint64_t guess = plausible ? isize : uint64_t{gz.size()} * 8;
   return std::min<uint64_t>({guess, uint64_t{gz.size()} * 1032 + 64, kMaxChromeJsonBytes});
 }
 
