@@ -37,7 +37,7 @@ for t in "${targets[@]}"; do
   log=$build/$t.log
   rc=0
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    "$build/tests/fuzz/$t" -max_total_time="$secs" -print_final_stats=1 -timeout=1 -rss_limit_mb=2048 -max_len=1048576 \
+    "$build/tests/fuzz/$t" -max_total_time="$secs" -print_final_stats=1 -timeout="${FUZZ_TIMEOUT:-1}" -rss_limit_mb=2048 -max_len=1048576 \
     -artifact_prefix="$findings/" "$corpus" > "$log" 2>&1 || rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1 || true)
   [ -z "$execs" ] && execs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#' || true)
