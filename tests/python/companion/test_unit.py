@@ -25,7 +25,8 @@ def test_noop_without_run(monkeypatch):
     assert dp.loader(loader) is loader
     assert dp.save is torch.save and dp.load is torch.load
     assert not model._forward_pre_hooks and not model._forward_hooks
-    assert not opt._optimizer_step_pre_hooks and not opt._optimizer_step_post_hooks
+    # torch < 2.0 has no optimizer step hooks at all.
+    assert not getattr(opt, "_optimizer_step_pre_hooks", {}) and not getattr(opt, "_optimizer_step_post_hooks", {})
 
 
 def test_fnv_known_values():
@@ -38,7 +39,8 @@ def test_fnv_known_values():
     assert hashing.tensors_hash([torch.tensor([1], dtype=torch.int64)]) == "%016x" % (((C_OFFSET ^ 1) * P) & M)
     assert hashing.tensors_hash([torch.tensor([1, 2, 3])]) == "a094014f35a4929d"
     assert hashing.tensors_hash([torch.arange(5, dtype=torch.float32)]) == "58336bc305721b6b"  # 2 words + 4 tail
-    assert hashing.tensors_hash([torch.linspace(-1, 1, 1001)]) == "045f15fb45dc2a22"
+    # Exact values on every torch version (linspace's rounding changed between 1.13 and 2.x).
+    assert hashing.tensors_hash([torch.arange(-500, 501, dtype=torch.float64) / 500]) == "27db637f9954d739"
     # Tensors are hashed one after the other (words, then that tensor's tail), not as one concatenated buffer.
     two = [torch.arange(3, dtype=torch.int16), torch.tensor([0.5, -2.0], dtype=torch.float64)]
     assert hashing.tensors_hash(two) == "cb52513b15311288"
