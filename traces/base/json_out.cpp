@@ -136,6 +136,16 @@ void key(JsonOut& o, EventLayout l, std::string_view k, bool first = false) {
   o.raw(spaced ? "\": " : "\":");
 }
 
+// "pid", "tid" and "ts": where and when an event is, in both layouts the same three keys in the same order.
+void where(JsonOut& o, EventLayout l, int64_t pid, int64_t tid, int64_t ts_ns) {
+  key(o, l, "pid");
+  o.num(pid);
+  key(o, l, "tid");
+  o.num(tid);
+  key(o, l, "ts");
+  o.micros(ts_ns);
+}
+
 void metadata_head(JsonOut& o, EventLayout l, std::string_view name, int64_t pid, int64_t tid, std::string_view k) {
   o.ch('{');
   if (l == EventLayout::chrome) {
@@ -186,12 +196,7 @@ void complete_event_head(JsonOut& o, EventLayout l, std::string_view name, std::
   o.str(name_first ? name : cat);
   key(o, l, name_first ? "cat" : "name");
   o.str(name_first ? cat : name);
-  key(o, l, "pid");
-  o.num(pid);
-  key(o, l, "tid");
-  o.num(tid);
-  key(o, l, "ts");
-  o.micros(ts_ns);
+  where(o, l, pid, tid, ts_ns);
   key(o, l, "dur");
   o.micros(dur_ns);
   key(o, l, "args");
@@ -213,12 +218,7 @@ void flow_event(JsonOut& o, EventLayout l, char ph, std::string_view name, uint6
   }
   key(o, l, "id");
   o.unum(id);
-  key(o, l, "pid");
-  o.num(pid);
-  key(o, l, "tid");
-  o.num(tid);
-  key(o, l, "ts");
-  o.micros(ts_ns);
+  where(o, l, pid, tid, ts_ns);
   if (l == EventLayout::kineto) {
     key(o, l, "cat");
     o.raw("\"ac2g\"");
