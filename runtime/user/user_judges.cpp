@@ -6,24 +6,10 @@
 #include "traces/model/run_folder.h"
 
 namespace ddp {
-namespace {
-std::string in_verify(int rank, const char* kind) {
-  return std::string(kVerifyDir) + "/rank" + std::to_string(rank) + "." + kind + ".jsonl";
-}
-CheckResult make_result(const char* id, CheckStatus s, std::string summary,
-                        nlohmann::json d = nlohmann::json::object()) {
-  CheckResult r;
-  r.id = id;
-  r.status = s;
-  r.summary = std::move(summary);
-  r.details = std::move(d);
-  return r;
-}
-}  // namespace
 
-std::string user_collectives_file(int rank) { return in_verify(rank, "collectives"); }
-std::string user_checkpoints_file(int rank) { return in_verify(rank, "checkpoints"); }
-std::string user_final_file(int rank) { return in_verify(rank, "final"); }
+std::string user_collectives_file(int rank) { return verify_log_file(rank, "collectives"); }
+std::string user_checkpoints_file(int rank) { return verify_log_file(rank, "checkpoints"); }
+std::string user_final_file(int rank) { return verify_log_file(rank, "final"); }
 std::string user_reference_file(int64_t step) {
   return std::string(kVerifyDir) + "/reference_step" + std::to_string(step) + ".pt";
 }
@@ -86,36 +72,36 @@ CheckResult judge_user_no_sync(const std::vector<std::vector<MicroComm>>& per_ra
         const bool communicated = m.collectives >= 0 ? m.collectives > 0 : m.sync_flag;
         const bool last = k + 1 == micros.size();
         if (!last && communicated)
-          return make_result("comm.no_sync", CheckStatus::fail,
-                             "rank " + std::to_string(r) + ", step " + std::to_string(step) + ": micro-step " +
-                                 std::to_string(k) + " of " + std::to_string(micros.size()) + " ran " +
-                                 (m.collectives >= 0 ? std::to_string(m.collectives) + " gradient allreduce(s)"
-                                                     : std::string("with gradient sync on")) +
-                                 " before the last micro-step: accumulate the earlier micro-steps inside "
-                                 "`with model.no_sync():`, so a step communicates once",
-                             {{"rank", r}, {"step", step}, {"micro", k}, {"micro_steps", micros.size()}});
+          return check_result("comm.no_sync", CheckStatus::fail,
+                              "rank " + std::to_string(r) + ", step " + std::to_string(step) + ": micro-step " +
+                                  std::to_string(k) + " of " + std::to_string(micros.size()) + " ran " +
+                                  (m.collectives >= 0 ? std::to_string(m.collectives) + " gradient allreduce(s)"
+                                                      : std::string("with gradient sync on")) +
+                                  " before the last micro-step: accumulate the earlier micro-steps inside "
+                                  "`with model.no_sync():`, so a step communicates once",
+                              {{"rank", r}, {"step", step}, {"micro", k}, {"micro_steps", micros.size()}});
         if (last && !communicated)
-          return make_result("comm.no_sync", CheckStatus::fail,
-                             "rank " + std::to_string(r) + ", step " + std::to_string(step) +
-                                 ": the last micro-step did not synchronise gradients (the optimizer stepped on "
-                                 "this rank's own gradients): leave the last backward outside no_sync",
-                             {{"rank", r}, {"step", step}, {"micro", k}});
+          return check_result("comm.no_sync", CheckStatus::fail,
+                              "rank " + std::to_string(r) + ", step " + std::to_string(step) +
+                                  ": the last micro-step did not synchronise gradients (the optimizer stepped on "
+                                  "this rank's own gradients): leave the last backward outside no_sync",
+                              {{"rank", r}, {"step", step}, {"micro", k}});
       }
     }
   }
-  if (steps == 0) return make_result("comm.no_sync", CheckStatus::fail, "no micro-steps were recorded");
+  if (steps == 0) return check_result("comm.no_sync", CheckStatus::fail, "no micro-steps were recorded");
   const std::string how =
       counted ? "counted by a comm hook" : "from DDP's sync flag (the script has its own comm hook)";
   if (accumulating == 0)
-    return make_result("comm.no_sync", CheckStatus::pass,
-                       "no gradient accumulation: every optimizer step synchronised once (" + how + ")",
-                       {{"steps", steps}});
-  return make_result("comm.no_sync", CheckStatus::pass,
-                     std::to_string(accumulating) +
-                         " accumulated step(s) across ranks communicated once each, on "
-                         "their last micro-step (" +
-                         how + ")",
-                     {{"steps", steps}, {"accumulating_steps", accumulating}});
+    return check_result("comm.no_sync", CheckStatus::pass,
+                        "no gradient accumulation: every optimizer step synchronised once (" + how + ")",
+                        {{"steps", steps}});
+  return check_result("comm.no_sync", CheckStatus::pass,
+                      std::to_string(accumulating) +
+                          " accumulated step(s) across ranks communicated once each, on "
+                          "their last micro-step (" +
+                          how + ")",
+                      {{"steps", steps}, {"accumulating_steps", accumulating}});
 }
 
 CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedBatch>>& per_rank,
@@ -138,7 +124,7 @@ CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedB
                  " indices as rank 0; each rank reads the whole dataset. Pass sampler=DistributedSampler(dataset) "
                  "to the DataLoader";
   }
-  return make_result("data.shard_rule", CheckStatus::fail, summary, d);
+  return check_result("data.shard_rule", CheckStatus::fail, summary, d);
 }
 
 std::map<std::string, std::string> parse_final_state(const std::vector<nlohmann::json>& lines) {
@@ -155,12 +141,12 @@ CheckResult judge_resume_states(const std::vector<std::map<std::string, std::str
   size_t items = 0;
   for (size_t r = 0; r < straight.size(); ++r) {
     if (r >= resumed.size() || resumed[r].empty())
-      return make_result("checkpoint.resume", CheckStatus::fail,
-                         "the resumed run's rank " + std::to_string(r) + " recorded no final state", d);
+      return check_result("checkpoint.resume", CheckStatus::fail,
+                          "the resumed run's rank " + std::to_string(r) + " recorded no final state", d);
     for (const auto& [name, hash] : straight[r]) {
       auto it = resumed[r].find(name);
       if (it == resumed[r].end())
-        return make_result(
+        return check_result(
             "checkpoint.resume", CheckStatus::fail,
             "rank " + std::to_string(r) + ": " + name + " exists in the straight run but not after resuming", d);
       if (it->second != hash) {
@@ -169,25 +155,25 @@ CheckResult judge_resume_states(const std::vector<std::map<std::string, std::str
                                                             "restored — optimizer, scheduler, sampler position, RNG?)"
                                                           : "";
         d["first_difference"] = name;
-        return make_result("checkpoint.resume", CheckStatus::fail,
-                           "rank " + std::to_string(r) + ": " + name +
-                               " differs between the straight run and the run "
-                               "resumed from checkpoint " +
-                               std::to_string(killed_after_save) + " (step " + std::to_string(killed_at_step) + ")" +
-                               why,
-                           d);
+        return check_result("checkpoint.resume", CheckStatus::fail,
+                            "rank " + std::to_string(r) + ": " + name +
+                                " differs between the straight run and the run "
+                                "resumed from checkpoint " +
+                                std::to_string(killed_after_save) + " (step " + std::to_string(killed_at_step) + ")" +
+                                why,
+                            d);
       }
       ++items;
     }
   }
   if (items == 0)
-    return make_result("checkpoint.resume", CheckStatus::fail, "the straight run recorded no final state", d);
+    return check_result("checkpoint.resume", CheckStatus::fail, "the straight run recorded no final state", d);
   d["items"] = items;
-  return make_result("checkpoint.resume", CheckStatus::pass,
-                     "killed right after checkpoint " + std::to_string(killed_after_save) + " (step " +
-                         std::to_string(killed_at_step) + ") and resumed: " + std::to_string(items) +
-                         " parameter and optimizer items equal the straight run's bit for bit on every rank",
-                     d);
+  return check_result("checkpoint.resume", CheckStatus::pass,
+                      "killed right after checkpoint " + std::to_string(killed_after_save) + " (step " +
+                          std::to_string(killed_at_step) + ") and resumed: " + std::to_string(items) +
+                          " parameter and optimizer items equal the straight run's bit for bit on every rank",
+                      d);
 }
 
 }  // namespace ddp

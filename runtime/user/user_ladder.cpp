@@ -28,14 +28,6 @@ constexpr int kResumeFromSave = 1;         // checkpoint.resume kills the job ri
 constexpr double kFaultHangTimeoutS = 5;   // faults.exit: a hang is named within 10 s of the last progress
 constexpr double kMainHangTimeoutS = 120;  // the other runs: a job that stops moving this long is hung
 
-CheckResult make(const std::string& id, CheckStatus s, const std::string& why) {
-  CheckResult r;
-  r.id = id;
-  r.status = s;
-  r.summary = why;
-  return r;
-}
-
 std::vector<std::string> split_words(const std::string& s) {
   std::istringstream in(s);
   std::vector<std::string> out;
@@ -83,7 +75,8 @@ CheckResult shard_rule(const std::string& dir, int world, const nlohmann::json& 
   std::string err;
   auto per_rank = consumed_of(dir, world, err);
   for (const auto& r : per_rank)
-    if (r.empty()) return make("data.shard_rule", CheckStatus::fail, err.empty() ? "a rank logged no batches" : err);
+    if (r.empty())
+      return check_result("data.shard_rule", CheckStatus::fail, err.empty() ? "a rank logged no batches" : err);
   const nlohmann::json s = meta0.value("sampler", nlohmann::json::object());
   if (!s.value("is_distributed", false)) return judge_no_distributed_sampler(per_rank, s.value("class", std::string()));
   const int64_t n = s.value("dataset_size", int64_t{0});
@@ -102,7 +95,7 @@ CheckResult no_sync(const std::string& dir, const std::vector<nlohmann::json>& m
     std::vector<nlohmann::json> lines;
     std::string err;
     if (!read_json_lines(in_run(dir, user_collectives_file(r)), lines, err))
-      return make("comm.no_sync", CheckStatus::fail, err);
+      return check_result("comm.no_sync", CheckStatus::fail, err);
     // Micro-steps no optimizer step followed (an epoch's tail shorter than the accumulation) are not a step.
     const int64_t steps = metas[r].value("optimizer_steps", int64_t{0});
     for (const MicroComm& m : parse_micro_comm(lines))
@@ -120,9 +113,10 @@ CheckResult checkpoint_complete(const std::string& dir, int world) {
     return check_checkpoint_items(s.value("expected", std::vector<std::string>{}),
                                   s.value("found", std::vector<std::string>{}), s.value("path", std::string()));
   }
-  return make("checkpoint.complete", CheckStatus::fail,
-              "the script never called dp.save(state, path): nothing checkpoints this run (use dp.save instead of "
-              "torch.save for checkpoints)");
+  return check_result(
+      "checkpoint.complete", CheckStatus::fail,
+      "the script never called dp.save(state, path): nothing checkpoints this run (use dp.save instead of "
+      "torch.save for checkpoints)");
 }
 
 std::vector<std::map<std::string, std::string>> final_states(const std::string& dir, int world) {
@@ -137,13 +131,15 @@ std::vector<std::map<std::string, std::string>> final_states(const std::string& 
 
 CheckResult checkpoint_resume(Ladder& L, int world) {
   if (L.cmd.resume_arg.empty())
-    return make("checkpoint.resume", CheckStatus::skip,
-                "not run: say how your script resumes, e.g. --resume-arg '--resume {ckpt}' ({ckpt} is the path the "
-                "script gave dp.save)");
+    return check_result(
+        "checkpoint.resume", CheckStatus::skip,
+        "not run: say how your script resumes, e.g. --resume-arg '--resume {ckpt}' ({ckpt} is the path the "
+        "script gave dp.save)");
   const std::string straight = in_run(L.out, kCheckResumeStraight), killed = in_run(L.out, kCheckResumeKilled),
                     resumed = in_run(L.out, kCheckResumeResumed);
   UserLaunchResult a = L.launch(straight, {});
-  if (a.exit_code != 0) return make("checkpoint.resume", CheckStatus::fail, "the straight run failed: " + a.message);
+  if (a.exit_code != 0)
+    return check_result("checkpoint.resume", CheckStatus::fail, "the straight run failed: " + a.message);
   // The killed run: rank 0 holds right after its save; we kill the whole job there, as a crash would.
   nlohmann::json save;
   auto saved = [&] {
@@ -159,15 +155,17 @@ CheckResult checkpoint_resume(Ladder& L, int world) {
   };
   L.launch(killed, {{kEnvHoldAfterSave, std::to_string(kResumeFromSave)}}, {}, kMainHangTimeoutS, saved);
   if (save.is_null() && !saved())
-    return make("checkpoint.resume", CheckStatus::fail,
-                "the script never called dp.save on rank 0, or called it only at the end: nothing to resume from");
+    return check_result(
+        "checkpoint.resume", CheckStatus::fail,
+        "the script never called dp.save on rank 0, or called it only at the end: nothing to resume from");
   const std::string ckpt = fs::absolute(in_run(killed, save.value("copy", std::string()))).string();
   std::string arg = L.cmd.resume_arg;
   for (size_t p; (p = arg.find("{ckpt}")) != std::string::npos;) arg.replace(p, 6, ckpt);
   UserLaunchResult c = L.launch(resumed, {}, split_words(arg));
   if (c.exit_code != 0)
-    return make("checkpoint.resume", CheckStatus::fail,
-                "resuming with '" + arg + "' failed: " + (c.last_error_line.empty() ? c.message : c.last_error_line));
+    return check_result(
+        "checkpoint.resume", CheckStatus::fail,
+        "resuming with '" + arg + "' failed: " + (c.last_error_line.empty() ? c.message : c.last_error_line));
   return judge_resume_states(final_states(straight, world), final_states(resumed, world), kResumeFromSave,
                              save.value("step", int64_t{0}));
 }
@@ -260,9 +258,9 @@ int run_user_check(const UserJobCommand& cmd) {
       } else if (id == "faults.exit") {
         results.push_back(faults_exit(L, world));
       } else if (main.exit_code != 0) {
-        results.push_back(make(id, CheckStatus::fail,
-                               "the check run failed: " + main.message +
-                                   (main.last_error_line.empty() ? "" : " (" + main.last_error_line + ")")));
+        results.push_back(check_result(id, CheckStatus::fail,
+                                       "the check run failed: " + main.message +
+                                           (main.last_error_line.empty() ? "" : " (" + main.last_error_line + ")")));
       } else if (id == "env.manifest") {
         std::vector<std::string> problems;
         results.push_back(check_manifest(read_manifest(main_dir, problems)));
@@ -280,10 +278,10 @@ int run_user_check(const UserJobCommand& cmd) {
       } else if (id == "checkpoint.complete") {
         results.push_back(checkpoint_complete(main_dir, world));
       } else {
-        results.push_back(make(id, CheckStatus::fail, "no ladder step judges this check id"));
+        results.push_back(check_result(id, CheckStatus::fail, "no ladder step judges this check id"));
       }
     } catch (const std::exception& e) {
-      results.push_back(make(id, CheckStatus::fail, std::string("could not run: ") + e.what()));
+      results.push_back(check_result(id, CheckStatus::fail, std::string("could not run: ") + e.what()));
     }
     std::cout << " " << status_name(results.back().status) << std::endl;
   }

@@ -24,6 +24,9 @@ struct CheckResult {
   std::string summary;  // one line: what was compared, the numbers, and on failure where and the likely cause
   nlohmann::json details = nlohmann::json::object();
 };
+// A result as every judge builds one (ours and the user's job's).
+CheckResult check_result(const std::string& id, CheckStatus status, std::string summary,
+                         nlohmann::json details = nlohmann::json::object());
 
 
 // env.manifest: every field a reader needs to trust the run is present.

@@ -25,8 +25,7 @@ const char* status_name(CheckStatus s) {
   return "?";
 }
 
-namespace {
-CheckResult make(const std::string& id, CheckStatus s, std::string summary, nlohmann::json details = nlohmann::json::object()) {
+CheckResult check_result(const std::string& id, CheckStatus s, std::string summary, nlohmann::json details) {
   CheckResult r;
   r.id = id;
   r.status = s;
@@ -34,12 +33,11 @@ CheckResult make(const std::string& id, CheckStatus s, std::string summary, nloh
   r.details = std::move(details);
   return r;
 }
-}  // namespace
 
 CheckResult check_manifest(const nlohmann::json& m) {
   const std::vector<std::string>& required = manifest_required_fields();
   std::vector<std::string> missing;
-  if (!m.is_object()) return make("env.manifest", CheckStatus::fail, "manifest.json is missing or not valid JSON");
+  if (!m.is_object()) return check_result("env.manifest", CheckStatus::fail, "manifest.json is missing or not valid JSON");
   for (const auto& p : required)
     if (!m.contains(nlohmann::json::json_pointer(p))) missing.push_back(p.substr(1));
   if (m.contains("ranks") && m["ranks"].is_array()) {
@@ -53,7 +51,7 @@ CheckResult check_manifest(const nlohmann::json& m) {
   }
   nlohmann::json d = {{"required", required}, {"missing", missing}};
   if (!missing.empty())
-    return make("env.manifest", CheckStatus::fail,
+    return check_result("env.manifest", CheckStatus::fail,
                 "manifest lacks " + std::to_string(missing.size()) + " field(s), first: " + missing.front() +
                     " (a run that crashed before the end has only the start-time manifest)",
                 d);
@@ -61,7 +59,7 @@ CheckResult check_manifest(const nlohmann::json& m) {
                   ", launch " + m["launch"]["method"].get<std::string>() + ", seeds, batch shapes " +
                   m["ranks"][0]["batch"]["x"]["shape"].dump() + " " + m["ranks"][0]["batch"]["x"]["dtype"].get<std::string>() +
                   ", config: all present";
-  return make("env.manifest", CheckStatus::pass, s, d);
+  return check_result("env.manifest", CheckStatus::pass, s, d);
 }
 
 std::vector<ConsumedBatch> read_consumed(const std::string& run_dir, int rank, std::string& error) {
@@ -90,7 +88,7 @@ CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_
   std::set<int> epochs;
   for (const auto& r : per_rank)
     for (const auto& b : r) epochs.insert(b.epoch);
-  if (epochs.empty()) return make("data.shard_rule", CheckStatus::fail, "no consumed batches were logged");
+  if (epochs.empty()) return check_result("data.shard_rule", CheckStatus::fail, "no consumed batches were logged");
   nlohmann::json per_epoch = nlohmann::json::array();
   std::string first_problem;
   std::map<int, std::vector<int64_t>> rank0_order;
@@ -150,14 +148,14 @@ CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_
   }
   nlohmann::json d = {{"epochs", per_epoch}, {"order_differs_between_epochs", reshuffled}};
   if (!reshuffled)
-    return make("data.shard_rule", CheckStatus::fail,
+    return check_result("data.shard_rule", CheckStatus::fail,
                 "rank 0 saw the same order in epochs " + std::to_string(rank0_order.begin()->first) + " and " +
                     std::to_string(std::next(rank0_order.begin())->first) + ": set_epoch was not applied",
                 d);
   if (!first_problem.empty())
-    return make("data.shard_rule", CheckStatus::fail, first_problem + " (a rank is reading another rank's shard?)", d);
+    return check_result("data.shard_rule", CheckStatus::fail, first_problem + " (a rank is reading another rank's shard?)", d);
   const auto& e0 = per_epoch[0];
-  return make("data.shard_rule", CheckStatus::pass,
+  return check_result("data.shard_rule", CheckStatus::pass,
               std::to_string(epochs.size()) + " epoch(s), " + std::to_string(world) +
                   " ranks follow DistributedSampler exactly; epoch " + e0["epoch"].dump() + ": " + e0["duplicates"].dump() +
                   " shared (padding), " + e0["missing"].dump() + " unused (drop_last/partial batches)" +
@@ -182,7 +180,7 @@ std::map<int64_t, std::string> read_replica_hashes(const std::string& run_dir, i
 }
 
 CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& h) {
-  if (h.size() < 2) return make("numerics.rank_sync", CheckStatus::skip, "one rank: nothing to compare");
+  if (h.size() < 2) return check_result("numerics.rank_sync", CheckStatus::skip, "one rank: nothing to compare");
   size_t compared = 0;
   for (const auto& [step, hash] : h[0]) {
     for (size_t r = 1; r < h.size(); ++r) {
@@ -191,22 +189,22 @@ CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& h
       ++compared;
       if (it->second != hash) {
         std::string when = step < 0 ? "at start (after the initial broadcast)" : "after optimizer step " + std::to_string(step);
-        return make("numerics.rank_sync", CheckStatus::fail,
+        return check_result("numerics.rank_sync", CheckStatus::fail,
                     "rank " + std::to_string(r) + "'s parameters differ from rank 0's " + when +
                         " (hash " + it->second + " vs " + hash + "): gradients were not synchronised or ranks ran different updates",
                     {{"first_step", step}, {"rank", r}});
       }
     }
   }
-  if (compared == 0) return make("numerics.rank_sync", CheckStatus::fail, "no parameter hashes to compare");
-  return make("numerics.rank_sync", CheckStatus::pass,
+  if (compared == 0) return check_result("numerics.rank_sync", CheckStatus::fail, "no parameter hashes to compare");
+  return check_result("numerics.rank_sync", CheckStatus::pass,
               "parameters bitwise identical on all ranks at start and after each of " + std::to_string(h[0].size() - 1) +
                   " optimizer steps (" + std::to_string(compared) + " hash comparisons)",
               {{"comparisons", compared}});
 }
 
 CheckResult check_no_sync(const RunTrace& run, int accum, size_t buckets, uint64_t param_bytes) {
-  if (run.ranks.empty()) return make("comm.no_sync", CheckStatus::fail, "no traces (the check run must record)");
+  if (run.ranks.empty()) return check_result("comm.no_sync", CheckStatus::fail, "no traces (the check run must record)");
   nlohmann::json ranks = nlohmann::json::array();
   std::string problem;
   for (const auto& r : run.ranks) {
@@ -244,8 +242,8 @@ CheckResult check_no_sync(const RunTrace& run, int accum, size_t buckets, uint64
                      {"bytes_per_step", per_step}});
   }
   nlohmann::json d = {{"accum_steps", accum}, {"buckets", buckets}, {"param_bytes", param_bytes}, {"ranks", ranks}};
-  if (!problem.empty()) return make("comm.no_sync", CheckStatus::fail, problem, d);
-  return make("comm.no_sync", CheckStatus::pass,
+  if (!problem.empty()) return check_result("comm.no_sync", CheckStatus::fail, problem, d);
+  return check_result("comm.no_sync", CheckStatus::pass,
               "accum_steps=" + std::to_string(accum) + ": micro-steps 0.." + std::to_string(accum - 2 < 0 ? 0 : accum - 2) +
                   (accum > 1 ? " issued no allreduce; " : " (none); ") + "the last reduced each of " + std::to_string(buckets) +
                   " bucket(s) once, " + ranks[0]["bytes_per_step"].dump() + " bytes per optimizer step = parameter bytes " +
@@ -319,10 +317,10 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
       cause = "activations agree; the difference arises in the backward pass or the reduction";
     }
     d["first_divergence"] = {{"step", s.step}, {"rank", s.rank}, {"tensor", bad->name}, {"ratio", bad->scale}};
-    return make("numerics.reference", CheckStatus::fail, where + ". Likely cause: " + cause, d);
+    return check_result("numerics.reference", CheckStatus::fail, where + ". Likely cause: " + cause, d);
   }
-  if (compared == 0) return make("numerics.reference", CheckStatus::fail, "no gradients were compared", d);
-  return make("numerics.reference", CheckStatus::pass,
+  if (compared == 0) return check_result("numerics.reference", CheckStatus::fail, "no gradients were compared", d);
+  return check_result("numerics.reference", CheckStatus::pass,
               "synced gradients match a single-rank reference on the union of the ranks' samples for " +
                   std::to_string(steps.size() / std::max(world, 1)) + " step(s) x " + std::to_string(world) + " ranks, " +
                   std::to_string(compared) + " tensors within rtol " + fmt("%.2g", rtol) + ", atol " + fmt("%.2g", atol),
@@ -339,12 +337,12 @@ CheckResult check_checkpoint_items(const std::vector<std::string>& expected, con
   if (!missing.empty()) {
     std::string list;
     for (size_t i = 0; i < missing.size() && i < 4; ++i) list += (i ? ", " : "") + missing[i];
-    return make("checkpoint.complete", CheckStatus::fail,
+    return check_result("checkpoint.complete", CheckStatus::fail,
                 std::to_string(missing.size()) + " item(s) the live run holds are not in " + file + ": " + list +
                     (missing.size() > 4 ? ", ..." : "") + " (a resume would not be exact)",
                 d);
   }
-  return make("checkpoint.complete", CheckStatus::pass,
+  return check_result("checkpoint.complete", CheckStatus::pass,
               "all " + std::to_string(expected.size()) +
                   " items present (model, AdamW moments and step counts, loss scaler, epoch/step/sampler position, RNG "
                   "states); written atomically with a verified CRC-32",
@@ -376,8 +374,8 @@ CheckResult judge_faults(const std::vector<FaultScenario>& scenarios) {
     else if (worst > limit) problem = s.kind + ": a rank took " + fmt("%.2f", worst) + " s to end, limit " + fmt("%.0f", limit) + " s";
     else if (!s.traces_export) problem = s.kind + ": traces did not export: " + s.export_error;
   }
-  if (!problem.empty()) return make("faults.exit", CheckStatus::fail, problem, d);
-  return make("faults.exit", CheckStatus::pass,
+  if (!problem.empty()) return check_result("faults.exit", CheckStatus::fail, problem, d);
+  return check_result("faults.exit", CheckStatus::pass,
               std::to_string(scenarios.size()) + " injected faults each ended every rank in time, exit 1, culprit, step and stage named, traces exported (" +
                   times + ")",
               d);

@@ -41,16 +41,9 @@ constexpr int64_t kResumeSteps = 8, kResumeKill = 3;
 // float32 defaults of torch.testing.assert_close.
 constexpr double kRtol = 1.3e-6, kAtol = 1e-5;
 
-CheckResult result(const std::string& id, CheckStatus status, const std::string& why) {
-  CheckResult r;
-  r.id = id;
-  r.status = status;
-  r.summary = why;
-  return r;
-}
-CheckResult failed(const std::string& id, const std::string& why) { return result(id, CheckStatus::fail, why); }
+CheckResult failed(const std::string& id, const std::string& why) { return check_result(id, CheckStatus::fail, why); }
 // Nothing wrong was found, but the check could not judge: said, never a pass or a false fail.
-CheckResult warned(const std::string& id, const std::string& why) { return result(id, CheckStatus::warn, why); }
+CheckResult warned(const std::string& id, const std::string& why) { return check_result(id, CheckStatus::warn, why); }
 
 std::vector<std::string> with(std::vector<std::string> args, std::initializer_list<std::string> more) {
   args.insert(args.end(), more);
