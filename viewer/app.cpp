@@ -10,11 +10,11 @@
 
 namespace ddp::viewer {
 
-bool App::load(const std::string& path, std::string& error) {
+bool App::load(const std::string& path, std::string& error, const LoadOptions& opts) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     RunTrace run;
-    if (!load_run(path, run, error)) return false;
+    if (!load_run(path, run, error) || !keep_steps(run, opts.steps, error)) return false;
     try {
       set_timeline(timeline_from_run(run));
     } catch (const std::bad_alloc&) {
@@ -23,6 +23,10 @@ bool App::load(const std::string& path, std::string& error) {
     }
     load_stalls_for_run(*this, run);
     return true;
+  }
+  if (!opts.steps.everything() || opts.cycle > 0) {
+    error = "--steps and --cycle apply to run folders and per-rank PyTorch profiler traces, not to one trace file";
+    return false;
   }
   Timeline t;
   if (!load_timeline(path, t, error)) return false;
@@ -44,16 +48,21 @@ bool App::opens_as_kineto_run(const std::vector<std::string>& inputs) {
   return inputs.size() > 1 || (is_kineto_input(inputs) && std::filesystem::is_directory(inputs.front(), ec));
 }
 
-bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map, std::string& error) {
+bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map, std::string& error,
+               const LoadOptions& opts) {
   if (!opens_as_kineto_run(inputs)) {
     if (inputs.empty()) {
       error = "nothing to open";
       return false;
     }
-    return load(inputs.front(), error);
+    if (opts.cycle > 0) {
+      error = "--cycle applies to per-rank PyTorch profiler traces";
+      return false;
+    }
+    return load(inputs.front(), error, opts);
   }
   RunTrace run;
-  if (!load_kineto_run(inputs, map, run, error)) return false;
+  if (!load_kineto_run(inputs, map, run, error, opts.cycle) || !keep_steps(run, opts.steps, error)) return false;
   Timeline t;
   if (!timeline_from_kineto_run(run, t, error)) return false;
   set_timeline(std::move(t));

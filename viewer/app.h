@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "traces/kineto/kineto_map.h"
+#include "traces/model/step_window.h"
 #include "traces/timeline/timeline.h"
 #include "viewer/view_state.h"
 
@@ -35,6 +36,12 @@ struct Selection {
   uint32_t name = 0;
 };
 
+// What of the inputs to open: --cycle N (per-rank traces of several profiling cycles) and --steps A-B.
+struct LoadOptions {
+  int cycle = 0;  // 0: every cycle
+  StepWindow steps;
+};
+
 struct Options {
   bool highlight_waits = true;
   bool show_counters = true;
@@ -53,10 +60,11 @@ struct FrameInfo {
 class App {
  public:
   // A run folder or a Chrome trace (.json / .json.gz). False with `error` set when it cannot be shown.
-  bool load(const std::string& path, std::string& error);
+  bool load(const std::string& path, std::string& error, const LoadOptions& opts = {});
   // Several inputs, or one folder of per-rank PyTorch profiler traces: the ranks on one clock with every event, and
   // the stalls of their analysis. `map` holds the user's --map rules. Other single inputs go to load(path).
-  bool load(const std::vector<std::string>& inputs, const KinetoStageMap& map, std::string& error);
+  bool load(const std::vector<std::string>& inputs, const KinetoStageMap& map, std::string& error,
+            const LoadOptions& opts = {});
   // True when load(inputs, ...) opens them as per-rank PyTorch profiler traces.
   static bool opens_as_kineto_run(const std::vector<std::string>& inputs);
   void set_timeline(Timeline tl);

@@ -1,11 +1,14 @@
-// ddp_viewer PATH... [--map REGEX=STAGE]... [--screenshot FILE.png] [--frames N] [--width W] [--height H]
+// ddp_viewer PATH... [--map REGEX=STAGE]... [--cycle N] [--steps A-B] [--screenshot FILE.png] [--frames N]
+//            [--width W] [--height H]
 // PATH is a run folder, a Chrome trace (.json / .json.gz), or per-rank PyTorch profiler traces (several files, or a
 // folder of them) shown as one run on one clock. Exit codes: 0 ok, 1 unreadable input or no display, 2 usage error.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #define GL_SILENCE_DEPRECATION
@@ -14,15 +17,20 @@
 
 #include "backends/imgui_impl_glfw.h"
 #include "backends/imgui_impl_opengl3.h"
+#include "traces/base/read_progress.h"
+#include "traces/kineto/kineto_import.h"
 #include "viewer/app.h"
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ddp_viewer PATH... [--map REGEX=STAGE]... [--screenshot FILE.png] [--frames N] [--width W] [--height H]\n"
+    "usage: ddp_viewer PATH... [--map REGEX=STAGE]... [--cycle N] [--steps A-B] [--screenshot FILE.png] [--frames N]\n"
+    "                  [--width W] [--height H]\n"
     "  PATH  a run folder (rank<R>.ddpt files) or a Chrome trace JSON (.json or .json.gz; ours or PyTorch profiler);\n"
     "        several PyTorch profiler traces, one per rank (the files, or a folder of them): all ranks on one clock\n"
-    "  --map REGEX=STAGE  with PyTorch profiler traces: events whose name matches are that stage (docs/kineto.md)\n";
+    "  --map REGEX=STAGE  with PyTorch profiler traces: events whose name matches are that stage (docs/kineto.md)\n"
+    "  --cycle N          with per-rank traces of several profiling cycles: only cycle N (1-based)\n"
+    "  --steps A-B        only steps A to B (a run folder or per-rank traces): a big trace a few steps at a time\n";
 
 int usage(const std::string& why) {
   std::fprintf(stderr, "ddp_viewer: %s\n%s", why.c_str(), kUsage);
@@ -37,6 +45,20 @@ bool parse_int(const char* s, int lo, int hi, int& out) {
   return true;
 }
 
+// The loading screen: which file is being read and how far the reading is.
+void draw_loading(const std::string& what, float width, float height) {
+  const ddp::ReadProgress& p = ddp::read_progress();
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(ImVec2(width, height));
+  ImGui::Begin("loading", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove);
+  ImGui::Text("loading %s", what.c_str());
+  const std::string file = p.file();
+  ImGui::Text("reading %s: %.2f of about %.2f GB", file.empty() ? "..." : file.c_str(), p.done() / 1e9,
+              p.total() / 1e9);
+  ImGui::ProgressBar(static_cast<float>(p.fraction()), ImVec2(std::min(width - 20.0f, 800.0f), 0));
+  ImGui::End();
+}
+
 void glfw_error(int code, const char* what) { std::fprintf(stderr, "ddp_viewer: GLFW error %d: %s\n", code, what); }
 
 }  // namespace
@@ -46,6 +68,7 @@ int main(int argc, char** argv) {
   std::string screenshot;
   ddp::KinetoStageMap map;
   bool maps = false;
+  ddp::viewer::LoadOptions load_opts;
   int frames = 3, width = 1600, height = 900;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -66,6 +89,13 @@ int main(int argc, char** argv) {
       std::string err;
       if (!v || !map.add_user_rule(v, err)) return usage(v ? err : "--map needs REGEX=STAGE");
       maps = true;
+    } else if (a == "--cycle") {
+      const char* v = value("--cycle");
+      if (!v || !parse_int(v, 1, 1000000, load_opts.cycle)) return usage("--cycle needs a cycle number (1-based)");
+    } else if (a == "--steps") {
+      const char* v = value("--steps");
+      std::string err;
+      if (!v || !ddp::parse_step_window(v, load_opts.steps, err)) return usage(v ? err : "--steps needs A-B");
     } else if (a == "--frames") {
       const char* v = value("--frames");
       if (!v || !parse_int(v, 1, 100000, frames)) return usage("--frames needs a count from 1 to 100000");
@@ -89,16 +119,7 @@ int main(int argc, char** argv) {
 
   ddp::viewer::App app;
   std::string error;
-  auto t_load = std::chrono::steady_clock::now();
-  if (!app.load(paths, map, error)) {
-    std::fprintf(stderr, "ddp_viewer: cannot open %s: %s\n", path.c_str(), error.c_str());
-    return 1;
-  }
-  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
   const bool headless = !screenshot.empty();
-  if (headless)
-    std::printf("loaded %s: %llu spans, %zu processes in %.1f ms\n", path.c_str(),
-                static_cast<unsigned long long>(app.tl.span_count), app.tl.processes.size(), load_ms);
 
   glfwSetErrorCallback(glfw_error);
   if (!glfwInit()) {
@@ -125,6 +146,50 @@ int main(int argc, char** argv) {
   ImGui::StyleColorsDark();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 130");
+
+  // The traces load on a thread of their own while the window shows how far the reading is (a 2 x 2 GB pair takes
+  // seconds); the readers report to read_progress().
+  auto t_load = std::chrono::steady_clock::now();
+  ddp::read_progress().start(ddp::trace_input_bytes(paths));
+  bool loaded = false;
+  std::atomic<bool> loading{true};
+  std::thread loader([&] {
+    loaded = app.load(paths, map, error, load_opts);
+    loading = false;
+  });
+  while (loading) {
+    glfwWaitEventsTimeout(0.1);
+    if (!headless && glfwWindowShouldClose(window)) {
+      loader.join();  // the readers are not interruptible: closing waits for them
+      return 0;
+    }
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    ImGui::NewFrame();
+    draw_loading(path, io.DisplaySize.x, io.DisplaySize.y);
+    ImGui::Render();
+    int fb_w = 0, fb_h = 0;
+    glfwGetFramebufferSize(window, &fb_w, &fb_h);
+    glViewport(0, 0, fb_w, fb_h);
+    glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    glfwSwapBuffers(window);
+  }
+  loader.join();
+  if (!loaded) {
+    std::fprintf(stderr, "ddp_viewer: cannot open %s: %s\n", path.c_str(), error.c_str());
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+    glfwDestroyWindow(window);
+    glfwTerminate();
+    return 1;
+  }
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
+  if (headless)
+    std::printf("loaded %s: %llu spans, %zu processes in %.1f ms\n", path.c_str(),
+                static_cast<unsigned long long>(app.tl.span_count), app.tl.processes.size(), load_ms);
 
   std::vector<double> cpu_ms;
   int rc = 0;

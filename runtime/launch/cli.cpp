@@ -111,8 +111,13 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
                                    "PyTorch profiler traces in the folder -o DIR, for HTA)")
                      ->check(CLI::IsMember({"chrome", "kineto"}));
   g_out->add_flag("--json", c.json, "with --summary/--analyze: print JSON");
-  g_out->add_option("--cycle", c.cycle, "with Kineto traces of several profiling cycles: only cycle N (1-based)")
+  std::vector<int> cycles;
+  g_out->add_option("--cycle", cycles, "with Kineto traces of several profiling cycles: only cycle N (1-based); "
+                                       "--diff A B --cycle N M compares A's cycle N with B's cycle M")
+      ->expected(1, 2)
       ->check(CLI::PositiveNumber);
+  std::string steps;
+  g_out->add_option("--steps", steps, "with --export/--summary/--analyze: only steps A-B (or one step A)");
   g_out->add_option("--map", c.maps, "with Kineto traces: REGEX=STAGE, events whose name matches are that stage "
                                      "(repeatable; tried before the built-in names)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -282,10 +287,37 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
     r.message = "ddp_profile: --map only applies to --export, --summary and --analyze";
     return r;
   }
-  if (c.cycle > 0 && !(offline || c.mode == Mode::diff)) {
+  if (!cycles.empty() && !(offline || c.mode == Mode::diff)) {
     r.exit_code = 2;
     r.message = "ddp_profile: --cycle only applies to --export, --summary, --analyze and --diff";
     return r;
+  }
+  if (cycles.size() == 2 && c.mode != Mode::diff) {
+    r.exit_code = 2;
+    r.message = "ddp_profile: --cycle N M (two cycles) only applies to --diff";
+    return r;
+  }
+  if (!cycles.empty()) {
+    c.cycle = cycles.front();
+    c.diff_cycle = cycles.back();
+  }
+  if (!steps.empty()) {
+    if (!offline) {
+      r.exit_code = 2;
+      r.message = "ddp_profile: --steps only applies to --export, --summary and --analyze";
+      return r;
+    }
+    if (!parse_step_window(steps, c.steps, err)) {
+      r.exit_code = 2;
+      r.message = "ddp_profile: " + err;
+      return r;
+    }
+    if (c.export_format == "kineto") {
+      r.exit_code = 2;
+      r.message = "ddp_profile: --steps with --format kineto is not supported: export the run whole, or use the "
+                  "Chrome format";
+      return r;
+    }
   }
   KinetoStageMap map;
   for (const auto& m : c.maps)

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "runtime/common/job_config.h"
+#include "traces/model/step_window.h"
 
 namespace ddp {
 
@@ -16,6 +17,8 @@ struct Command {
   std::vector<std::string> inputs;  // --export/--summary/--analyze TRACES...: every input
   std::vector<std::string> maps;    // --map REGEX=STAGE: the user's names for Kineto stages (checked when parsed)
   int cycle = 0;                    // --cycle N: with Kineto traces, only profiling cycle N (1-based); 0 = all
+  int diff_cycle = 0;               // --diff A B --cycle N M: B's cycle (M; N when one is given)
+  StepWindow steps;                 // --steps A-B: only these steps (--export, --summary, --analyze)
   std::vector<std::string> diff_dirs;  // --diff A B
   std::string output_file;   // -o for --export
   std::string export_format = "chrome";  // --format: chrome (one merged trace) or kineto (a folder, one file per rank)

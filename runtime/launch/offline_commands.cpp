@@ -1,7 +1,11 @@
 #include "runtime/launch/offline_commands.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <tuple>
+
+#include "runtime/launch/read_progress_bar.h"
 
 #include "traces/analysis/analysis.h"
 #include "traces/chrome/chrome_export.h"
@@ -12,26 +16,54 @@
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
 #include "traces/analysis/summary.h"
+#include "traces/model/step_window.h"
 
 namespace ddp {
 namespace {
 // One of our run folders, or per-rank PyTorch profiler traces (docs/kineto.md): decided by what the inputs hold.
-bool load_or_report(const Command& cmd, RunTrace& run) {
+// 1 unreadable input; 2 a --steps window the run does not reach (the usage was wrong for this run); 0 loaded.
+int load_or_report(const Command& cmd, RunTrace& run) {
   std::string err;
   bool ok = false;
-  if (is_kineto_input(cmd.inputs)) {
-    KinetoStageMap map;
-    for (const auto& m : cmd.maps) map.add_user_rule(m, err);  // checked when the command line was parsed
-    ok = load_kineto_run(cmd.inputs, map, run, err, cmd.cycle);
-  } else {
-    ok = load_run(cmd.input_dir, run, err);
+  {
+    ReadProgressBar bar("reading", trace_input_bytes(cmd.inputs));
+    if (is_kineto_input(cmd.inputs)) {
+      KinetoStageMap map;
+      for (const auto& m : cmd.maps) map.add_user_rule(m, err);  // checked when the command line was parsed
+      ok = load_kineto_run(cmd.inputs, map, run, err, cmd.cycle);
+    } else {
+      ok = load_run(cmd.input_dir, run, err);
+    }
   }
   if (!ok) {
     std::cerr << "ddp_profile: " << err << "\n";
-    return false;
+    return 1;
   }
   for (const auto& p : run.problems) std::cerr << "ddp_profile: warning: " << p << "\n";
-  return true;
+  if (!keep_steps(run, cmd.steps, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+// What Perfetto UI opens: a JSON trace is parsed in the browser tab, which fails past about 2 GB (chrome://tracing
+// already near 800 MB). Owned here: the only code that warns about it.
+constexpr uint64_t kPerfettoJsonBytes = uint64_t{2} << 30;
+
+// A JSON export Perfetto UI cannot open: said, with a --steps window that would fit (steps of equal size assumed).
+void warn_if_too_big_for_perfetto(const RunTrace& run, const std::string& path, uint64_t json_bytes) {
+  if (json_bytes <= kPerfettoJsonBytes) return;
+  std::cerr << "ddp_profile: warning: " << path << " holds " << json_bytes / 1e9
+            << " GB of JSON: Perfetto UI opens JSON traces up to about 2 GB (chrome://tracing about 0.8 GB)";
+  uint32_t first = 0, last = 0;
+  if (step_range(run, first, last) && last > first) {
+    const uint64_t steps = uint64_t{last} - first + 1;
+    const uint64_t fit = std::max<uint64_t>(1, steps * kPerfettoJsonBytes * 9 / 10 / json_bytes);
+    std::cerr << "; --steps " << first << "-" << first + fit - 1 << " (" << fit << " of its " << steps
+              << " steps) would fit";
+  }
+  std::cerr << "; ddp_viewer opens it whole\n";
 }
 
 // Kineto input: the source, the clock alignment and the notes join the report; our runs keep their schema and only
@@ -57,7 +89,7 @@ int run_export_kineto(const Command& cmd) {
     return 2;
   }
   RunTrace run;
-  if (!load_or_report(cmd, run)) return 1;
+  if (int rc = load_or_report(cmd, run)) return rc;
   const std::vector<std::string> foreign = foreign_trace_files(run, cmd.output_file);
   if (!foreign.empty()) {
     std::cerr << "ddp_profile: " << cmd.output_file << " already holds other traces (" << foreign.front()
@@ -85,24 +117,35 @@ int run_export(const Command& cmd) {
     std::cerr << "ddp_profile: --export of PyTorch profiler traces needs -o FILE (the merged trace to write)\n";
     return 2;
   }
-  if (!load_or_report(cmd, run)) return 1;
+  if (int rc = load_or_report(cmd, run)) return rc;
   std::string path = cmd.output_file.empty() ? cmd.input_dir + "/" + kChromeTraceFile : cmd.output_file;
   ExportStats stats;
   std::string err;
-  const bool ok = is_kineto_run(run) ? export_kineto_merged(run, path, stats, err) : export_chrome(run, path, stats, err);
+  bool ok = false;
+  {
+    // The merged export reads every rank's file again (twice with --steps: its flows first).
+    const uint64_t again = is_kineto_run(run) ? trace_input_bytes(cmd.inputs) : 0;
+    ReadProgressBar bar("exporting", cmd.steps.everything() ? again : 2 * again);
+    ok = is_kineto_run(run) ? export_kineto_merged(run, path, stats, err) : export_chrome(run, path, stats, err);
+  }
   if (!ok) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 1;
   }
+  std::error_code ec;
+  const uintmax_t on_disk = std::filesystem::file_size(path, ec);
   std::cout << "wrote " << path << ": " << stats.events << " events from " << run.ranks.size() << " rank(s), "
-            << stats.bytes << " bytes\n";
+            << stats.bytes << " bytes"
+            << (!ec && on_disk != stats.bytes ? " of JSON, " + std::to_string(on_disk) + " gzip-compressed" : "")
+            << "\n";
+  warn_if_too_big_for_perfetto(run, path, stats.bytes);
   std::cout << kineto_report_text(run);
   return 0;
 }
 
 int run_summary(const Command& cmd) {
   RunTrace run;
-  if (!load_or_report(cmd, run)) return 1;
+  if (int rc = load_or_report(cmd, run)) return rc;
   auto s = summarize(run);
   if (cmd.json) {
     nlohmann::json j = summary_json(s);
@@ -116,7 +159,7 @@ int run_summary(const Command& cmd) {
 
 int run_analyze(const Command& cmd) {
   RunTrace run;
-  if (!load_or_report(cmd, run)) return 1;
+  if (int rc = load_or_report(cmd, run)) return rc;
   Analysis a = analyze(run);
   if (cmd.json) {
     nlohmann::json j = analysis_json(a);
@@ -139,11 +182,22 @@ std::string diffable_run(const std::string& dir) {
   return dir;
 }
 
+// One side of --diff: a run folder, or per-rank PyTorch profiler traces (one cycle of them with --cycle).
+bool load_diff_side(const std::string& input, int cycle, DiffRun& out, std::string& err) {
+  if (!is_kineto_input({input})) return load_diff_run(diffable_run(input), out, err);
+  RunTrace run;
+  if (!load_kineto_run({input}, KinetoStageMap{}, run, err, cycle)) return false;
+  for (const auto& p : run.problems) std::cerr << "ddp_profile: warning: " << p << "\n";
+  out = diff_run_of_traces(run, cycle);
+  return true;
+}
+
 int run_diff(const Command& cmd) {
   DiffRun a, b;
   std::string err;
-  for (auto [dir, run] : {std::pair{diffable_run(cmd.diff_dirs[0]), &a}, std::pair{diffable_run(cmd.diff_dirs[1]), &b}})
-    if (!load_diff_run(dir, *run, err)) {
+  for (auto [input, cycle, run] : {std::tuple{cmd.diff_dirs[0], cmd.cycle, &a},
+                                   std::tuple{cmd.diff_dirs[1], cmd.diff_cycle, &b}})
+    if (!load_diff_side(input, cycle, *run, err)) {
       std::cerr << "ddp_profile: " << err << "\n";
       return 1;
     }

@@ -2,13 +2,61 @@
 
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <memory>
 
 #include "traces/base/atomic_file.h"
 
 namespace ddp {
+namespace {
+
+bool ends_with_gz(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
+
+// A FILE* whose bytes are gzip-compressed into another FILE* (glibc's fopencookie), so JsonOut writes a .json.gz the
+// way it writes a .json. Perfetto UI and chrome://tracing open gzip traces; JSON traces compress about 10-fold.
+// Level 1: the export is limited by how fast it can write gigabytes, and higher levels gain little on trace JSON.
+class GzipSink {
+ public:
+  explicit GzipSink(FILE* out) : out_(out) {
+    ok_ = deflateInit2(&z_, 1, Z_DEFLATED, 15 + 16 /* gzip header and trailer */, 8, Z_DEFAULT_STRATEGY) == Z_OK;
+  }
+  ~GzipSink() { deflateEnd(&z_); }
+  FILE* open() {
+    cookie_io_functions_t io{};
+    io.write = [](void* c, const char* buf, size_t n) -> ssize_t {
+      return static_cast<GzipSink*>(c)->deflate_some(buf, n, Z_NO_FLUSH) ? static_cast<ssize_t>(n) : -1;
+    };
+    io.close = [](void* c) -> int { return static_cast<GzipSink*>(c)->deflate_some(nullptr, 0, Z_FINISH) ? 0 : EOF; };
+    return ok_ ? fopencookie(this, "w", io) : nullptr;
+  }
+
+ private:
+  bool deflate_some(const char* buf, size_t n, int mode) {
+    z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(buf));
+    z_.avail_in = static_cast<uInt>(n);  // the cookie's buffer is a few KiB: never over 4 GiB
+    int r = Z_OK;
+    do {
+      unsigned char chunk[1 << 16];
+      z_.next_out = chunk;
+      z_.avail_out = sizeof(chunk);
+      r = deflate(&z_, mode);
+      if (r == Z_STREAM_ERROR) return false;
+      const size_t have = sizeof(chunk) - z_.avail_out;
+      if (std::fwrite(chunk, 1, have, out_) != have) return false;
+    } while (z_.avail_out == 0 || (mode == Z_FINISH && r != Z_STREAM_END));
+    return true;
+  }
+
+  FILE* out_;
+  z_stream z_{};
+  bool ok_ = false;
+};
+
+}  // namespace
 
 JsonOut::JsonOut(FILE* f) : f_(f), buf_(new char[kCap]) {}
 
@@ -90,8 +138,18 @@ bool write_json_file_atomically(const std::string& path, const std::function<voi
   }
   bool ok = true;
   std::string thrown;  // the body failed with an exception (out of memory, bad input): the temp file goes too
+  std::unique_ptr<GzipSink> gzip;
+  std::unique_ptr<FILE, int (*)(FILE*)> compressed(nullptr, &std::fclose);
+  if (ends_with_gz(path)) {
+    gzip = std::make_unique<GzipSink>(file.file());
+    compressed.reset(gzip->open());
+    if (!compressed) {
+      error = "cannot write " + path + ": zlib failed to start";
+      return false;
+    }
+  }
   {
-    JsonOut o(file.file());
+    JsonOut o(compressed ? compressed.get() : file.file());
     try {
       body(o);
     } catch (const std::exception& e) {
@@ -103,6 +161,7 @@ bool write_json_file_atomically(const std::string& path, const std::function<voi
     bytes = o.written();
     ok = !o.failed() && thrown.empty();
   }
+  if (compressed) ok = std::fclose(compressed.release()) == 0 && ok;  // the gzip trailer, into the temp file
   if (!thrown.empty()) {
     error = "cannot write " + path + ": " + thrown + " (the previous file, if any, is left as it was)";
     return false;

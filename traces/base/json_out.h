@@ -68,8 +68,8 @@ void flow_event(JsonOut& o, EventLayout l, char ph, std::string_view name, uint6
                 int64_t ts_ns);
 
 // Writes `path` through `body` into a temp file beside it, renamed over `path` when whole: a full disk or a failed
-// write leaves the previous file (or none), never a truncated one. `bytes` is what was written. False with `error`
-// naming the path.
+// write leaves the previous file (or none), never a truncated one. A path ending in ".gz" is written gzip-compressed.
+// `bytes` is the JSON text's size (before compression). False with `error` naming the path.
 bool write_json_file_atomically(const std::string& path, const std::function<void(JsonOut&)>& body, uint64_t& bytes,
                                 std::string& error);
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 
+#include "traces/base/read_progress.h"
 #include "traces/chrome/chrome_pieces.h"
 #include "traces/chrome/chrome_reader.h"
 #include "traces/chrome/chrome_status.h"
@@ -26,6 +27,9 @@ bool is_gzip(std::string_view s) {
   return s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0x1f && static_cast<unsigned char>(s[1]) == 0x8b;
 }
 
+// An ISIZE above this many times the compressed size is not trusted (gzip_first_size_guess says why).
+constexpr uint64_t kMaxTrustedRatio = 64;
+
 // The same magic check on an open file's first bytes (then back to its start).
 bool file_starts_as_gzip(std::FILE* f) {
   char magic[2] = {0, 0};
@@ -35,8 +39,8 @@ bool file_starts_as_gzip(std::FILE* f) {
 }
 
 // The gzip trailer's ISIZE: the last member's inflated size modulo 2^32.
-uint64_t trailer_isize(std::string_view gz) {
-  if (gz.size() < 18) return 0;
+uint64_t trailer_isize(std::string_view gz, size_t min_size = 18) {
+  if (gz.size() < min_size) return 0;
   const auto* t = reinterpret_cast<const unsigned char*>(gz.data() + gz.size() - 4);
   return uint64_t{t[0]} | uint64_t{t[1]} << 8 | uint64_t{t[2]} << 16 | uint64_t{t[3]} << 24;
 }
@@ -50,7 +54,6 @@ uint64_t trailer_isize(std::string_view gz) {
 // small buffer instead of zeroing hundreds of megabytes first: a fuzzer's 0.45 MB input took 0.5 s that way). Never
 // more than DEFLATE's largest ratio (1032:1) allows.
 uint64_t gzip_first_size_guess(std::string_view gz) {
-  constexpr uint64_t kMaxTrustedRatio = 64;
   const uint64_t isize = trailer_isize(gz);
   const bool plausible = isize >= gz.size() && isize <= uint64_t{gz.size()} * kMaxTrustedRatio;
   const uint64_t guess = plausible ? isize : uint64_t{gz.size()} * 8;
@@ -155,6 +158,7 @@ ChromeStatus read_chrome_bytes(const std::string& path, std::string& out) {
 }
 
 ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+  read_progress().reading(path);
   try {
     std::error_code ec;
     std::unique_ptr<FILE, int (*)(FILE*)> f(
@@ -176,6 +180,19 @@ ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory while reading " + path);
   }
+}
+
+uint64_t chrome_text_bytes_estimate(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return 0;
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f || !file_starts_as_gzip(f.get()) || size < 4) return size;
+  // The trailer's ISIZE when it can be the text's size (one member under 4 GiB), else the ratio JSON traces have.
+  char t[4] = {};
+  if (std::fseek(f.get(), -4, SEEK_END) != 0 || std::fread(t, 1, 4, f.get()) != 4) return size * 8;
+  const uint64_t isize = trailer_isize(std::string_view(t, 4), 4);
+  return isize >= size && isize <= size * kMaxTrustedRatio ? isize : size * 8;
 }
 
 }  // namespace ddp

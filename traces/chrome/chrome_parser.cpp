@@ -19,6 +19,7 @@
 #include <new>
 #include <vector>
 
+#include "traces/base/read_progress.h"
 #include "traces/chrome/chrome_json_text.h"
 #include "traces/chrome/chrome_parse_errors.h"
 #include "traces/chrome/chrome_pieces.h"
@@ -566,7 +567,10 @@ ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_
   try {
     bool done = false;
     ChromeStatus s = parse_in_pieces(json, on_event, info, done);
-    return done ? s : parse_whole(json, json.capacity(), on_event, info);
+    if (done) return s;
+    s = parse_whole(json, json.capacity(), on_event, info);
+    read_progress().advance(json.size());  // the pieces report as they go; a text read whole, at its end
+    return s;
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory while reading the trace");
   }
@@ -583,7 +587,9 @@ ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_ev
     padded.assign(json);
     padded.append(simdjson::SIMDJSON_PADDING, '\0');
     padded.resize(json.size());
-    return parse_whole(padded, padded.capacity(), on_event, info);
+    s = parse_whole(padded, padded.capacity(), on_event, info);
+    read_progress().advance(json.size());
+    return s;
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory while reading the trace");
   }

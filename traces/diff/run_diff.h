@@ -19,6 +19,9 @@ namespace ddp {
 // Reads a run folder. Returns false with `error` set when the folder is not a readable directory or holds nothing to
 // compare (no valid manifest, no readable trace, no tensor summaries); partial damage goes to `problems`.
 bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error);
+// A run already read (per-rank PyTorch profiler traces, load_kineto_run): its step breakdown, and a manifest of what
+// the traces say of the job (world size, backend, which profiling cycle and steps), to compare as a run folder's.
+DiffRun diff_run_of_traces(const RunTrace& run, int cycle);
 
 // Flattens a manifest into dot-separated keys -> leaf values, leaving out what differs between any two runs
 // (times, pids, clock offsets, per-rank outcomes). Arrays are leaves.

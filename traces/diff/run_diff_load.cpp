@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "traces/diff/run_diff.h"
+#include "traces/model/step_window.h"
 #include "traces/native/load_run.h"
 
 namespace ddp {
@@ -111,6 +112,21 @@ bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
     return false;
   }
   return true;
+}
+
+DiffRun diff_run_of_traces(const RunTrace& run, int cycle) {
+  DiffRun d;
+  d.dir = run.dir;
+  d.has_traces = !run.ranks.empty();
+  d.traces = summarize(run);
+  d.problems = run.problems;
+  // Not the import report: its files, offsets and notes differ between any two cycles of one job.
+  d.manifest = {{"source", run.manifest.value("source", "")}, {"world_size", run.manifest.value("world_size", 0)}};
+  if (run.manifest.contains("backend")) d.manifest["backend"] = run.manifest["backend"];
+  uint32_t first = 0, last = 0;
+  if (step_range(run, first, last)) d.manifest["steps"] = std::to_string(first) + "-" + std::to_string(last);
+  if (cycle > 0) d.manifest["cycle"] = cycle;
+  return d;
 }
 
 }  // namespace ddp

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "traces/base/text_format.h"
 
@@ -93,6 +94,81 @@ int main_thread(const std::vector<KSpan>& spans) {
   for (auto [t, c] : votes)
     if (c > n) best = t, n = c;
   return best;
+}
+
+// Without ProfilerStep annotations (profiled without prof.step()), the main thread's iterations: one per outermost
+// forward pass, from the start of the wait for its batch (the last wait_data since the previous forward ended) to
+// the start of the next iteration; the last ends with the thread's last span. Numbered from 0.
+std::vector<Window> iteration_windows(const std::vector<KSpan>& spans, int main) {
+  if (main < 0) return {};
+  std::vector<const KSpan*> mine;
+  for (const KSpan& s : spans)
+    if (s.thread == main && !is_gpu_activity(s.stage)) mine.push_back(&s);
+  std::sort(mine.begin(), mine.end(), [](const KSpan* a, const KSpan* b) { return a->t0 < b->t0; });
+  std::vector<Window> out;
+  int64_t prev_forward_end = std::numeric_limits<int64_t>::min(), wait_start = -1, end = 0;
+  bool waiting = false;
+  for (const KSpan* s : mine) {
+    end = std::max(end, s->t1);
+    if (s->stage == Stage::wait_data && s->t0 >= prev_forward_end) {
+      if (!waiting) wait_start = s->t0;
+      waiting = true;
+    } else if (s->stage == Stage::forward && s->t0 >= prev_forward_end) {
+      const int64_t t0 = waiting ? wait_start : s->t0;
+      if (!out.empty()) out.back().t1 = t0;
+      out.push_back({t0, s->t1, static_cast<uint32_t>(out.size())});
+      prev_forward_end = s->t1;
+      waiting = false;
+    }
+  }
+  if (!out.empty()) out.back().t1 = std::max(out.back().t1, end);
+  return out;
+}
+
+// The step span of a derived window, on the main thread.
+KSpan step_span(const Window& w, int main) {
+  KSpan s;
+  s.t0 = w.t0;
+  s.t1 = w.t1;
+  s.step = w.step;
+  s.stage = Stage::step;
+  s.thread = static_cast<uint16_t>(main);
+  return s;
+}
+
+// A trace cut off by a killed job: Kineto writes its threads' events in chunks, not in time order (some of the
+// collective thread's first, the main thread's, then more of the collective thread's), so past the cut a step can
+// lack its collectives while its main-thread spans are all there. A step of a cut-off trace is read only when it
+// ends before the main thread's last event read and holds as many collectives as the rank's fullest step (DDP
+// launches the same buckets every step); the others are left out, and the note says how many.
+void keep_complete_steps(std::vector<KSpan>& spans, std::vector<Window>& windows, int main,
+                         std::vector<std::string>& notes) {
+  int64_t horizon = std::numeric_limits<int64_t>::min();
+  std::vector<size_t> collectives(windows.size(), 0);  // windows are sorted by t0
+  for (const KSpan& s : spans) {
+    if (s.thread == main) horizon = std::max(horizon, s.t0);
+    if (s.stage != Stage::allreduce) continue;
+    auto it = std::upper_bound(windows.begin(), windows.end(), s.t0,
+                               [](int64_t t, const Window& w) { return t < w.t0; });
+    if (it != windows.begin() && s.t0 <= (it - 1)->t1) ++collectives[static_cast<size_t>(it - windows.begin() - 1)];
+  }
+  const size_t fullest = collectives.empty() ? 0 : *std::max_element(collectives.begin(), collectives.end());
+  std::vector<char> whole(windows.size(), 0);
+  std::vector<Window> kept;
+  for (size_t i = 0; i < windows.size(); ++i)
+    if ((whole[i] = windows[i].t1 <= horizon && collectives[i] == fullest)) kept.push_back(windows[i]);
+  // Every span of a step left out goes with it (else it would join the step before, as the time between two steps).
+  auto in_dropped_step = [&](const KSpan& s) {
+    auto it = std::upper_bound(windows.begin(), windows.end(), s.t0,
+                               [](int64_t t, const Window& w) { return t < w.t0; });
+    return it != windows.begin() && !whole[static_cast<size_t>(it - windows.begin() - 1)];
+  };
+  spans.erase(std::remove_if(spans.begin(), spans.end(), in_dropped_step), spans.end());
+  const size_t dropped = windows.size() - kept.size();
+  notes.push_back(fmt("the trace is cut off: %zu of its %zu steps are whole (all their collectives and main-thread "
+                      "spans were written before the cut) and are read; %zu are left out as incomplete",
+                      kept.size(), windows.size(), dropped));
+  windows.swap(kept);
 }
 
 // Gives every span the step of the ProfilerStep window holding its start (a gap between two windows belongs to the
@@ -278,11 +354,24 @@ BuiltRank build_rank(const KFile& f, int world) {
   std::vector<Window> windows;
   for (const KSpan& s : spans)
     if (s.stage == Stage::step) windows.push_back({s.t0, s.t1, s.step});
-  std::sort(windows.begin(), windows.end(), [](const Window& x, const Window& y) { return x.t0 < y.t0; });
-  if (windows.empty())
+  if (windows.empty()) {
+    const int loop = main_thread(spans);  // without steps: the thread with most forward/backward spans
+    windows = iteration_windows(spans, loop);
+    for (const Window& w : windows) spans.push_back(step_span(w, loop));
     b.notes.push_back(
-        "no ProfilerStep#N annotations: the whole trace is one step (use torch.profiler's schedule "
-        "and prof.step() to get steps)");
+        windows.empty()
+            ? "no ProfilerStep#N annotations and no forward pass on any thread: the whole trace is one step "
+              "(call prof.step() once per iteration, with torch.profiler's schedule, to get steps)"
+            : fmt("no ProfilerStep#N annotations (profiled without prof.step()): %zu steps are the main thread's "
+                  "iterations, one per forward pass from the wait for its batch (call prof.step() once per "
+                  "iteration to get PyTorch's own steps)",
+                  windows.size()));
+  }
+  std::sort(windows.begin(), windows.end(), [](const Window& x, const Window& y) { return x.t0 < y.t0; });
+  if (f.cut_off.error != ChromeError::none) keep_complete_steps(spans, windows, main_thread(spans), b.notes);
+  if (f.negative_durations)
+    b.notes.push_back(fmt("%llu stage spans with a negative dur read as 0 long (a damaged or clock-stepped trace)",
+                          static_cast<unsigned long long>(f.negative_durations)));
   if (size_t n = assign_steps(spans, windows))
     b.notes.push_back(fmt("%zu stage spans outside every ProfilerStep window left out", n));
   time_allreduces_by_their_kernels(spans, f, b.notes);

@@ -52,10 +52,13 @@ KFile merge(std::vector<KFile*>& parts) {
   m.backend = first.backend;
   m.base_ns = first.base_ns;
   m.array_format = first.array_format;
+  m.schema_version = first.schema_version;
   std::map<std::string, uint16_t> thread_index;
   std::map<std::string, uint32_t> name_index;
   for (KFile* p : parts) {
     m.events += p->events;
+    m.negative_durations += p->negative_durations;
+    if (p == parts.back()) m.cut_off = p->cut_off;  // only the last cycle's file can be cut off by a killed job
     for (KSpan s : p->spans) {
       if (s.thread < p->threads.size()) {
         auto [it, fresh] = thread_index.emplace(p->threads[s.thread], static_cast<uint16_t>(m.threads.size()));
@@ -140,7 +143,11 @@ bool group_cycles(std::vector<KFile>& files, int cycle, nlohmann::json& report, 
   for (size_t c = 0; c < cycles.size(); ++c) {
     nlohmann::json fs = nlohmann::json::array();
     for (auto& [rank, v] : members[c])
-      for (KFile* f : v) fs.push_back({{"rank", rank}, {"file", f->path}, {"events", f->events}});
+      for (KFile* f : v) fs.push_back({{"rank", rank},
+                      {"file", f->path},
+                      {"events", f->events},
+                      {"base_ns", f->base_ns},
+                      {"cut_off", f->cut_off.error != ChromeError::none}});
     report.push_back({{"cycle", c + 1}, {"steps", steps_text(cycles[c])}, {"files", fs},
                       {"selected", cycle <= 0 || cycle == static_cast<int>(c + 1)}});
     steps.push_back(steps_text(cycles[c]));

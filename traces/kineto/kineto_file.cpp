@@ -55,6 +55,7 @@ class Collector {
     KSpan s;
     s.t0 = e.ts_ns;
     const int64_t dur = e.has_dur && e.dur_ns > 0 ? e.dur_ns : 0;
+    f_.negative_durations += e.has_dur && e.dur_ns < 0;
     if (e.ts_ns > std::numeric_limits<int64_t>::max() - dur) return true;  // a damaged number, not a time
     s.t1 = e.ts_ns + dur;
     s.stage = m->stage;
@@ -147,6 +148,9 @@ void read_identity(const nlohmann::json& top, KFile& f) {
     if (w != di->end() && w->is_number_integer() && w->get<int64_t>() > 0 && w->get<int64_t>() <= (1 << 24))
       f.world = w->get<int>();
   }
+  auto v = top.find("schemaVersion");
+  if (v != top.end() && v->is_number_integer() && v->get<int64_t>() >= 0 && v->get<int64_t>() < 1000)
+    f.schema_version = v->get<int>();
   auto b = top.find("baseTimeNanoseconds");
   if (b != top.end() && b->is_number_integer()) f.base_ns = b->get<int64_t>();
 }
@@ -173,12 +177,25 @@ KFile read_kineto_file(const std::string& path, const KinetoStageMap& map) {
   ChromeDocInfo info;
   Collector c(f, map);
   f.status = parse_chrome_file(path, std::ref(c), info);  // streamed: a big trace is never in memory whole
+  // A job killed while the profiler wrote its trace leaves the JSON cut off inside traceEvents: every event handed on
+  // before the cut is whole, so they are kept (the caller leaves the incomplete last step out).
+  if (f.status.error == ChromeError::truncated && info.events > 0) {
+    f.cut_off = f.status;
+    f.status = ChromeStatus{};
+  }
   if (!f.status.ok()) {
     f.spans.clear();
     return f;
   }
   c.finish();
   f.events = info.events;
+  if (f.events == 0) {
+    f.status = {ChromeError::empty,
+                "no events (an empty traceEvents: the profiler recorded nothing; did its schedule reach an active "
+                "step before the profiler stopped?)",
+                0};
+    return f;
+  }
   f.array_format = info.array_format;
   read_identity(info.top, f);
   if (f.rank < 0 && rank_from_file_name(f.name, f.rank)) f.rank_from = "file name";

@@ -35,14 +35,20 @@ struct KFile {
   std::string backend;    // distributedInfo.backend ("gloo", "nccl"), empty when the trace does not say
   int64_t base_ns = 0;    // baseTimeNanoseconds (0 in traces that have none)
   bool array_format = false;
+  int schema_version = -1;  // the top-level schemaVersion, -1 when the trace has none
   std::vector<std::string> threads;  // thread names ("thread 29741 (python3)", "stream 7"), index = KSpan::thread
   std::vector<std::string> names;    // CUDA record names, index = KSpan::name
   std::vector<KSpan> spans;          // in file order
   uint64_t events = 0;               // every event in the file
+  uint64_t negative_durations = 0;   // stage spans whose dur was below 0 (read as 0 long)
   ChromeStatus status;               // not ok: the file is damaged or unreadable (spans are then empty)
+  // A trace cut off by a killed job (the JSON ends inside traceEvents): the events before the cut are read and the
+  // reader's `truncated` status is kept here, status itself is ok. The last step is then incomplete.
+  ChromeStatus cut_off;
 };
 
-// Reads `path`. A damaged file comes back with `status` set and nothing else trusted; never throws on bad bytes.
+// Reads `path`. A damaged file comes back with `status` set and nothing else trusted (a cut-off one with `cut_off`,
+// its events before the cut kept; one without events with status `empty`); never throws on bad bytes.
 KFile read_kineto_file(const std::string& path, const KinetoStageMap& map);
 
 // The rank a file name spells: rank<R>, rank-<R> or rank_<R> (also inside a longer name). False when none.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <thread>
@@ -133,6 +134,24 @@ bool check_identity(std::vector<KFile>& files, int& world, std::vector<std::stri
   return true;
 }
 
+// "kineto schema 1", "kineto" (no schemaVersion) or "legacy array" (PyTorch 1.x's autograd profiler).
+std::string format_of(const KFile& f) {
+  if (f.array_format) return "legacy array";
+  return f.schema_version >= 0 ? "kineto schema " + std::to_string(f.schema_version) : "kineto";
+}
+
+// Ranks profiled by different PyTorch versions: the stage names each writes are mapped alike, but what one version
+// records and another does not (record_param_comms, distributedInfo, the DataLoader's span) can differ per rank.
+std::string mixed_formats_note(const std::map<std::string, std::vector<int>>& formats) {
+  std::string list;
+  for (const auto& [format, ranks] : formats)
+    list += (list.empty() ? "" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") + ranges(ranks) + ": " +
+            format;
+  return "the ranks' traces come from different PyTorch profilers (" + list +
+         "): each is mapped by its own names, but a stage one version records and another does not (message "
+         "sizes, the DataLoader's span) can differ between ranks for that reason alone";
+}
+
 nlohmann::json alignment_json(const ClockEstimate& e) {
   nlohmann::json j = {{"rank", e.rank},
                       {"offset_ms", e.offset_ns / 1e6},
@@ -212,22 +231,33 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
   nlohmann::json report_files = nlohmann::json::array();
   std::vector<std::string> notes;
   std::set<std::string> backends;  // what the files' distributedInfo say; kept when they agree
+  std::map<std::string, std::vector<int>> formats;  // format -> the ranks whose files have it
   for (const KFile& f : files) {
     if (!f.status.ok()) continue;
     if (!f.backend.empty()) backends.insert(f.backend);
     built.push_back(build_rank(f, world));
-    auto file_entry = [&](const std::string& path, uint64_t events) {
+    auto file_entry = [&](const std::string& path, uint64_t events, bool cut_off, int64_t base_ns) {
       report_files.push_back({{"rank", f.rank},
                               {"file", path},
+                              {"base_ns", base_ns},
                               {"rank_from", f.rank_from},
-                              {"format", f.array_format ? "legacy array" : "kineto"},
-                              {"events", events}});
+                              {"format", format_of(f)},
+                              {"events", events},
+                              {"cut_off", cut_off}});
+      if (cut_off)
+        run.problems.push_back("rank " + std::to_string(f.rank) + ": " + path + " is cut off (" + f.cut_off.message +
+                               "): the job was killed while the profiler wrote it? Its events before the cut are "
+                               "read, its last step left out");
     };
-    if (cycles.empty()) file_entry(f.path, f.events);
+    const bool cut_off = f.cut_off.error != ChromeError::none;
+    if (cycles.empty()) file_entry(f.path, f.events, cut_off, f.base_ns);
     for (const auto& c : cycles)  // a rank's cycles were merged into f: each of its files is listed
       if (c["selected"].get<bool>())
         for (const auto& cf : c["files"])
-          if (cf["rank"].get<int>() == f.rank) file_entry(cf["file"].get<std::string>(), cf["events"].get<uint64_t>());
+          if (cf["rank"].get<int>() == f.rank)
+            file_entry(cf["file"].get<std::string>(), cf["events"].get<uint64_t>(), cf["cut_off"].get<bool>(),
+                       cf["base_ns"].get<int64_t>());
+    formats[format_of(f)].push_back(f.rank);
     for (const std::string& n : built.back().notes) notes.push_back("rank " + std::to_string(f.rank) + ": " + n);
   }
   std::sort(built.begin(), built.end(),
@@ -261,6 +291,7 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
     run.ranks.push_back(std::move(b.trace));
   }
   for (const std::string& n : limits_of(run)) notes.push_back(n);
+  if (formats.size() > 1) notes.push_back(mixed_formats_note(formats));
   if (!cycles_note.empty())
     notes.insert(notes.begin(), cycles_note + " (several profiling cycles per rank: steps are the ProfilerStep ids the "
                                               "files carry; the time between cycles is no step's)");
@@ -279,14 +310,45 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
 
 bool is_kineto_run(const RunTrace& run) { return run.from_kineto; }
 
+uint64_t trace_input_bytes(const std::vector<std::string>& inputs) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const std::string& p : inputs) {
+    if (!fs::is_directory(p, ec)) {
+      total += chrome_text_bytes_estimate(p);
+      continue;
+    }
+    for (const auto& e : fs::directory_iterator(p, ec)) {
+      const std::string name = e.path().filename().string();
+      if (is_rank_trace_file(name))
+        total += e.file_size(ec);
+      else if (is_trace_file_name(name) && !is_run_folder_file(name))
+        total += chrome_text_bytes_estimate(e.path().string());
+    }
+  }
+  return total;
+}
+
 std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origin_ns) {
   std::vector<KinetoRankFile> out;
   if (!run.from_kineto) return out;
+  const bool windowed = run.manifest.contains("step_window");  // keep_steps (traces/model/step_window.h) ran
   for (const auto& f : run.manifest["kineto"]["files"])  // written by load_kineto_run: every field is there
     for (const RankTrace& r : run.ranks)
-      if (static_cast<int>(r.rank) == f["rank"].get<int>())
-        out.push_back({static_cast<int>(r.rank), f["file"].get<std::string>(),
-                       r.created_unix_ns + r.clock_offset_ns() - origin_ns});
+      if (static_cast<int>(r.rank) == f["rank"].get<int>()) {
+        // A file's ts count from its own baseTimeNanoseconds (each cycle's file may have another).
+        const int64_t base = f["base_ns"].get<int64_t>();
+        KinetoRankFile k{static_cast<int>(r.rank), f["file"].get<std::string>(),
+                         base + r.clock_offset_ns() - origin_ns, f["cut_off"].get<bool>()};
+        if (windowed && !r.events.empty()) {
+          k.windowed = true;
+          k.keep_from_ns = std::numeric_limits<int64_t>::max();
+          k.keep_to_ns = std::numeric_limits<int64_t>::min();
+          for (const Event& e : r.events)
+            k.keep_from_ns = std::min(k.keep_from_ns, e.t0 - base), k.keep_to_ns = std::max(k.keep_to_ns, e.t1 - base);
+        }
+        out.push_back(std::move(k));
+      }
   return out;
 }
 

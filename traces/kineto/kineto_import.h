@@ -32,10 +32,19 @@ bool is_kineto_run(const RunTrace& run);
 
 // Each loaded rank's trace file, and what moves its timestamps (baseTimeNanoseconds + ts, the rank's clock) onto the
 // run's common clock with time zero at `origin_ns`: for re-reading the files in full (the viewer, the merged export).
+// About how many bytes reading `inputs` goes through, for a progress bar's total: the JSON text of trace files (a
+// gzip file's inflated size), the rank traces of run folders.
+uint64_t trace_input_bytes(const std::vector<std::string>& inputs);
+
 struct KinetoRankFile {
   int rank = 0;
   std::string path;
   int64_t shift_ns = 0;
+  bool cut_off = false;  // the file ends inside its events (a killed job): reading it again ends `truncated`
+  // With --steps (the run's manifest has a step_window): the file's events to keep are those touching
+  // [keep_from_ns, keep_to_ns], in the file's own ts (before the shift).
+  bool windowed = false;
+  int64_t keep_from_ns = 0, keep_to_ns = 0;
 };
 std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origin_ns);
 // The import report: {"files": [...], "reference_rank", "clock_alignment": [{"rank", "offset_ms", "uncertainty_ms",

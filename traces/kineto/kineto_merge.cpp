@@ -2,7 +2,9 @@
 // one clock with pids and flow ids that cannot collide across ranks.
 #include "traces/kineto/kineto_merge.h"
 
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "traces/base/json_out.h"
 #include "traces/base/parse_int.h"
@@ -20,14 +22,47 @@ constexpr uint64_t kPidsPerRank = 1000;  // processes in one rank's file beyond 
 // JavaScript numbers, which hold integers exactly only that far.
 constexpr uint64_t kFlowIdBase = uint64_t{1} << 52;
 
+bool is_flow(char ph) { return ph == 's' || ph == 't' || ph == 'f'; }
+
+// --steps: which of a file's events fall in the window's time. A flow is kept only when both its ends are (an arrow
+// with one end drawn nowhere), which takes a first reading of the file to learn.
+class FlowFilter {
+ public:
+  FlowFilter(int64_t from_ns, int64_t to_ns) : from_(from_ns), to_(to_ns) {}
+
+  ChromeStatus learn_flows(const std::string& path) {
+    std::unordered_map<std::string, uint8_t> ends;  // flow id -> 1 start inside, 2 finish inside
+    ChromeDocInfo info;
+    ChromeStatus st = parse_chrome_file(path, [&](const ChromeEventView& e) {
+      if (is_flow(e.ph) && e.has_ts && inside(e.ts_ns, e.ts_ns)) ends[std::string(e.id.text)] |= e.ph == 'f' ? 2 : 1;
+      return true;
+    }, info);
+    for (const auto& [id, mask] : ends)
+      if (mask == 3) both_.insert(id);
+    return st;
+  }
+
+  bool keeps(const ChromeEventView& e) const {
+    if (e.ph == 'M' || !e.has_ts) return true;  // names and sort orders, and whatever has no time
+    if (is_flow(e.ph)) return both_.count(std::string(e.id.text)) > 0;
+    return inside(e.ts_ns, e.ts_ns + (e.has_dur && e.dur_ns > 0 ? e.dur_ns : 0));
+  }
+
+ private:
+  bool inside(int64_t t0, int64_t t1) const { return t1 >= from_ && t0 <= to_; }
+  int64_t from_, to_;
+  std::unordered_set<std::string> both_;
+};
+
 // One rank's file, event by event, onto the merged document.
 class RankRewriter {
  public:
-  RankRewriter(JsonOut& o, ExportStats& stats, int rank, int64_t shift_ns)
-      : o_(o), stats_(stats), rank_(rank), shift_ns_(shift_ns) {}
+  RankRewriter(JsonOut& o, ExportStats& stats, int rank, int64_t shift_ns, const FlowFilter* window)
+      : o_(o), stats_(stats), rank_(rank), shift_ns_(shift_ns), window_(window) {}
 
   bool operator()(const ChromeEventView& e) {
     if (e.ph == 0) return true;  // not an event any viewer draws
+    if (window_ && !window_->keeps(e)) return true;
     const uint64_t pid = pid_of(e);
     if (e.ph == 'M' && e.name == "process_sort_index") return true;  // ours replaces it (pid_of wrote it)
     o_.raw(",\n{\"ph\":");
@@ -136,6 +171,7 @@ class RankRewriter {
   ExportStats& stats_;
   const int rank_;
   const int64_t shift_ns_;
+  const FlowFilter* window_;  // null: every event
   std::unordered_map<std::string, uint64_t> pids_;
   std::string last_key_;
   uint64_t last_pid_ = 0;  // 0: none yet (merged pids start at kFilePidBase)
@@ -151,10 +187,14 @@ bool export_kineto_merged(const RunTrace& run, const std::string& path, ExportSt
   std::string reread_error;
   auto append_files = [&](JsonOut& o) {
     for (const KinetoRankFile& f : kineto_rank_files(run, run.origin_ns())) {
-      RankRewriter rewrite(o, stats, f.rank, f.shift_ns);
+      std::optional<FlowFilter> window;
+      if (f.windowed) window.emplace(f.keep_from_ns, f.keep_to_ns);
+      ChromeStatus st = window ? window->learn_flows(f.path) : ChromeStatus{};
+      RankRewriter rewrite(o, stats, f.rank, f.shift_ns, window ? &*window : nullptr);
       ChromeDocInfo info;
-      const ChromeStatus st = parse_chrome_file(f.path, std::ref(rewrite), info);  // streamed
-      if (!st.ok()) {  // it was read once already: the file changed or vanished since
+      if (st.ok() || st.error == ChromeError::truncated) st = parse_chrome_file(f.path, std::ref(rewrite), info);
+      const bool as_loaded = st.error == ChromeError::truncated && f.cut_off;  // its events up to the cut
+      if (!st.ok() && !as_loaded) {  // it was read once already: the file changed or vanished since
         reread_error = f.path + ": " + st.message;
         return false;
       }

@@ -26,8 +26,16 @@ bool add_rank_file(TimelineBuilder& b, const KinetoRankFile& f, std::string& err
   scope.sort_base = static_cast<int64_t>(f.rank) * kRankSortStride + 1;
   scope.shift_ns = f.shift_ns;
   ChromeToTimeline conv(b, scope);
-  const ChromeStatus st = parse_chrome_file(f.path, std::ref(conv), info);  // streamed: never whole in memory
-  if (!st.ok()) {  // it was read once already: the file changed under us
+  // --steps: only the events touching the window's time (metadata always: names and sort orders).
+  auto windowed = [&](const ChromeEventView& e) {
+    if (e.ph != 'M' && e.has_ts &&
+        (e.ts_ns > f.keep_to_ns || e.ts_ns + (e.has_dur && e.dur_ns > 0 ? e.dur_ns : 0) < f.keep_from_ns))
+      return true;
+    return conv(e);
+  };
+  const ChromeStatus st = f.windowed ? parse_chrome_file(f.path, windowed, info)
+                                     : parse_chrome_file(f.path, std::ref(conv), info);  // streamed
+  if (!st.ok() && !(st.error == ChromeError::truncated && f.cut_off)) {  // read once already: the file changed
     error = f.path + ": " + st.message;
     return false;
   }
