@@ -121,8 +121,27 @@ int main(int argc, char** argv) {
   std::string error;
   const bool headless = !screenshot.empty();
 
+  // The traces load on a thread of their own, started before the window so that a bad input is reported as such
+  // even without a display, while the window shows how far the reading is (a 2 x 2 GB pair takes seconds); the
+  // readers report to read_progress().
+  auto t_load = std::chrono::steady_clock::now();
+  ddp::read_progress().start(ddp::trace_input_bytes(paths));
+  bool loaded = false;
+  std::atomic<bool> loading{true};
+  std::thread loader([&] {
+    loaded = app.load(paths, map, error, load_opts);
+    loading = false;
+  });
+  auto load_failed = [&] {
+    loader.join();
+    if (loaded) return false;
+    std::fprintf(stderr, "ddp_viewer: cannot open %s: %s\n", path.c_str(), error.c_str());
+    return true;
+  };
+
   glfwSetErrorCallback(glfw_error);
   if (!glfwInit()) {
+    if (load_failed()) return 1;
     std::fprintf(stderr, "ddp_viewer: cannot initialise GLFW (no display? for headless use run under xvfb-run)\n");
     return 1;
   }
@@ -132,8 +151,9 @@ int main(int argc, char** argv) {
   std::string title = "ddp_viewer - " + path;
   GLFWwindow* window = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
   if (!window) {
-    std::fprintf(stderr, "ddp_viewer: cannot create an OpenGL 3.0 window\n");
     glfwTerminate();
+    if (load_failed()) return 1;
+    std::fprintf(stderr, "ddp_viewer: cannot create an OpenGL 3.0 window\n");
     return 1;
   }
   glfwMakeContextCurrent(window);
@@ -147,22 +167,9 @@ int main(int argc, char** argv) {
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 130");
 
-  // The traces load on a thread of their own while the window shows how far the reading is (a 2 x 2 GB pair takes
-  // seconds); the readers report to read_progress().
-  auto t_load = std::chrono::steady_clock::now();
-  ddp::read_progress().start(ddp::trace_input_bytes(paths));
-  bool loaded = false;
-  std::atomic<bool> loading{true};
-  std::thread loader([&] {
-    loaded = app.load(paths, map, error, load_opts);
-    loading = false;
-  });
   while (loading) {
     glfwWaitEventsTimeout(0.1);
-    if (!headless && glfwWindowShouldClose(window)) {
-      loader.join();  // the readers are not interruptible: closing waits for them
-      return 0;
-    }
+    if (!headless && glfwWindowShouldClose(window)) break;  // the readers cannot be interrupted: wait for them
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     ImGui::NewFrame();
@@ -176,9 +183,7 @@ int main(int argc, char** argv) {
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     glfwSwapBuffers(window);
   }
-  loader.join();
-  if (!loaded) {
-    std::fprintf(stderr, "ddp_viewer: cannot open %s: %s\n", path.c_str(), error.c_str());
+  if (load_failed()) {
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();
     ImGui::DestroyContext();

@@ -58,10 +58,9 @@ void warn_if_too_big_for_perfetto(const RunTrace& run, const std::string& path, 
             << " GB of JSON: Perfetto UI opens JSON traces up to about 2 GB (chrome://tracing about 0.8 GB)";
   uint32_t first = 0, last = 0;
   if (step_range(run, first, last) && last > first) {
-    const uint64_t steps = uint64_t{last} - first + 1;
-    const uint64_t fit = std::max<uint64_t>(1, steps * kPerfettoJsonBytes * 9 / 10 / json_bytes);
-    std::cerr << "; --steps " << first << "-" << first + fit - 1 << " (" << fit << " of its " << steps
-              << " steps) would fit";
+    const StepWindow w = steps_within(first, last, json_bytes, kPerfettoJsonBytes);
+    std::cerr << "; --steps " << w.first << "-" << w.last << " (" << w.last - w.first + 1 << " of its "
+              << last - first + 1 << " steps) would fit";
   }
   std::cerr << "; ddp_viewer opens it whole\n";
 }

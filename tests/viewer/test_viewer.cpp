@@ -371,3 +371,36 @@ TEST(ViewerBinary, ScreenshotOfKinetoTrace) {
   EXPECT_GT(img.count(name_color("PyTorch Profiler (0)")), 1000u);
   fs::remove_all(dir);
 }
+
+namespace {
+// --steps A-B in the viewer: a big trace a few steps at a time. The stage processes hold only those steps, every
+// original event of the rank files lies in their time, and a window the traces do not reach is an error.
+TEST(ViewerSteps, AStepWindowOfPerRankTracesHoldsOnlyItsSteps) {
+  App all, app;
+  std::string err;
+  ASSERT_TRUE(all.load({kSlowDataRanks}, KinetoStageMap{}, err)) << err;
+  LoadOptions opts;
+  ASSERT_TRUE(parse_step_window("5-8", opts.steps, err)) << err;
+  ASSERT_TRUE(app.load({kSlowDataRanks}, KinetoStageMap{}, err, opts)) << err;
+  EXPECT_LT(app.tl.span_count * 4, all.tl.span_count);
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const Process& p : app.tl.processes)
+    for (const StepMark& s : p.steps) {
+      EXPECT_GE(s.step, 5u);
+      EXPECT_LE(s.step, 8u);
+      lo = std::min(lo, s.t0), hi = std::max(hi, s.t1);
+    }
+  ASSERT_LT(lo, hi);
+  for (const Process& p : app.tl.processes)
+    for (const Lane& l : p.lanes)
+      for (const Row& r : l.rows)
+        for (const Span& s : r.spans) {
+          EXPECT_GE(s.t1, lo - 5'000'000) << p.name;  // the clock offsets' few ms
+          EXPECT_LE(s.t0, hi + 5'000'000) << p.name;
+        }
+  App none;
+  ASSERT_TRUE(parse_step_window("500-600", opts.steps, err));
+  EXPECT_FALSE(none.load({kSlowDataRanks}, KinetoStageMap{}, err, opts));
+  EXPECT_NE(err.find("the traces hold steps"), std::string::npos) << err;
+}
+}  // namespace

@@ -27,6 +27,13 @@ bool parse_step_window(std::string_view text, StepWindow& out, std::string& erro
   return true;
 }
 
+StepWindow steps_within(uint32_t first, uint32_t last, uint64_t bytes, uint64_t limit) {
+  const uint64_t steps = uint64_t{last} - first + 1;
+  const long double per_step = static_cast<long double>(bytes) / static_cast<long double>(steps);
+  const uint64_t fit = per_step <= 0 ? steps : static_cast<uint64_t>(0.9L * static_cast<long double>(limit) / per_step);
+  return {first, static_cast<uint32_t>(first + std::clamp<uint64_t>(fit, 1, steps) - 1)};
+}
+
 bool step_range(const RunTrace& run, uint32_t& first, uint32_t& last) {
   bool any = false;
   for (const RankTrace& r : run.ranks)

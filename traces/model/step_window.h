@@ -25,6 +25,10 @@ bool parse_step_window(std::string_view text, StepWindow& out, std::string& erro
 // when none is inside the window (then the run is left as it was).
 bool keep_steps(RunTrace& run, const StepWindow& window, std::string& error);
 
+// The first steps of [first, last] whose share of `bytes` stays within `limit`, steps taken as equal in size, with
+// a tenth to spare (what --export suggests when its output is too big for Perfetto UI). At least one step.
+StepWindow steps_within(uint32_t first, uint32_t last, uint64_t bytes, uint64_t limit);
+
 // The first and last step of any rank's step spans; false when there are none.
 bool step_range(const RunTrace& run, uint32_t& first, uint32_t& last);
 
