@@ -47,7 +47,7 @@ bool parse_int(const char* s, int lo, int hi, int& out) {
 
 // The loading screen: which file is being read and how far the reading is.
 void draw_loading(const std::string& what, float width, float height) {
-  const ddp::ReadProgress& p = ddp::read_progress();
+  const ddp::ReadProgress& p = ddp::trace_read_progress();
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(ImVec2(width, height));
   ImGui::Begin("loading", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove);
@@ -123,9 +123,9 @@ int main(int argc, char** argv) {
 
   // The traces load on a thread of their own, started before the window so that a bad input is reported as such
   // even without a display, while the window shows how far the reading is (a 2 x 2 GB pair takes seconds); the
-  // readers report to read_progress().
+  // readers report to trace_read_progress().
   auto t_load = std::chrono::steady_clock::now();
-  ddp::read_progress().start(ddp::trace_input_bytes(paths));
+  ddp::trace_read_progress().start(ddp::trace_input_bytes(paths));
   bool loaded = false;
   std::atomic<bool> loading{true};
   std::thread loader([&] {

@@ -23,6 +23,7 @@ struct ManifestStart {
   std::string backend;
   int world_size = 0;
   std::string launch_method, master_addr;
+  std::string rendezvous_from;  // how the rendezvous was found (LaunchEnv::rendezvous_from)
   JobConfig job;
   std::vector<int64_t> sample_shape;  // one sample, as the dataset stores it ([F], or [C,H,W] for images)
   nlohmann::json rank_hosts;          // [{host, pid, cpus}] per rank

@@ -38,7 +38,41 @@ int slurm_tasks_on_node(const char* list, int node) {
   return -1;
 }
 
+// Under srun without MASTER_ADDR/MASTER_PORT: the job's first host and 15000 + the last 4 digits of the job id, as
+// PyTorch Lightning derives them, so every task of the job agrees without being told.
+bool slurm_rendezvous(LaunchEnv& env) {
+  const char* nodes = first_env({"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
+  const char* job = first_env({"SLURM_JOB_ID", "SLURM_JOBID"});
+  int id = 0;
+  if (!nodes || !job || !parse_int(job, id) || id < 0) return false;
+  const std::string host = slurm_first_host(nodes);
+  if (host.empty()) return false;
+  env.master_addr = host;
+  env.master_port = 15000 + id % 10000;
+  env.rendezvous_from = "SLURM_JOB_NODELIST and SLURM_JOB_ID";
+  return true;
+}
+
 }  // namespace
+
+std::string slurm_first_host(const std::string& nodelist) {
+  std::string host;
+  size_t i = 0;
+  while (i < nodelist.size() && nodelist[i] != ',') {
+    if (nodelist[i] != '[') {
+      host += nodelist[i++];
+      continue;
+    }
+    // A bracket's first number, as written (zero padding kept): "[01-04,07]" -> "01".
+    const size_t close = nodelist.find(']', i);
+    if (close == std::string::npos) return {};
+    size_t j = i + 1;
+    while (j < close && nodelist[j] >= '0' && nodelist[j] <= '9') host += nodelist[j++];
+    if (j == i + 1) return {};
+    i = close + 1;
+  }
+  return host;
+}
 
 bool launched_externally() { return first_env(kRankVars) != nullptr; }
 
@@ -68,11 +102,19 @@ bool read_launch_env(LaunchEnv& env, std::string& error) {
   }
   const char* addr = std::getenv("MASTER_ADDR");
   const char* port = std::getenv("MASTER_PORT");
-  if (!addr || !port || !parse_int(port, env.master_port) || env.master_port <= 0 || env.master_port > 65535) {
+  env.rendezvous_from = "MASTER_ADDR/MASTER_PORT";
+  if (!addr && !port && slurm_rendezvous(env)) {
+    // srun sets no MASTER_ADDR/PORT: every task derives the same ones from the job.
+  } else if (!addr || !port || !parse_int(port, env.master_port) || env.master_port <= 0 ||
+             env.master_port > 65535) {
     error = "MASTER_ADDR and MASTER_PORT must name the rendezvous host and port";
+    if (std::getenv("SLURM_PROCID"))
+      error += " (under srun both may be left out: they are then the job's first host and 15000 + the job id's last "
+               "4 digits)";
     return false;
+  } else {
+    env.master_addr = addr;
   }
-  env.master_addr = addr;
   if (const char* l = std::getenv("DDP_PROFILE_LAUNCH")) env.method = l;
   else if (std::getenv("TORCHELASTIC_RUN_ID")) env.method = "torchrun";
   else if (std::getenv("SLURM_PROCID")) env.method = "srun";

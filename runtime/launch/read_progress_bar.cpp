@@ -20,7 +20,7 @@ std::string file_name(const std::string& path) { return std::filesystem::path(pa
 }  // namespace
 
 ReadProgressBar::ReadProgressBar(std::string what, uint64_t total_bytes) : what_(std::move(what)) {
-  read_progress().start(total_bytes);
+  trace_read_progress().start(total_bytes);
   if (::isatty(STDERR_FILENO)) thread_ = std::thread([this] { run(); });
 }
 
@@ -35,7 +35,7 @@ void ReadProgressBar::run() {
   while (!stop_) {
     std::this_thread::sleep_for(kRedrawEvery);
     if (stop_ || std::chrono::steady_clock::now() - start < kQuietFor) continue;
-    const ReadProgress& p = read_progress();
+    const ReadProgress& p = trace_read_progress();
     const double f = p.fraction();
     const int full = static_cast<int>(f * kBarWidth);
     std::string bar(static_cast<size_t>(full), '#');

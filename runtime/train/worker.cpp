@@ -444,6 +444,7 @@ void write_start_manifest(const RunSetup& s, const std::vector<int64_t>& sample_
   ms.world_size = s.env.world;
   ms.launch_method = s.env.method;
   ms.master_addr = s.env.master_addr;
+  ms.rendezvous_from = s.env.rendezvous_from;
   ms.job = s.job;
   ms.sample_shape = sample_shape;
   ms.rank_hosts = nlohmann::json::array();
@@ -520,6 +521,7 @@ int run_worker(const Command& cmd) {
     if (s.env.rank == 0) dist.store_set("run_dir", absolute_path(cmd.out_dir.empty() ? default_run_folder() : cmd.out_dir));
     s.dir = dist.store_get("run_dir");
     if (!prepare_run_folder(s.dir, err)) throw std::runtime_error(err);
+    if (s.env.rank == 0 && s.env.method != "supervisor") set_status_dir(s.dir);
     if (s.env.restart_count > 0 && s.job.resume_from.empty()) s.job.resume_from = restart_point(s, dist);
     if (!g_progress.open(progress_file(s.dir, s.env.rank), s.env.rank, err)) throw std::runtime_error(err);
     const DatasetPath where = dataset_path_source(s.job);

@@ -1,19 +1,23 @@
 #include "runtime/train/worker_exit.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "profiler/gpu_activity.h"
 #include "profiler/span.h"
 #include "runtime/common/host_info.h"
 #include "runtime/common/json_file.h"
+#include "traces/model/run_folder.h"
 #include "traces/model/stages.h"
 
 namespace ddp {
@@ -54,20 +58,57 @@ std::string where_now() {
   return "epoch " + std::to_string(r->epoch.load()) + " step " + std::to_string(r->step.load()) + ", stage " +
          (stage >= 0 ? std::string(stage_name(static_cast<Stage>(stage))) : std::string("startup"));
 }
+
+// The run's status when a signal ended it under an outside launcher: what our supervisor writes after a failure,
+// with the signal as the cause (scancel sends SIGTERM, then SIGKILL after Slurm's KillWait).
+void write_ended_by_signal_status(const std::string& dir, int sig) {
+  const std::string name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  const nlohmann::json st = {
+      {"exit_code", 128 + sig},
+      {"culprit", -1},
+      {"signal", name},
+      {"message", "the job was ended by " + name + " at " + where_now() +
+                      (std::getenv("SLURM_JOB_ID") ? " (scancel, or the job's time limit)" : "") +
+                      "; every rank's trace was flushed"}};
+  std::string err;
+  if (!write_json_atomic(in_run(dir, kRunStatusFile), st, err)) std::cerr << "ddp_profile: " << err << std::endl;
+}
+
+// The signal's number, from the handler (whichever thread the kernel picked) to the signal thread: a pipe, as
+// write() is async-signal-safe.
+int g_signal_pipe[2] = {-1, -1};
+void on_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &b, 1);
+}
+
+std::mutex g_status_mutex;
+std::string g_status_dir;
+
 }  // namespace
 
-// SIGTERM/SIGINT (the supervisor ending the run, or a user's Ctrl-C) are taken by one thread with sigwait, so the
-// trace is flushed with ordinary code rather than from inside a signal handler.
+void set_status_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(g_status_mutex);
+  g_status_dir = dir;
+}
+
+// SIGTERM/SIGINT (the supervisor ending the run, scancel, a user's Ctrl-C) are handed by a handler to one thread,
+// so the trace is flushed with ordinary code rather than from inside the handler. A handler, not a blocked mask and
+// sigwait: threads that libraries start before main (OpenBLAS's, when no OPENBLAS_NUM_THREADS is set, as under
+// srun) do not block the signals, and the kernel may deliver one to them, whose default action ends the process
+// with nothing flushed.
 void start_signal_thread() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread created after this
-  std::thread([set] {
+  if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return;  // no pipe, no flush on a signal: the default action stays
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  std::thread([] {
     const RankExitIdentity& id = rank_exit_identity();
-    int sig = 0;
-    sigwait(&set, &sig);
+    unsigned char b = 0;
+    while (::read(g_signal_pipe[0], &b, 1) != 1) {
+    }
+    const int sig = b;
     // Under torchrun the agent ends the surviving ranks when one fails, often before their collective notices: the
     // error file then says where this rank was, as a victim (the failed peer stays torchrun's root cause).
     write_launcher_error_file("rank " + std::to_string(id.rank) + " (" + host_name() + ") was ended by " +
@@ -76,9 +117,17 @@ void start_signal_thread() {
     rank_progress().set_state(RankState::terminated);
     prof::gpu_flush();
     prof::flush();
+    std::string dir;
+    {
+      std::lock_guard<std::mutex> lock(g_status_mutex);
+      dir = g_status_dir;
+    }
+    if (!dir.empty()) write_ended_by_signal_status(dir, sig);
     std::fflush(stdout);
     ::_exit(128 + sig);
   }).detach();
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
 }
 
 [[noreturn]] void die(const std::string& what) {

@@ -20,6 +20,9 @@ RankExitIdentity& rank_exit_identity();
 ProgressWriter& rank_progress();
 
 void start_signal_thread();
+// Rank 0 of a job without our supervisor (srun, mpirun, torchrun) writes the run's status itself when a signal ends
+// it (scancel, a time limit): its run folder, once known. Under our supervisor, which writes it, never set.
+void set_status_dir(const std::string& dir);
 [[noreturn]] void die(const std::string& what);
 // --inject-fault: kill, throw, exit0 or hang at `step` on the configured rank.
 void maybe_inject_fault(const JobConfig& job, int rank, int64_t step);

@@ -30,7 +30,8 @@ class Env {
       "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
       "SLURM_STEP_TASKS_PER_NODE", "SLURM_NODEID", "OMPI_COMM_WORLD_RANK",
       "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE",
-      "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "DDP_PROFILE_LAUNCH"};
+      "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "DDP_PROFILE_LAUNCH", "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST",
+      "SLURM_NODELIST", "SLURM_JOB_ID", "SLURM_JOBID"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -116,5 +117,50 @@ TEST(LaunchEnv, EveryLaunchersRankVariableMeansLaunchedExternally) {
     Env e(std::map<std::string, std::string>{{var, "0"}});
     EXPECT_TRUE(ddp::launched_externally()) << var;
   }
+}
+}  // namespace
+
+namespace {
+// srun sets no MASTER_ADDR/MASTER_PORT: the job's first host and 15000 + the job id's last 4 digits (Lightning's
+// rule), the same on every task; MASTER_ADDR/PORT given still win, and half of them given is an error.
+TEST(LaunchEnv, SrunWithoutMasterAddrDerivesItFromTheJob) {
+  {
+    Env e({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "gpu[07-09,12],cpu1"},
+           {"SLURM_JOB_ID", "4123456"}});
+    ddp::LaunchEnv env;
+    std::string err;
+    ASSERT_TRUE(ddp::read_launch_env(env, err)) << err;
+    EXPECT_EQ(env.master_addr, "gpu07");
+    EXPECT_EQ(env.master_port, 15000 + 3456);
+    EXPECT_EQ(env.rendezvous_from, "SLURM_JOB_NODELIST and SLURM_JOB_ID");
+    EXPECT_EQ(env.method, "srun");
+  }
+  {
+    Env e({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "vm"}, {"SLURM_JOB_ID", "7"},
+           {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "29500"}});
+    ddp::LaunchEnv env;
+    std::string err;
+    ASSERT_TRUE(ddp::read_launch_env(env, err)) << err;
+    EXPECT_EQ(env.master_addr, "h0");
+    EXPECT_EQ(env.master_port, 29500);
+    EXPECT_EQ(env.rendezvous_from, "MASTER_ADDR/MASTER_PORT");
+  }
+  {
+    Env e({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "vm"}, {"SLURM_JOB_ID", "7"},
+           {"MASTER_ADDR", "h0"}});
+    ddp::LaunchEnv env;
+    std::string err;
+    EXPECT_FALSE(ddp::read_launch_env(env, err));
+    EXPECT_NE(err.find("under srun both may be left out"), std::string::npos) << err;
+  }
+}
+
+TEST(LaunchEnv, SlurmNodeListsFirstHost) {
+  EXPECT_EQ(ddp::slurm_first_host("vm"), "vm");
+  EXPECT_EQ(ddp::slurm_first_host("node[01-04,07],gpu5"), "node01");
+  EXPECT_EQ(ddp::slurm_first_host("rack[1-2]-n[3-4]"), "rack1-n3");
+  EXPECT_EQ(ddp::slurm_first_host("a,b"), "a");
+  EXPECT_EQ(ddp::slurm_first_host("node[01-04"), "");
+  EXPECT_EQ(ddp::slurm_first_host("node[x]"), "");
 }
 }  // namespace

@@ -26,7 +26,7 @@ double ReadProgress::fraction() const {
   return std::min(0.99, static_cast<double>(done()) / static_cast<double>(t));
 }
 
-ReadProgress& read_progress() {
+ReadProgress& trace_read_progress() {
   static ReadProgress p;
   return p;
 }

@@ -29,6 +29,6 @@ class ReadProgress {
 };
 
 // The process's one instance: readers in traces/ report to it without being handed it.
-ReadProgress& read_progress();
+ReadProgress& trace_read_progress();
 
 }  // namespace ddp

@@ -158,7 +158,7 @@ ChromeStatus read_chrome_bytes(const std::string& path, std::string& out) {
 }
 
 ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info) {
-  read_progress().reading(path);
+  trace_read_progress().reading(path);
   try {
     std::error_code ec;
     std::unique_ptr<FILE, int (*)(FILE*)> f(

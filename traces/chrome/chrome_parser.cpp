@@ -569,7 +569,7 @@ ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_
     ChromeStatus s = parse_in_pieces(json, on_event, info, done);
     if (done) return s;
     s = parse_whole(json, json.capacity(), on_event, info);
-    read_progress().advance(json.size());  // the pieces report as they go; a text read whole, at its end
+    trace_read_progress().advance(json.size());  // the pieces report as they go; a text read whole, at its end
     return s;
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory while reading the trace");
@@ -588,7 +588,7 @@ ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_ev
     padded.append(simdjson::SIMDJSON_PADDING, '\0');
     padded.resize(json.size());
     s = parse_whole(padded, padded.capacity(), on_event, info);
-    read_progress().advance(json.size());
+    trace_read_progress().advance(json.size());
     return s;
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory while reading the trace");

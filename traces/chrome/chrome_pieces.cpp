@@ -127,7 +127,7 @@ ChromeStatus parse_chunked(DocText& doc, const ChromeEventFn& on_event, ChromeDo
       cut = cut_after(doc, at, 2 * (cut - at));  // a damaged piece costs a few readings, not one per event
     }
     if (cut == kNoCut || !r.status.ok()) break;
-    read_progress().advance(cut + 1 - at);
+    trace_read_progress().advance(cut + 1 - at);
     at = cut + 1;
     skip = 0;
   }
@@ -137,7 +137,7 @@ ChromeStatus parse_chunked(DocText& doc, const ChromeEventFn& on_event, ChromeDo
   const std::string_view rest = doc.rest(at);
   if (!doc.read_error().ok()) return doc.read_error();
   Reading r = read_piece(doc, at, rest, object_root ? kLastPiecePrefix : "[", "", skip, false, buf, on_event, tail);
-  read_progress().advance(rest.size());
+  trace_read_progress().advance(rest.size());
   merge_tail(info, tail);
   return r.status;
 }

@@ -94,7 +94,7 @@ ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_
 // into memory first. Errors reading the file name it (as read_chrome_bytes's do); parse errors are parse_chrome_json's.
 ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info);
 // About how many bytes of JSON text the file holds (a gzip file's inflated size from its trailer, or a guess), for a
-// progress bar's total: parse_chrome_file reports to read_progress() as it reads (traces/base/read_progress.h).
+// progress bar's total: parse_chrome_file reports to trace_read_progress() as it reads (traces/base/read_progress.h).
 uint64_t chrome_text_bytes_estimate(const std::string& path);
 
 // Reads a file into memory, inflating gzip (detected by its magic bytes, not the file name).

@@ -52,9 +52,9 @@ bool load_rank_traces(const std::string& dir, RunTrace& run, std::string& error)
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
     if (!is_rank_trace_file(name)) continue;
-    read_progress().reading(entry.path().string());
+    trace_read_progress().reading(entry.path().string());
     TraceReadResult r = read_trace_file(entry.path().string());
-    read_progress().advance(entry.file_size(ec));
+    trace_read_progress().advance(entry.file_size(ec));
     if (!r.ok()) {
       run.problems.push_back(r.message);
       continue;
