@@ -9,6 +9,7 @@
 #include "runtime/launch/launch_env.h"
 #include "runtime/launch/offline_commands.h"
 #include "runtime/launch/supervisor.h"
+#include "runtime/train/model_preflight.h"
 #include "runtime/train/worker.h"
 #include "runtime/user/user_job.h"
 #include "runtime/verify/checks_run.h"
@@ -37,6 +38,14 @@ int main(int argc, char** argv) {
       continue;
     }
     job_args.push_back(a);
+  }
+  // A model that cannot run on the data fails here, once, before any rank (or rung of the ladder) starts.
+  if ((cmd.mode == ddp::Mode::record || cmd.mode == ddp::Mode::check) && !ddp::launched_externally()) {
+    std::string err;
+    if (!ddp::preflight_model(cmd.job, err)) {
+      std::cerr << "ddp_profile: " << err << std::endl;
+      return 2;
+    }
   }
   switch (cmd.mode) {
     case ddp::Mode::record:

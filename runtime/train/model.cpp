@@ -29,7 +29,7 @@ Model::Model(const JobConfig& job, const std::vector<int64_t>& sample_shape) {
                    std::to_string(job.classes);
     return;
   }
-  if (images) throw std::invalid_argument("--model " + job.model + " cannot take image samples; use cnn");
+  // A TorchScript model gets the samples as they are, whatever their shape (its forward is the user's).
   int64_t features = 1;
   for (int64_t d : sample_shape) features *= d;
   if (job.model == "mlp" || job.model == "mlp-bn") {
