@@ -8,6 +8,8 @@
 // Usage: kineto_bench [events per rank, default 5000000]
 #include <libdeflate.h>
 #include <malloc.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -268,6 +270,65 @@ void measure_viewer_memory(const std::string& path) {
              std::to_string(sec) + " s");
 }
 
+// Runs `work` in a child process: its wall time and peak RSS, each command measured alone (as a user runs it).
+struct ChildCost {
+  double seconds = 0;
+  double peak_rss_bytes = 0;
+  uint64_t count = 0;  // what the child counted (spans), passed back through its exit pipe
+};
+template <class F>
+ChildCost in_child(F work) {
+  int fds[2];
+  if (::pipe(fds) != 0) die("pipe failed");
+  auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const uint64_t n = work();
+    if (::write(fds[1], &n, sizeof n) != static_cast<ssize_t>(sizeof n)) ::_exit(1);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  ChildCost c;
+  if (::read(fds[0], &c.count, sizeof c.count) != static_cast<ssize_t>(sizeof c.count)) die("the child failed");
+  ::close(fds[0]);
+  int status = 0;
+  struct rusage ru {};
+  ::wait4(pid, &status, 0, &ru);
+  c.seconds = seconds_since(t0);
+  c.peak_rss_bytes = static_cast<double>(ru.ru_maxrss) * 1024.0;
+  return c;
+}
+
+// The viewer opening per-rank traces (what ddp_viewer TRACES does: read, align, analyse, then every event into the
+// timeline) against --analyze of the same files, each in a process of its own.
+void measure_viewer_against_analyze(const std::string& dir) {
+  const ChildCost analyze_cost = in_child([&]() -> uint64_t {
+    RunTrace run;
+    std::string err;
+    if (!load_kineto_run({dir}, KinetoStageMap{}, run, err)) die(err);
+    Analysis a = analyze(run);
+    return a.ranks.size();
+  });
+  const ChildCost viewer_cost = in_child([&]() -> uint64_t {
+    RunTrace run;
+    std::string err;
+    if (!load_kineto_run({dir}, KinetoStageMap{}, run, err)) die(err);
+    Analysis a = analyze(run);  // the stalls panel
+    Timeline tl;
+    if (!timeline_from_kineto_run(run, tl, err)) die(err);
+    return tl.span_count;
+  });
+  report("viewer_open_vs_analyze", viewer_cost.seconds / analyze_cost.seconds, "x", 1.2, false,
+         "viewer " + std::to_string(viewer_cost.seconds) + " s, --analyze " + std::to_string(analyze_cost.seconds) +
+             " s");
+  const double per_span = viewer_cost.peak_rss_bytes / static_cast<double>(viewer_cost.count);
+  report("viewer_peak_rss_per_span", per_span, "B", 40, false,
+         std::to_string(viewer_cost.count) + " spans, peak RSS " + std::to_string(viewer_cost.peak_rss_bytes / 1e9) +
+             " GB: 100 M spans would need " + std::to_string(per_span * 1e8 / 1e9) + " GB (target 4 GB); --analyze " +
+             std::to_string(analyze_cost.peak_rss_bytes / 1e9) + " GB");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -294,6 +355,7 @@ int main(int argc, char** argv) {
   measure_gunzip(ranks[0]);
   measure_open_align_analyse(dir.string(), events);
   measure_viewer_memory(ranks[0]);
+  measure_viewer_against_analyze(dir.string());
   if (!std::getenv("KINETO_BENCH_KEEP")) fs::remove_all(dir);
   return 0;
 }

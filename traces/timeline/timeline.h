@@ -49,6 +49,8 @@ class ExtraTexts {
   uint32_t add(std::string_view text);  // the text's id, 1-based
   std::string at(uint32_t id) const;    // "" for 0 or an unknown id
   void seal();                          // compresses the block being filled (finish() calls it)
+  // Takes `other`'s texts after this one's, sealing both first: `other`'s id i becomes i + the returned offset.
+  uint32_t append(ExtraTexts&& other);
   size_t size() const { return count_; }
   size_t memory_bytes() const;
 
@@ -193,6 +195,9 @@ class TimelineBuilder {
   void add_counter(int p, std::string_view name, int64_t t, double v);
   void problem(std::string line) { tl_.problems.push_back(std::move(line)); }
   Timeline& timeline() { return tl_; }
+  // Takes every process of `other` (built from another file, on another thread) with its spans, counters, names
+  // and texts. Process keys must not collide (per-rank files are scoped by a key prefix).
+  void absorb(TimelineBuilder&& other);
   // Sorts, assigns nesting rows, computes steps/statistics/colours and moves time zero to the earliest event.
   Timeline finish();
 

@@ -253,6 +253,47 @@ void TimelineBuilder::finish_process(size_t p, int64_t shift) {
   tl_.span_count += proc.span_count;
 }
 
+void TimelineBuilder::absorb(TimelineBuilder&& other) {
+  const uint32_t text_offset = tl_.extras.append(std::move(other.tl_.extras));
+  const uint32_t detail_offset = static_cast<uint32_t>(tl_.details.size());
+  for (SpanDetail d : other.tl_.details) {
+    if (d.text) d.text += text_offset;
+    tl_.details.push_back(d);
+  }
+  std::vector<uint32_t> name_of(other.tl_.names.size());
+  for (uint32_t i = 0; i < name_of.size(); ++i) name_of[i] = tl_.names.intern(other.tl_.names.at(i));
+  for (size_t p = 0; p < other.procs_.size(); ++p) {
+    const int mine = process(other.procs_[p].key);
+    Process& into = procs_[mine];
+    Process& from = other.procs_[p];
+    into.name = std::move(from.name);
+    into.rank = from.rank;
+    into.sort = from.sort;
+    labels_[mine] = std::move(other.labels_[p]);
+    for (CounterSeries& c : from.counters) into.counters.push_back(std::move(c));
+    for (size_t l = 0; l < from.lanes.size(); ++l) {
+      const int lane_id = lane(mine, from.lanes[l].key);
+      into.lanes[lane_id].name = std::move(from.lanes[l].name);
+      into.lanes[lane_id].sort = from.lanes[l].sort;
+      std::vector<Span>& spans = other.staged_[p][l];
+      for (Span& s : spans) {
+        s.name = name_of[s.name];
+        if (s.detail & Timeline::kDetailBit)
+          s.detail = Timeline::kDetailBit | ((s.detail & ~Timeline::kDetailBit) + detail_offset);
+        else if (s.detail)
+          s.detail += text_offset;
+      }
+      std::vector<Span>& to = staged_[mine][lane_id];
+      if (to.empty())
+        to = std::move(spans);
+      else
+        to.insert(to.end(), spans.begin(), spans.end());
+    }
+  }
+  for (std::string& line : other.tl_.problems) tl_.problems.push_back(std::move(line));
+  other = TimelineBuilder{};
+}
+
 Timeline TimelineBuilder::finish() {
   const TimeRange range = staged_time_range(procs_, staged_);
   const int64_t shift = range.lo;  // time zero at the earliest event

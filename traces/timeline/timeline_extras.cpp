@@ -58,6 +58,19 @@ void ExtraTexts::seal() {
   open_count_ = 0;
 }
 
+uint32_t ExtraTexts::append(ExtraTexts&& other) {
+  seal();
+  other.seal();
+  const uint32_t offset = count_;
+  for (Block& b : other.blocks_) {
+    b.first += offset;
+    blocks_.push_back(std::move(b));
+  }
+  count_ += other.count_;
+  other = ExtraTexts{};
+  return offset;
+}
+
 std::string ExtraTexts::at(uint32_t id) const {
   if (id == 0 || id > count_) return {};
   // The block holding `id`: the last one whose first id is not after it; ids past the sealed blocks are still open.

@@ -1,7 +1,9 @@
 // Per-rank Kineto traces as one timeline: every event of every rank's file on the clock load_kineto_run measured,
 // plus the stage spans the analysis read, so the viewer shows what the analysis blames next to every operator.
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include "traces/kineto/kineto_import.h"
 #include "traces/timeline/timeline.h"
@@ -63,8 +65,31 @@ bool timeline_from_kineto_run(const RunTrace& run, Timeline& out, std::string& e
       b.set_process_name(p, "rank " + std::to_string(r.rank) + " · stages (ddp_profile)");
       b.set_process_sort(p, static_cast<int64_t>(r.rank) * kRankSortStride);
     }
-    for (const KinetoRankFile& f : kineto_rank_files(run, origin))
-      if (!add_rank_file(b, f, error)) return false;
+    // Each rank's file is read again in full, in parallel (a thread per file up to the cores), each into a builder
+    // of its own; their processes are scoped by rank, so they join without colliding.
+    const std::vector<KinetoRankFile> files = kineto_rank_files(run, origin);
+    std::vector<TimelineBuilder> parts(files.size());
+    std::vector<std::string> errors(files.size());
+    std::vector<char> ok(files.size(), 0);
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      try {
+        for (size_t i = next++; i < files.size(); i = next++) ok[i] = add_rank_file(parts[i], files[i], errors[i]);
+      } catch (const std::bad_alloc&) {  // the other files' threads finish; this one's file is not ok
+      }
+    };
+    const size_t threads = std::min<size_t>(files.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (!ok[i]) {
+        error = errors[i].empty() ? "out of memory while reading " + files[i].path : errors[i];
+        return false;
+      }
+      b.absorb(std::move(parts[i]));
+    }
     out = b.finish();
   } catch (const std::bad_alloc&) {
     error = "out of memory while building the timeline";
