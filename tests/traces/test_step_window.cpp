@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "traces/base/json_out.h"
+#include "traces/base/read_progress.h"
 #include "traces/chrome/chrome_reader.h"
 #include "traces/diff/run_diff.h"
 #include "traces/kineto/kineto_import.h"
@@ -202,4 +203,29 @@ TEST(StepWindow, DiffOfOneCycleAgainstAnother) {
   fs::remove_all(d);
 }
 
+}  // namespace
+
+namespace {
+// The progress a bar draws: the readers report the bytes of JSON text they went through, near the estimate of the
+// files' text made before reading (a gzip file's from its trailer).
+TEST(ReadProgress, ReadersReportWhatTheyReadAgainstTheEstimate) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(kCpu + "/balanced")) files.push_back(e.path().string());
+  uint64_t text = 0;
+  for (const auto& f : files) {
+    std::string t;
+    ASSERT_TRUE(read_chrome_bytes(f, t).ok());
+    text += t.size();
+  }
+  const uint64_t estimate = trace_input_bytes({kCpu + "/balanced"});
+  EXPECT_EQ(estimate, text) << "one gzip member under 4 GiB: its trailer says the size exactly";
+  ReadProgress& p = trace_read_progress();
+  p.start(estimate);
+  EXPECT_EQ(p.fraction(), 0);
+  RunTrace run = load({kCpu + "/balanced"});
+  EXPECT_EQ(p.done(), text);
+  EXPECT_LT(p.fraction(), 1.0) << "below 1 until the command ends: the total is an estimate";
+  EXPECT_GT(p.fraction(), 0.98);
+  EXPECT_NE(p.file().find("balanced/rank"), std::string::npos) << p.file();
+}
 }  // namespace

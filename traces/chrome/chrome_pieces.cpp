@@ -112,6 +112,7 @@ ChromeStatus parse_chunked(DocText& doc, const ChromeEventFn& on_event, ChromeDo
     info.array_format = true;
   }
   used = true;
+  trace_read_progress().advance(start);  // the members before the events
   uint64_t at = start;
   uint64_t skip = 0;  // events of a failed attempt at this piece, already handed on
   for (;;) {
