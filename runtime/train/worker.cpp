@@ -517,6 +517,10 @@ int run_worker(const Command& cmd) {
     dopt.agent_store = s.env.agent_store;
     dopt.attempt = s.env.restart_count;
     dopt.gloo_batch_sched = s.job.batch_sched;
+    // Without our supervisor (srun, torchrun, hosts of their own) nothing watches the heartbeat: the collectives'
+    // own timeout is then what ends a rank whose peer is gone, so --hang-timeout sets it when given.
+    if (s.job.hang_timeout_s > 0 && s.env.method != "supervisor")
+      dopt.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.job.hang_timeout_s * 1000));
     Dist dist(dopt);
     if (s.env.rank == 0) dist.store_set("run_dir", absolute_path(cmd.out_dir.empty() ? default_run_folder() : cmd.out_dir));
     s.dir = dist.store_get("run_dir");

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <regex>
 #include <iostream>
 #include <string>
 
@@ -45,6 +46,17 @@ class TwoHosts {
     }
   }
   bool delayed() const { return delayed_; }  // netem's 2 ms delay (else a rate limit)
+  // The link between the hosts goes down (host 1's end).
+  bool cut() const { return sh("ip -n " + ns_[1] + " link set " + dev_[1] + " down"); }
+  // Half the packets arriving at each host are dropped (nftables; netem's loss where the kernel has no netem).
+  bool lose_half() const {
+    bool ok = true;
+    for (const auto& n : ns_)
+      ok = ok && sh("ip netns exec " + n + " nft add table inet ddp") &&
+           sh("ip netns exec " + n + " nft add chain inet ddp in '{ type filter hook input priority 0; }'") &&
+           sh("ip netns exec " + n + " nft add rule inet ddp in numgen random mod 2 0 drop");
+    return ok;
+  }
   ~TwoHosts() {
     for (const auto& n : ns_) sh("ip netns del " + n);
   }
@@ -94,5 +106,76 @@ TEST(MultiHost, TwoNamespacesOverADelayedLinkTrainAlignAndBlameTheNetwork) {
   ASSERT_FALSE(j.is_discarded()) << a.output;
   ASSERT_FALSE(j["causes"].empty()) << a.output;
   EXPECT_EQ(j["causes"][0]["stage"], "allreduce") << a.output;
+}
+}  // namespace
+
+namespace {
+// Multi-host failure, not only success: the same two hosts, the link cut mid-run or losing half its packets. The job
+// ends (nothing waits past --hang-timeout, the collectives' timeout without a supervisor), each rank names the step
+// and stage where it stopped and why, and every rank's trace up to the fault exports.
+struct Job {
+  std::string dir;
+  std::vector<ddptest::Proc> ranks;
+};
+
+Job start_job(const TwoHosts& hosts, const std::string& name, const std::string& steps) {
+  Job j;
+  j.dir = fresh_dir(name);
+  const std::string port = std::to_string(20000 + (::getpid() + static_cast<int>(name.size())) % 20000);
+  for (int r = 0; r < 2; ++r)
+    j.ranks.push_back(ddptest::start({ip_command(), "netns", "exec", hosts.ns(r), "env", "RANK=" + std::to_string(r),
+                                      "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
+                                      "MASTER_ADDR=" + TwoHosts::address(0), "MASTER_PORT=" + port,
+                                      "GLOO_SOCKET_IFNAME=" + hosts.dev(r), kExe, "--worker", "--out", j.dir,
+                                      "--max-steps", steps, "--hang-timeout", "10"},
+                                     j.dir + ".rank" + std::to_string(r) + ".log"));
+  return j;
+}
+
+void expect_ended_naming_why_and_exportable(Job& j, double started_fault_s_ago_limit) {
+  const auto fault = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r) {
+    const int code = ddptest::wait(j.ranks[r], 120);
+    const std::string log = ddptest::read_file(j.ranks[r].log);
+    EXPECT_NE(code, -1) << "rank " << r << " still running 120 s after the fault\n" << log;
+    if (code == 0) continue;  // a lossy link can still carry the job to its end
+    EXPECT_TRUE(std::regex_search(log, std::regex("rank " + std::to_string(r) +
+                                             " \\(.*\\) failed at epoch [0-9]+ step [0-9]+, stage [a-z_]+: .*"
+                                             "(Timed out|Connection closed|Connection reset)")))
+        << log;
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - fault).count();
+  EXPECT_LT(took, started_fault_s_ago_limit) << "the ranks ended " << took << " s after the fault";
+  auto e = ddptest::run({kExe, "--export", j.dir}, j.dir + ".export.log", 60);
+  EXPECT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find("from 2 rank(s)"), std::string::npos) << e.output;
+}
+
+TEST(MultiHost, TheLinkCutMidRunEndsTheJobWithinTheHangTimeoutAndTracesExport) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for network namespaces";
+  TwoHosts hosts;
+  if (!hosts.ok()) GTEST_SKIP() << "could not create network namespaces, a veth pair or netem (ip netns, tc)";
+  Job j = start_job(hosts, "multi_host_cut", "100000");
+  ASSERT_GE(ddptest::wait_for_step(j.dir, 1, 10, 120).step, 10) << ddptest::read_file(j.ranks[1].log);
+  ASSERT_TRUE(hosts.cut());
+  // --hang-timeout 10: the collective's timeout, plus flushing and exiting.
+  expect_ended_naming_why_and_exportable(j, 10 + 20);
+  for (int r = 0; r < 2; ++r) {
+    const std::string log = ddptest::read_file(j.ranks[r].log);
+    EXPECT_NE(log.find("failed at epoch"), std::string::npos) << "a cut link is no success\n" << log;
+  }
+}
+
+TEST(MultiHost, HalfThePacketsLostTheJobEndsAndSaysWhy) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for network namespaces";
+  TwoHosts hosts;
+  if (!hosts.ok()) GTEST_SKIP() << "could not create network namespaces, a veth pair or netem (ip netns, tc)";
+  Job j = start_job(hosts, "multi_host_loss", "60");
+  ASSERT_GE(ddptest::wait_for_step(j.dir, 1, 5, 120).step, 5) << ddptest::read_file(j.ranks[1].log);
+  if (!hosts.lose_half()) {
+    for (auto& p : j.ranks) ::kill(p.pid, SIGKILL), ddptest::wait(p, 10);
+    GTEST_SKIP() << "SKIPPED LOUDLY: no nftables (apt-get install nftables) to drop half the packets";
+  }
+  expect_ended_naming_why_and_exportable(j, 120);
 }
 }  // namespace
