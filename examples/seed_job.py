@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import os
 import random
+import re
 
 import torch
 import torch.distributed as dist
@@ -44,6 +45,14 @@ accum = max(args.accum, 2 if plant == "accum-no-sync" else 1)
 torch.set_num_threads(1)
 
 # ---- distributed setup
+# Under srun (no torchrun) the rank and the rendezvous come from Slurm's variables: the job's first host and
+# 15000 + the job id's last 4 digits, as PyTorch Lightning (and ddp_profile's own workers) derive them.
+if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:
+    first_host = re.match(r"([^,\[]*)(?:\[(\d+))?", os.environ["SLURM_JOB_NODELIST"])
+    os.environ.update(RANK=os.environ["SLURM_PROCID"], WORLD_SIZE=os.environ["SLURM_NTASKS"],
+                      LOCAL_RANK=os.environ.get("SLURM_LOCALID", "0"))
+    os.environ.setdefault("MASTER_ADDR", first_host.group(1) + (first_host.group(2) or ""))
+    os.environ.setdefault("MASTER_PORT", str(15000 + int(os.environ["SLURM_JOB_ID"]) % 10000))
 cuda = torch.cuda.is_available()
 dist.init_process_group("nccl" if cuda else "gloo")
 rank, world = dist.get_rank(), dist.get_world_size()

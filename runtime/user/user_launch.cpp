@@ -27,6 +27,7 @@ constexpr auto kPoll = std::chrono::milliseconds(20);
 // After the first rank fails, how long the launcher gets to end the others on its own before we do: long enough
 // to measure a launcher that takes too long (faults.exit allows 5 s), short enough not to leave orphans.
 constexpr double kTeardownGraceS = 12;
+constexpr double kLauncherGraceS = 5;  // a launcher sent SIGTERM has this long to end its ranks' step before SIGKILL
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -170,8 +171,14 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
   bool faulted = false;
   // The launch command's process group and every rank the heartbeats name, with their own groups: torchrun starts
   // its workers in sessions of their own, which a signal to our child's group does not reach.
+  // The ranks die at once (SIGKILL: a crash is what the ladder rehearses); the launcher gets SIGTERM first, so that
+  // srun ends its job step and releases the allocation (a SIGKILLed srun leaves its job running on the cluster,
+  // holding the CPUs the next run waits for) and torchrun its agent, then SIGKILL when it has not gone in time.
+  Clock::time_point group_killed_at{};
   auto kill_group = [&] {
-    ::kill(-child, SIGKILL);
+    if (!group_killed) group_killed_at = Clock::now();
+    const bool grace_over = std::chrono::duration<double>(Clock::now() - group_killed_at).count() > kLauncherGraceS;
+    ::kill(-child, grace_over ? SIGKILL : SIGTERM);
     for (auto& [r, w] : ranks)
       if (!w.gone && w.beat.pid > 0) {
         ::kill(-w.beat.pid, SIGKILL);

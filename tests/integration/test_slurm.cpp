@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "integration_support.h"
+#include "torch_venv.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -147,6 +148,29 @@ TEST_F(SlurmCluster, ARankKilledInsideTheJobEndsTheStepQuickly) {
   EXPECT_LT(took, 5.0) << "srun ended " << took << " s after rank 1 was killed\n" << ddptest::read_file(d + ".log");
   const std::string out = ddptest::read_file(d + ".log");
   EXPECT_NE(out.find("rank 0"), std::string::npos) << "rank 0 says why it stopped\n" << out;
+}
+
+// The user's own script under the closed loop, launched by srun instead of torchrun: the whole ladder passes (the
+// killed run's srun is ended with SIGTERM, so its job releases the node for the next run), and no job is left.
+TEST_F(SlurmCluster, TheLadderOnTheUsersOwnScriptUnderSrun) {
+  const std::string torchrun = ddptest::venv_torchrun();
+  if (torchrun.empty()) GTEST_SKIP() << ddptest::kNoTorchrun;
+  const std::string python = (fs::path(torchrun).parent_path() / "python").string();
+  const std::string d = ddptest::fresh_dir("slurm_user_check");
+  auto env = ddptest::venv_env(torchrun);
+  env["PYTHONPATH"] = std::string(DDP_SOURCE_DIR) + "/python";
+  env["SLURM_CONF"] = dir_ + "/slurm.conf";
+  auto r = ddptest::run({kExe, "--check", "--out", d, "--resume-arg", "--resume {ckpt}", "--", "/usr/bin/srun",
+                         "--ntasks", "2", python, std::string(DDP_SOURCE_DIR) + "/examples/seed_job.py", "--epochs",
+                         "1", "--ckpt", d + ".ckpt.pt"},
+                        d + ".log", 600, env);
+  EXPECT_EQ(r.code, 0) << r.output;
+  auto checks = ddptest::read_json(d + "/checks.json");
+  ASSERT_FALSE(checks.is_discarded()) << r.output;
+  for (const auto& c : checks["checks"]) EXPECT_EQ(c["status"], "pass") << c.dump();
+  EXPECT_EQ(ddptest::read_json(d + "/main/manifest.json")["launch"]["method"], "srun");
+  auto q = run({"/usr/bin/squeue", "-h"}, d + ".squeue.log", 10);
+  EXPECT_EQ(q.output, "") << "jobs left on the cluster";
 }
 
 }  // namespace
