@@ -19,29 +19,18 @@
 #include "traces/kineto/kineto_merge.h"
 #include "traces/analysis/summary.h"
 #include "traces/timeline/timeline.h"
+#include "tests/traces/kineto_test_files.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;
 
 namespace {
 
-const std::string kData = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto";
-const std::string kCpu = kData + "/pytorch-2.11-cpu";
+const std::string kData = ddptest::kKinetoData;
+const std::string kCpu = ddptest::kKinetoCpu;
 
-std::string temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("ddp_kineto_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-
-// The scenario's trace of `rank` (the file name starts with rank<R>.).
-std::string rank_file(const std::string& scenario, int rank) {
-  for (const auto& e : fs::directory_iterator(kCpu + "/" + scenario))
-    if (e.path().filename().string().rfind("rank" + std::to_string(rank) + ".", 0) == 0) return e.path().string();
-  ADD_FAILURE() << "no rank " << rank << " trace in " << scenario;
-  return {};
-}
+std::string temp_dir(const std::string& name) { return ddptest::kineto_temp_dir(name); }
+std::string rank_file(const std::string& scenario, int rank) { return ddptest::kineto_rank_file(scenario, rank); }
 
 nlohmann::json read_json_file(const std::string& path) {
   std::string text;

@@ -18,27 +18,15 @@
 #include "traces/kineto/kineto_import.h"
 #include "traces/kineto/kineto_merge.h"
 #include "traces/analysis/summary.h"
+#include "tests/traces/kineto_test_files.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;
 
 namespace {
 
-const std::string kCpu = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu";
-
-std::string temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("ddp_robust_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-
-std::string rank_file(const std::string& scenario, int rank) {
-  for (const auto& e : fs::directory_iterator(kCpu + "/" + scenario))
-    if (e.path().filename().string().rfind("rank" + std::to_string(rank) + ".", 0) == 0) return e.path().string();
-  ADD_FAILURE() << "no rank " << rank << " trace in " << scenario;
-  return {};
-}
+std::string temp_dir(const std::string& name) { return ddptest::kineto_temp_dir("robust_" + name); }
+std::string rank_file(const std::string& scenario, int rank) { return ddptest::kineto_rank_file(scenario, rank); }
 
 std::string read_text(const std::string& path) {
   std::string text;

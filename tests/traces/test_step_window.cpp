@@ -17,13 +17,14 @@
 #include "traces/kineto/kineto_merge.h"
 #include "traces/model/step_window.h"
 #include "traces/analysis/summary.h"
+#include "tests/traces/kineto_test_files.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;
 
 namespace {
 
-const std::string kCpu = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu";
+const std::string kCpu = ddptest::kKinetoCpu;
 
 std::string temp_path(const std::string& name) {
   return (fs::temp_directory_path() / ("ddp_steps_" + name + "_" + std::to_string(::getpid()))).string();
@@ -182,10 +183,7 @@ TEST(StepWindow, DiffOfOneCycleAgainstAnother) {
   const std::string d = temp_path("cycles");
   fs::create_directories(d);
   auto copy_shifted = [&](const std::string& scenario, int rank, int cycle, int64_t shift_ns) {
-    std::string src;
-    for (const auto& e : fs::directory_iterator(kCpu + "/" + scenario))
-      if (e.path().filename().string().rfind("rank" + std::to_string(rank) + ".", 0) == 0) src = e.path().string();
-    nlohmann::json j = read_json(src);
+    nlohmann::json j = read_json(ddptest::kineto_rank_file(scenario, rank));
     j["baseTimeNanoseconds"] = j["baseTimeNanoseconds"].get<int64_t>() + shift_ns;
     std::ofstream(d + "/rank" + std::to_string(rank) + "." + std::to_string(cycle) + ".pt.trace.json") << j.dump();
   };
