@@ -60,7 +60,10 @@ TEST(PyTorchInterop, DebiansPyTorchResumesOurCheckpointBitwise) {
     for (const auto& a : resume_args(d)) args.push_back(a);
     ranks.push_back(ddptest::start(args, d + ".rank" + std::to_string(r) + ".log",
                                    {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", std::to_string(r)},
-                                    {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}}));
+                                    {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
+                                    // One BLAS thread, as our ranks run (the supervisor sets the same): OpenBLAS's
+                                    // threaded GEMM rounded 2e-8 apart from ours here, with another process busy.
+                                    {"OPENBLAS_NUM_THREADS", "1"}, {"OMP_NUM_THREADS", "1"}}));
   }
   for (int r = 0; r < 2; ++r) {
     const int code = ddptest::wait(ranks[r], 300);

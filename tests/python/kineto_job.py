@@ -89,7 +89,9 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     p = planted(args.plant, rank)
-    data = Synthetic(10000, 128, 0, 0.0004 if p.get("slow-data") else 0.0)
+    # slow-data: 1.6 ms per sample, so the input's wait outweighs what a busy machine adds to the allreduce (the
+    # committed slow-data-rank1 traces were recorded at 0.4 ms, on a quiet machine: tests/data/README.md).
+    data = Synthetic(10000, 128, 0, 0.0016 if p.get("slow-data") else 0.0)
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=0)
     loader = DataLoader(data, batch_size=64, sampler=sampler, num_workers=args.workers, drop_last=True,
                         persistent_workers=args.workers > 0)
