@@ -260,10 +260,12 @@ TensorCompare compare_values(const std::string& name, const std::vector<double>&
     c.max_abs_diff = INFINITY;
     return c;
   }
+  double largest = 0;
+  for (double r : ref) largest = std::max(largest, std::fabs(r));
   double gr = 0, rr = 0, worst_excess = -INFINITY;
   for (size_t i = 0; i < got.size(); ++i) {
     double diff = std::fabs(got[i] - ref[i]);
-    double allowed = atol + rtol * std::fabs(ref[i]);
+    double allowed = atol + rtol * std::fabs(ref[i]) + kTensorRtol * largest;
     if (!(diff <= allowed)) c.ok = false;  // NaN fails too
     if (diff - allowed > worst_excess) {
       worst_excess = diff - allowed;

@@ -45,6 +45,10 @@ struct KinetoRankFile {
   // [keep_from_ns, keep_to_ns], in the file's own ts (before the shift).
   bool windowed = false;
   int64_t keep_from_ns = 0, keep_to_ns = 0;
+  // An event at `ts_ns` lasting `dur_ns` (the file's clock) touches the window (always, without one).
+  bool keeps_time(int64_t ts_ns, int64_t dur_ns) const {
+    return !windowed || (ts_ns + (dur_ns > 0 ? dur_ns : 0) >= keep_from_ns && ts_ns <= keep_to_ns);
+  }
 };
 std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origin_ns);
 // The import report: {"files": [...], "reference_rank", "clock_alignment": [{"rank", "offset_ms", "uncertainty_ms",

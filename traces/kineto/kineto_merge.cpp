@@ -28,13 +28,13 @@ bool is_flow(char ph) { return ph == 's' || ph == 't' || ph == 'f'; }
 // with one end drawn nowhere), which takes a first reading of the file to learn.
 class FlowFilter {
  public:
-  FlowFilter(int64_t from_ns, int64_t to_ns) : from_(from_ns), to_(to_ns) {}
+  explicit FlowFilter(const KinetoRankFile& file) : file_(file) {}
 
   ChromeStatus learn_flows(const std::string& path) {
     std::unordered_map<std::string, uint8_t> ends;  // flow id -> 1 start inside, 2 finish inside
     ChromeDocInfo info;
     ChromeStatus st = parse_chrome_file(path, [&](const ChromeEventView& e) {
-      if (is_flow(e.ph) && e.has_ts && inside(e.ts_ns, e.ts_ns)) ends[std::string(e.id.text)] |= e.ph == 'f' ? 2 : 1;
+      if (is_flow(e.ph) && e.has_ts && file_.keeps_time(e.ts_ns, 0)) ends[std::string(e.id.text)] |= e.ph == 'f' ? 2 : 1;
       return true;
     }, info);
     for (const auto& [id, mask] : ends)
@@ -45,12 +45,11 @@ class FlowFilter {
   bool keeps(const ChromeEventView& e) const {
     if (e.ph == 'M' || !e.has_ts) return true;  // names and sort orders, and whatever has no time
     if (is_flow(e.ph)) return both_.count(std::string(e.id.text)) > 0;
-    return inside(e.ts_ns, e.ts_ns + (e.has_dur && e.dur_ns > 0 ? e.dur_ns : 0));
+    return file_.keeps_time(e.ts_ns, e.has_dur ? e.dur_ns : 0);
   }
 
  private:
-  bool inside(int64_t t0, int64_t t1) const { return t1 >= from_ && t0 <= to_; }
-  int64_t from_, to_;
+  const KinetoRankFile& file_;
   std::unordered_set<std::string> both_;
 };
 
@@ -188,7 +187,7 @@ bool export_kineto_merged(const RunTrace& run, const std::string& path, ExportSt
   auto append_files = [&](JsonOut& o) {
     for (const KinetoRankFile& f : kineto_rank_files(run, run.origin_ns())) {
       std::optional<FlowFilter> window;
-      if (f.windowed) window.emplace(f.keep_from_ns, f.keep_to_ns);
+      if (f.windowed) window.emplace(f);
       ChromeStatus st = window ? window->learn_flows(f.path) : ChromeStatus{};
       RankRewriter rewrite(o, stats, f.rank, f.shift_ns, window ? &*window : nullptr);
       ChromeDocInfo info;

@@ -30,9 +30,7 @@ bool add_rank_file(TimelineBuilder& b, const KinetoRankFile& f, std::string& err
   ChromeToTimeline conv(b, scope);
   // --steps: only the events touching the window's time (metadata always: names and sort orders).
   auto windowed = [&](const ChromeEventView& e) {
-    if (e.ph != 'M' && e.has_ts &&
-        (e.ts_ns > f.keep_to_ns || e.ts_ns + (e.has_dur && e.dur_ns > 0 ? e.dur_ns : 0) < f.keep_from_ns))
-      return true;
+    if (e.ph != 'M' && e.has_ts && !f.keeps_time(e.ts_ns, e.has_dur ? e.dur_ns : 0)) return true;
     return conv(e);
   };
   const ChromeStatus st = f.windowed ? parse_chrome_file(f.path, windowed, info)
