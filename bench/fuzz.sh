@@ -5,7 +5,7 @@
 # Seeds are the inputs under 1 MB (the hang criterion: > 1 s on a < 1 MB input). A crash, leak or slow input stops that target and leaves its input in build-fuzz/findings/<target>/; keep
 # it as a regression input in tests/data/fuzz/regressions/. Prints executions per target.
 #
-#   bash bench/fuzz.sh [SECONDS]
+#   bash bench/fuzz.sh [SECONDS]          (FUZZ_TARGETS="..." for some of them, FUZZ_TIMEOUT=S for the hang limit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -14,7 +14,8 @@ command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ is needed (apt-get in
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DDDP_PROFILE_FUZZ=ON -DDDP_PROFILE_RUNTIME=OFF -DDDP_PROFILE_VIEWER=OFF -DDDP_PROFILE_BENCH=OFF \
   -DDDP_PROFILE_TESTS=OFF > /dev/null
-targets=(fuzz_chrome_json fuzz_kineto_file fuzz_native_trace fuzz_manifest fuzz_dataset fuzz_checkpoint)
+# FUZZ_TARGETS="fuzz_dataset fuzz_checkpoint" runs only those.
+targets=(${FUZZ_TARGETS:-fuzz_chrome_json fuzz_kineto_file fuzz_native_trace fuzz_manifest fuzz_dataset fuzz_checkpoint})
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
 
 seed() {  # target -> seed files
