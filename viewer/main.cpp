@@ -59,6 +59,30 @@ void draw_loading(const std::string& what, float width, float height) {
   ImGui::End();
 }
 
+// One ImGui frame built by `build` and drawn into the back buffer (the caller swaps, after reading pixels if it
+// wants them): the loading screen and the viewer's frames alike. `fb_w`/`fb_h`: the framebuffer's size.
+template <class Build>
+void render_frame(GLFWwindow* window, Build build, int& fb_w, int& fb_h) {
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  ImGui::NewFrame();
+  glfwGetFramebufferSize(window, &fb_w, &fb_h);
+  build();
+  ImGui::Render();
+  glViewport(0, 0, fb_w, fb_h);
+  glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+}
+
+void shut_down(GLFWwindow* window) {
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+}
+
 void glfw_error(int code, const char* what) { std::fprintf(stderr, "ddp_viewer: GLFW error %d: %s\n", code, what); }
 
 }  // namespace
@@ -170,25 +194,12 @@ int main(int argc, char** argv) {
   while (loading) {
     glfwWaitEventsTimeout(0.1);
     if (!headless && glfwWindowShouldClose(window)) break;  // the readers cannot be interrupted: wait for them
-    ImGui_ImplOpenGL3_NewFrame();
-    ImGui_ImplGlfw_NewFrame();
-    ImGui::NewFrame();
-    draw_loading(path, io.DisplaySize.x, io.DisplaySize.y);
-    ImGui::Render();
     int fb_w = 0, fb_h = 0;
-    glfwGetFramebufferSize(window, &fb_w, &fb_h);
-    glViewport(0, 0, fb_w, fb_h);
-    glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    render_frame(window, [&] { draw_loading(path, io.DisplaySize.x, io.DisplaySize.y); }, fb_w, fb_h);
     glfwSwapBuffers(window);
   }
   if (load_failed()) {
-    ImGui_ImplOpenGL3_Shutdown();
-    ImGui_ImplGlfw_Shutdown();
-    ImGui::DestroyContext();
-    glfwDestroyWindow(window);
-    glfwTerminate();
+    shut_down(window);
     return 1;
   }
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
@@ -205,17 +216,8 @@ int main(int argc, char** argv) {
     else
       glfwWaitEventsTimeout(0.25);  // idle when nothing happens
     auto t0 = std::chrono::steady_clock::now();
-    ImGui_ImplOpenGL3_NewFrame();
-    ImGui_ImplGlfw_NewFrame();
-    ImGui::NewFrame();
     int fb_w = 0, fb_h = 0;
-    glfwGetFramebufferSize(window, &fb_w, &fb_h);
-    app.frame(io.DisplaySize.x, io.DisplaySize.y);
-    ImGui::Render();
-    glViewport(0, 0, fb_w, fb_h);
-    glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    render_frame(window, [&] { app.frame(io.DisplaySize.x, io.DisplaySize.y); }, fb_w, fb_h);
     cpu_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (headless && frame == frames - 1) {
       std::vector<uint8_t> pixels(static_cast<size_t>(fb_w) * static_cast<size_t>(fb_h) * 4);
@@ -241,10 +243,6 @@ int main(int argc, char** argv) {
                 cpu_ms.size(), static_cast<unsigned long long>(app.last.boxes),
                 static_cast<unsigned long long>(app.last.merged_boxes));
   }
-  ImGui_ImplOpenGL3_Shutdown();
-  ImGui_ImplGlfw_Shutdown();
-  ImGui::DestroyContext();
-  glfwDestroyWindow(window);
-  glfwTerminate();
+  shut_down(window);
   return rc;
 }

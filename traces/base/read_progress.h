@@ -13,7 +13,6 @@ class ReadProgress {
  public:
   // A new reading of about `total` bytes (an estimate: a gzip file's inflated size is known only roughly).
   void start(uint64_t total);
-  void add_total(uint64_t bytes) { total_.fetch_add(bytes, std::memory_order_relaxed); }
   void advance(uint64_t bytes) { done_.fetch_add(bytes, std::memory_order_relaxed); }
   void reading(const std::string& file);  // the file a reader has just begun
   uint64_t done() const { return done_.load(std::memory_order_relaxed); }
