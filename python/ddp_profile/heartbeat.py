@@ -70,6 +70,8 @@ class Heartbeat:
         if self._m is not None:
             b = text.encode("utf-8", "replace")[: REASON_LEN - 1]
             self._m[REASON_OFF : REASON_OFF + REASON_LEN] = b + b"\0" * (REASON_LEN - len(b))
+            # When it said why: of several failed ranks the supervisor blames the first (a cause precedes its effects).
+            struct.pack_into("<q", self._m, 32, time.monotonic_ns())
 
     def has_reason(self) -> bool:
         return self._m is not None and self._m[REASON_OFF] != 0

@@ -173,6 +173,7 @@ class Trainer {
             {"step_time_median_ms", median(step_ms_)},
             {"step_time_mean_ms", mean(step_ms_)},
             {"step_time_p90_ms", percentile(step_ms_, 0.9)},
+            {"step_time_first_ms", step_ms_.empty() ? 0.0 : step_ms_.front()},  // with one-time costs (warm-up)
             {"param_bytes", param_bytes},
             {"param_hash", tensors_hash(model_.parameters())},
             {"buffer_hash", tensors_hash(model_.buffers())},

@@ -67,6 +67,13 @@ std::string where_of(const ProgressSnapshot& p) {
   return "step " + std::to_string(p.step) + ", " + (p.stage < 0 ? std::string("startup") : p.stage_name());
 }
 
+// Which of several stopped ranks to blame first (lower first): one that says why, one that died without a word, one
+// whose reason is a lost peer (the effect of another rank's end, not a cause).
+int blame_order(const ProgressSnapshot& p) {
+  if (p.reason.empty()) return 1;
+  return looks_like_comm_error(p.reason) ? 2 : 0;
+}
+
 struct Watched {
   ProgressSnapshot beat;
   bool gone = false;
@@ -195,8 +202,10 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
   };
   for (;;) {
     if (!exited && ::waitpid(child, &status, WNOHANG) == child) exited = true;
-    // Ranks that failed or vanished since the last poll; when several did, the culprit is the one that says why
-    // (the companion names an injected fault or an exception), else the one whose heartbeat stopped first.
+    // Ranks that failed or vanished since the last poll; when several did (a loaded machine polls late), the culprit
+    // is the one that says why (an injected fault, an exception of its own), else one that died without a word (a
+    // kill, a segfault), before one whose reason is a lost peer (its peer's end is what it reports); among equals,
+    // the one that stopped first.
     int first = -1;
     std::string first_why;
     for (auto& [r, b] : read_beats(launch.run_dir)) {
@@ -211,9 +220,8 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
         why = "rank " + std::to_string(r) + " failed at ";
       }
       if (why.empty() || faulted) continue;
-      const bool better =
-          first < 0 || (!b.reason.empty() && ranks[first].beat.reason.empty()) ||
-          (b.reason.empty() == ranks[first].beat.reason.empty() && b.last_ns < ranks[first].beat.last_ns);
+      const bool better = first < 0 || blame_order(b) < blame_order(ranks[first].beat) ||
+                          (blame_order(b) == blame_order(ranks[first].beat) && b.last_ns < ranks[first].beat.last_ns);
       if (better) {
         first = r;
         first_why = why + where_of(b) + (b.reason.empty() ? std::string() : ": " + b.reason);
