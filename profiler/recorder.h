@@ -46,7 +46,9 @@ struct ThreadBuffer {
   uint8_t lane = 0;
   StepContext ctx;
   alignas(64) std::atomic<uint64_t> tail{0};  // written by the drainer
-  std::unique_ptr<Event[]> ring_storage;
+  // Raw bytes, not Event[]: constructing a ring's 32 K events wrote 1.3 MB per thread in the first step it recorded
+  // (~0.3 ms each, 1.5 ms of the recorded job's first step); a slot is written whole before it is published.
+  std::unique_ptr<unsigned char[]> ring_storage;
 
   // The slot for the next event, or nullptr (counted as dropped) when the drainer has not caught up.
   Event* claim(uint64_t h) {
