@@ -7,6 +7,7 @@
 
 #include "traces/native/load_run.h"
 #include "traces/kineto/kineto_import.h"
+#include "traces/timeline/timeline_kineto.h"
 
 namespace ddp::viewer {
 
@@ -62,9 +63,15 @@ bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map
     return load(inputs.front(), error, opts);
   }
   RunTrace run;
-  if (!load_kineto_run(inputs, map, run, error, opts.cycle) || !keep_steps(run, opts.steps, error)) return false;
+  // Each file read once, the timeline built in the import's reading; with --steps the window's files are read again
+  // for only the window's events (the window is known once the steps are read).
+  KinetoTimelineParts parts;
+  const KinetoFileEvents each_file = parts.reader();
+  if (!load_kineto_run(inputs, map, run, error, opts.cycle, opts.steps.everything() ? &each_file : nullptr) ||
+      !keep_steps(run, opts.steps, error))
+    return false;
   Timeline t;
-  if (!timeline_from_kineto_run(run, t, error)) return false;
+  if (!timeline_from_kineto_run(run, parts, t, error)) return false;
   set_timeline(std::move(t));
   load_stalls_for_run(*this, run);
   clock_report = kineto_report_text(run);

@@ -149,7 +149,10 @@ int main(int argc, char** argv) {
   // even without a display, while the window shows how far the reading is (a 2 x 2 GB pair takes seconds); the
   // readers report to trace_read_progress().
   auto t_load = std::chrono::steady_clock::now();
-  ddp::trace_read_progress().start(ddp::trace_input_bytes(paths));
+  // Per-rank traces are read once (the timeline is built in the analysis' reading), twice with --steps (the
+  // window's files again, for only its events).
+  const uint64_t readings = ddp::viewer::App::opens_as_kineto_run(paths) && !load_opts.steps.everything() ? 2 : 1;
+  ddp::trace_read_progress().start(readings * ddp::trace_input_bytes(paths));
   bool loaded = false;
   std::atomic<bool> loading{true};
   std::thread loader([&] {

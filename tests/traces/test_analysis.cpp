@@ -432,6 +432,32 @@ TEST(Analysis, DataWaitsWithoutLoaderSpansStayOnWaitData) {
   EXPECT_TRUE(has_flag(a, "loader_cannot_keep_up", 1));
 }
 
+// Every rank's loader equally slow (a machine short of CPU, a dataset too slow for all): the job's input pipeline is
+// the cause on every rank, named once for all ranks, not as rank 0's because it came out a little ahead. One rank
+// clearly slower than the others stays that rank's.
+TEST(Analysis, InputWaitsEveryRankSharesAreOneCauseOfAllRanks) {
+  for (const bool with_loader_spans : {false, true}) {
+    Sim sim;
+    sim.loader_spans = with_loader_spans;
+    sim.rank[0].transform += 60;
+    sim.rank[1].transform += 60;
+    ddp::Analysis a = run_analysis(sim, with_loader_spans ? "shared_input_spans" : "shared_input");
+    ASSERT_FALSE(a.causes.empty());
+    const ddp::StallCause& top = a.causes.front();
+    EXPECT_EQ(top.rank, -1) << describe(a);
+    EXPECT_EQ(top.stage, with_loader_spans ? "transform" : "wait_data") << describe(a);
+    EXPECT_NE(top.explanation.find("every rank waits for its own input"), std::string::npos) << top.explanation;
+    for (const auto& c : a.causes) EXPECT_FALSE(c.rank >= 0 && c.stage == top.stage) << describe(a);
+    EXPECT_EQ(a.verdict.find("rank "), std::string::npos) << a.verdict;
+    EXPECT_NE(a.verdict.find("input bound"), std::string::npos) << a.verdict;
+
+    sim.rank[1].transform -= 50;  // rank 0's loader now clearly the slowest: its own cause again
+    ddp::Analysis b = run_analysis(sim, with_loader_spans ? "one_input_spans" : "one_input");
+    ASSERT_FALSE(b.causes.empty());
+    EXPECT_EQ(b.causes.front().rank, 0) << describe(b);
+  }
+}
+
 TEST(Analysis, ThreeRanksBlameTheOneLateRank) {
   Sim sim;
   sim.world = 3;

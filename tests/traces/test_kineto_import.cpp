@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -18,7 +19,9 @@
 #include "traces/kineto/kineto_import.h"
 #include "traces/kineto/kineto_merge.h"
 #include "traces/analysis/summary.h"
+#include "traces/base/read_progress.h"
 #include "traces/timeline/timeline.h"
+#include "traces/timeline/timeline_kineto.h"
 #include "tests/traces/kineto_test_files.h"
 
 namespace fs = std::filesystem;
@@ -753,3 +756,88 @@ TEST(KinetoCycles, EveryCycleOfEveryRankIsOneRunAndOneCycleCanBePicked) {
   fs::remove_all(d);
 }
 }  // namespace
+
+namespace {
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Everything the viewer shows of a timeline, as text: processes in order with their rank, lanes, rows of spans
+// (times, names, steps, stages, args) and counters, the time range and the problems.
+std::string timeline_text(const Timeline& tl) {
+  std::ostringstream o;
+  o << tl.t_begin << " " << tl.t_end << " " << tl.origin_ns << " " << tl.span_count << " " << tl.counter_samples << "\n";
+  for (const Process& p : tl.processes) {
+    o << "P " << p.name << " r" << p.rank << " " << p.span_count << " steps " << p.steps.size() << "\n";
+    for (const Lane& l : p.lanes) {
+      o << " L " << l.name << " " << l.span_count << "\n";
+      for (size_t d = 0; d < l.rows.size(); ++d)
+        for (const Span& s : l.rows[d].spans)
+          o << "  " << d << " " << s.t0 << " " << s.t1 << " " << tl.name(s) << " " << s.step << " " << int(s.stage)
+            << " " << tl.bytes(s) << " " << tl.extra(s) << "\n";
+    }
+    for (const CounterSeries& c : p.counters) {
+      o << " C " << c.name;
+      for (size_t i = 0; i < c.t.size(); ++i) o << " " << c.t[i] << "=" << c.v[i];
+      o << "\n";
+    }
+  }
+  for (const std::string& line : tl.problems) o << "! " << line << "\n";
+  return o.str();
+}
+
+// The viewer's way: the timeline built in the import's own reading of each file. `bytes_read` is what the readers
+// went through for it.
+Timeline timeline_in_one_reading(const std::vector<std::string>& inputs, int cycle, uint64_t& bytes_read) {
+  KinetoTimelineParts parts;
+  const KinetoFileEvents each_file = parts.reader();
+  RunTrace run;
+  Timeline tl;
+  std::string err;
+  const uint64_t before = trace_read_progress().done();
+  EXPECT_TRUE(load_kineto_run(inputs, KinetoStageMap{}, run, err, cycle, &each_file)) << err;
+  EXPECT_TRUE(timeline_from_kineto_run(run, parts, tl, err)) << err;
+  bytes_read = trace_read_progress().done() - before;
+  return tl;
+}
+}  // namespace
+
+// The viewer reads each file once, building the timeline as the import reads: the same timeline, span for span, as
+// reading every file again after the import — for every file set the import takes (clock shifts, cycles and one
+// cycle picked, a trace cut off by a killed job) — from half the bytes.
+TEST(KinetoTimeline, BuiltInTheImportsReadingEqualsReadingTheFilesAgain) {
+  const std::string cycles = temp_dir("one_reading_cycles");
+  for (int r = 0; r < 2; ++r) {
+    write_shifted(rank_file("balanced", r), cycles + "/rank" + std::to_string(r) + ".1.pt.trace.json", 0);
+    write_shifted(rank_file("balanced", r), cycles + "/rank" + std::to_string(r) + ".2.pt.trace.json", 30'000'000'000);
+  }
+  const std::string cut = temp_dir("one_reading_cut");
+  write_text(cut + "/rank0.pt.trace.json", read_text(rank_file("slow-data-rank1", 0)));
+  const std::string whole = read_text(rank_file("slow-data-rank1", 1));
+  write_text(cut + "/rank1.pt.trace.json", whole.substr(0, whole.size() * 2 / 3));
+  const struct {
+    std::vector<std::string> inputs;
+    int cycle;
+  } cases[] = {{{kCpu + "/balanced"}, 0},       {{kCpu + "/slow-data-rank1"}, 0}, {{shifted_copy("balanced", 7.31)}, 0},
+               {{cycles}, 0},                   {{cycles}, 2},                    {{cut}, 0}};
+  for (const auto& c : cases) {
+    const std::string what = c.inputs.front() + " cycle " + std::to_string(c.cycle);
+    uint64_t once = 0;
+    const Timeline one = timeline_in_one_reading(c.inputs, c.cycle, once);
+    RunTrace run;
+    std::string err;
+    const uint64_t before = trace_read_progress().done();
+    ASSERT_TRUE(load_kineto_run(c.inputs, KinetoStageMap{}, run, err, c.cycle)) << err;
+    Timeline again;
+    ASSERT_TRUE(timeline_from_kineto_run(run, again, err)) << err;
+    const uint64_t twice = trace_read_progress().done() - before;
+    EXPECT_GT(one.span_count, 1000u) << what;
+    EXPECT_EQ(timeline_text(one), timeline_text(again)) << what;
+    // Every file read once (with one cycle picked the other's files are read too, as the import must to pair them).
+    EXPECT_LT(once, twice) << what;
+    if (c.cycle == 0) EXPECT_EQ(2 * once, twice) << what;
+  }
+  fs::remove_all(cycles);
+  fs::remove_all(cut);
+}

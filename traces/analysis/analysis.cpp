@@ -62,9 +62,12 @@ std::string verdict(const Analysis& a) {
   if (a.steps == 0) return "no complete steps to analyse";
   if (!a.causes.empty() && a.causes.front().share >= kDominantShare) {
     const StallCause& c = a.causes.front();
-    if (c.rank < 0)
+    if (c.rank < 0 && c.stage == sname(Stage::allreduce))
       return fmt("communication bound: exposed allreduce costs %.2f ms/step (%.0f%% of step time)", c.lost_ms_per_step,
                  100 * c.share);
+    if (c.rank < 0)  // every rank's own input, about equally (analysis_attribution.cpp)
+      return fmt("input bound: all ranks wait for their input (%s), %.2f ms/step (%.0f%% of step time)",
+                 c.stage.c_str(), c.lost_ms_per_step, 100 * c.share);
     return fmt("dominant stall: rank %d %s costs %.2f ms/step (%.0f%% of step time)", c.rank, c.stage.c_str(),
                c.lost_ms_per_step, 100 * c.share);
   }

@@ -4,10 +4,13 @@
 #include <array>
 #include <limits>
 #include <map>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "traces/analysis/analysis_measures.h"
 #include "traces/analysis/analysis_thresholds.h"
+#include "traces/base/text_format.h"
 
 namespace ddp::analysis_detail {
 namespace {
@@ -241,18 +244,54 @@ bool sum_cause(const CauseKey& key, const std::vector<Contribution>& list, doubl
   return true;
 }
 
+// A rank's own input: its waits for data, charged to its loader's stages.
+bool is_input_cause(const CauseStage& s) { return s && (*s == Stage::wait_data || stage_has(*s, kStageLoaderThread)); }
+
+// The input causes of one stage, one per rank, when every rank of `world` has one and they are about equal
+// (kSharedInputCauseRatio): folded into one cause of every rank (rank -1). The job loses at least the largest.
+std::optional<StallCause> shared_input_cause(const std::vector<StallCause>& same_stage, size_t world) {
+  if (world < 2 || same_stage.size() != world) return std::nullopt;
+  auto by_loss = [](const StallCause& a, const StallCause& b) { return a.lost_ms < b.lost_ms; };
+  const StallCause& least = *std::min_element(same_stage.begin(), same_stage.end(), by_loss);
+  const StallCause& most = *std::max_element(same_stage.begin(), same_stage.end(), by_loss);
+  if (least.lost_ms < kSharedInputCauseRatio * most.lost_ms) return std::nullopt;
+  StallCause c = most;
+  c.rank = -1;
+  c.victims.clear();
+  nlohmann::json per_rank = nlohmann::json::object();
+  for (const StallCause& x : same_stage) {
+    per_rank[std::to_string(x.rank)] = x.lost_ms_per_step;
+    c.victims.insert(c.victims.end(), x.victims.begin(), x.victims.end());
+  }
+  c.evidence = {{"lost_ms_per_step", c.lost_ms_per_step}, {"per_rank_lost_ms_per_step", per_rank}};
+  c.explanation = fmt("every rank waits for its own input, %.2f-%.2f ms/step (%s): the input pipeline is slow on "
+                      "every rank, not one rank's",
+                      least.lost_ms_per_step, most.lost_ms_per_step, c.stage.c_str());
+  return c;
+}
+
 }  // namespace
 
 std::vector<StallCause> attribute_stalls(const std::vector<RankData>& data, const std::vector<RankAnalysis>& ranks,
                                          const std::vector<uint32_t>& common, double step_ms, int64_t origin_ns) {
   const double nsteps = static_cast<double>(std::max<size_t>(common.size(), 1));
   std::vector<StallCause> causes;
+  std::map<std::string, std::vector<StallCause>> input_causes;  // by stage: the ranks' own input waits
   for (const auto& [key, list] : charge_waits(data, ranks, common)) {
     StallCause c;
     if (!sum_cause(key, list, nsteps, step_ms, origin_ns, c)) continue;
     explain(c, key.stage, ranks);
+    if (c.rank >= 0 && is_input_cause(key.stage))
+      input_causes[c.stage].push_back(c);
     causes.push_back(std::move(c));
   }
+  for (const auto& [stage, same_stage] : input_causes)
+    if (auto shared = shared_input_cause(same_stage, data.size())) {
+      causes.erase(std::remove_if(causes.begin(), causes.end(),
+                                  [&](const StallCause& c) { return c.rank >= 0 && c.stage == stage; }),
+                   causes.end());
+      causes.push_back(std::move(*shared));
+    }
   std::stable_sort(causes.begin(), causes.end(),
                    [](const StallCause& x, const StallCause& y) { return x.lost_ms > y.lost_ms; });
   return causes;

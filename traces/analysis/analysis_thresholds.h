@@ -17,6 +17,9 @@ inline constexpr uint64_t kWarmupMinSteps = 3;
 inline constexpr double kDominantShare = 0.10;
 // Causes below this share of step time are dropped: at 1 % they are within the jitter of a steady run.
 inline constexpr double kMinCauseShare = 0.01;
+// Every rank losing time to its own input by about as much (the least at least this share of the most) is one cause
+// of every rank, not the first rank's: a close second would otherwise turn "every loader is slow" into "rank 0".
+inline constexpr double kSharedInputCauseRatio = 0.5;
 // A loader stage is blamed for a rank's data waits for being above the other ranks' mean only when the excess is more
 // than this share of its own time; a smaller excess is noise and the largest stage per batch is named instead.
 inline constexpr double kLoaderCauseMinExcess = 0.2;

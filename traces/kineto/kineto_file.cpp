@@ -170,13 +170,17 @@ bool rank_from_file_name(const std::string& name, int& rank) {
   return false;
 }
 
-KFile read_kineto_file(const std::string& path, const KinetoStageMap& map) {
+KFile read_kineto_file(const std::string& path, const KinetoStageMap& map, const ChromeEventFn* also) {
   KFile f;
   f.path = path;
   f.name = std::filesystem::path(path).filename().string();
   ChromeDocInfo info;
   Collector c(f, map);
-  f.status = parse_chrome_file(path, std::ref(c), info);  // streamed: a big trace is never in memory whole
+  // Streamed: a big trace is never in memory whole.
+  if (also)
+    f.status = parse_chrome_file(path, [&](const ChromeEventView& e) { return c(e) && (*also)(e); }, info);
+  else
+    f.status = parse_chrome_file(path, std::ref(c), info);
   // A job killed while the profiler wrote its trace leaves the JSON cut off inside traceEvents: every event handed on
   // before the cut is whole, so they are kept (the caller leaves the incomplete last step out).
   if (f.status.error == ChromeError::truncated && info.events > 0) {

@@ -49,7 +49,8 @@ struct KFile {
 
 // Reads `path`. A damaged file comes back with `status` set and nothing else trusted (a cut-off one with `cut_off`,
 // its events before the cut kept; one without events with status `empty`); never throws on bad bytes.
-KFile read_kineto_file(const std::string& path, const KinetoStageMap& map);
+// `also`, when set, sees every event too, in the same reading (the viewer's timeline), on this thread.
+KFile read_kineto_file(const std::string& path, const KinetoStageMap& map, const ChromeEventFn* also = nullptr);
 
 // The rank a file name spells: rank<R>, rank-<R> or rank_<R> (also inside a longer name). False when none.
 bool rank_from_file_name(const std::string& name, int& rank);

@@ -47,14 +47,19 @@ bool list_files(const std::vector<std::string>& inputs, std::vector<std::string>
   return true;
 }
 
-std::vector<KFile> read_all(const std::vector<std::string>& files, const KinetoStageMap& map) {
+std::vector<KFile> read_all(const std::vector<std::string>& files, const KinetoStageMap& map,
+                            const KinetoFileEvents* each_file) {
   std::vector<KFile> out(files.size());
+  // The callers' callbacks are made here, in file order, so that whatever they keep per file is made on one thread.
+  std::vector<ChromeEventFn> also(each_file ? files.size() : 0);
+  for (size_t i = 0; i < also.size(); ++i) also[i] = (*each_file)(files[i]);
   // One map per reader thread: the map caches its answers and is not shared between threads.
   const size_t n = std::min<size_t>(files.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
   auto work = [&] {
     KinetoStageMap mine = map;
-    for (size_t i = next++; i < files.size(); i = next++) out[i] = read_kineto_file(files[i], mine);
+    for (size_t i = next++; i < files.size(); i = next++)
+      out[i] = read_kineto_file(files[i], mine, also.empty() || !also[i] ? nullptr : &also[i]);
   };
   std::vector<std::thread> pool;
   for (size_t i = 1; i < n; ++i) pool.emplace_back(work);
@@ -215,12 +220,12 @@ bool is_kineto_input(const std::vector<std::string>& inputs) {
 }
 
 bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMap& map, RunTrace& run,
-                     std::string& error, int cycle) {
+                     std::string& error, int cycle, const KinetoFileEvents* each_file) {
   run = RunTrace{};
   run.dir = inputs.empty() ? std::string() : inputs.front();
   std::vector<std::string> paths;
   if (!list_files(inputs, paths, error)) return false;
-  std::vector<KFile> files = read_all(paths, map);
+  std::vector<KFile> files = read_all(paths, map, each_file);
   nlohmann::json cycles;
   std::string cycles_note;
   if (!group_cycles(files, cycle, cycles, cycles_note, error)) return false;

@@ -3,9 +3,11 @@
 // summary, the analysis, the export and the viewer read them unchanged. docs/kineto.md is the specification: which
 // files are read, how a file's rank is known, the stage mapping (traces/kineto_map.h), the clock alignment
 // (traces/kineto_align.h) and what a Kineto trace cannot show.
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "traces/chrome/chrome_reader.h"
 #include "traces/kineto/kineto_map.h"
 #include "traces/model/run_folder.h"
 
@@ -24,8 +26,12 @@ bool is_kineto_input(const std::vector<std::string>& inputs);
 // being what kineto_report_json returns.
 // Several files of one rank are its profiling cycles (traces/kineto/kineto_cycles.h): all analysed as one run, or
 // only cycle `cycle` (1-based) when > 0; the report adds "cycles" and a note saying what was found.
+// `each_file`, when set, is asked for a callback for every file it reads (its path), which then sees each of the
+// file's events in the same reading, on that file's reader thread (files are read in parallel): the viewer builds its
+// timeline so, reading every file once. Files the run leaves out (other cycles, damaged ones) are read too.
+using KinetoFileEvents = std::function<ChromeEventFn(const std::string& path)>;
 bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMap& map, RunTrace& run,
-                     std::string& error, int cycle = 0);
+                     std::string& error, int cycle = 0, const KinetoFileEvents* each_file = nullptr);
 
 // True when the run was loaded by load_kineto_run.
 bool is_kineto_run(const RunTrace& run);

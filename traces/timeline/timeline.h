@@ -196,8 +196,14 @@ class TimelineBuilder {
   void problem(std::string line) { tl_.problems.push_back(std::move(line)); }
   Timeline& timeline() { return tl_; }
   // Takes every process of `other` (built from another file, on another thread) with its spans, counters, names
-  // and texts. Process keys must not collide (per-rank files are scoped by a key prefix).
-  void absorb(TimelineBuilder&& other);
+  // and texts, every time moved by `shift_ns` (that file's clock onto this one's). A process whose key this builder
+  // has already gets the other's spans and counters too (one rank's profiling cycles, one file each).
+  void absorb(TimelineBuilder&& other, int64_t shift_ns = 0);
+  // Makes every process so far one file's among several (per-rank Kineto traces): keys and names get the prefixes
+  // (two ranks' "pid 0" stay two processes), each process the rank, and the sort order sort_base + its own sort
+  // index clamped to [0, sort_range), so that a file's processes stay together; problem lines get the name prefix.
+  void scope_processes(const std::string& key_prefix, const std::string& name_prefix, int rank, int64_t sort_base,
+                       int64_t sort_range);
   // Sorts, assigns nesting rows, computes steps/statistics/colours and moves time zero to the earliest event.
   Timeline finish();
 

@@ -253,7 +253,21 @@ void TimelineBuilder::finish_process(size_t p, int64_t shift) {
   tl_.span_count += proc.span_count;
 }
 
-void TimelineBuilder::absorb(TimelineBuilder&& other) {
+void TimelineBuilder::scope_processes(const std::string& key_prefix, const std::string& name_prefix, int rank,
+                                      int64_t sort_base, int64_t sort_range) {
+  proc_index_.clear();
+  for (size_t p = 0; p < procs_.size(); ++p) {
+    Process& proc = procs_[p];
+    proc.key = key_prefix + proc.key;
+    proc.name = name_prefix + proc.name;
+    proc.rank = rank;
+    proc.sort = sort_base + std::clamp<int64_t>(proc.sort, 0, sort_range - 1);
+    proc_index_.emplace(proc.key, static_cast<int>(p));
+  }
+  for (std::string& line : tl_.problems) line = name_prefix + line;
+}
+
+void TimelineBuilder::absorb(TimelineBuilder&& other, int64_t shift_ns) {
   const uint32_t text_offset = tl_.extras.append(std::move(other.tl_.extras));
   const uint32_t detail_offset = static_cast<uint32_t>(tl_.details.size());
   for (SpanDetail d : other.tl_.details) {
@@ -270,13 +284,18 @@ void TimelineBuilder::absorb(TimelineBuilder&& other) {
     into.rank = from.rank;
     into.sort = from.sort;
     labels_[mine] = std::move(other.labels_[p]);
-    for (CounterSeries& c : from.counters) into.counters.push_back(std::move(c));
+    for (CounterSeries& c : from.counters) {
+      for (int64_t& t : c.t) t += shift_ns;
+      into.counters.push_back(std::move(c));
+    }
     for (size_t l = 0; l < from.lanes.size(); ++l) {
       const int lane_id = lane(mine, from.lanes[l].key);
       into.lanes[lane_id].name = std::move(from.lanes[l].name);
       into.lanes[lane_id].sort = from.lanes[l].sort;
       std::vector<Span>& spans = other.staged_[p][l];
       for (Span& s : spans) {
+        s.t0 += shift_ns;
+        s.t1 += shift_ns;
         s.name = name_of[s.name];
         if (s.detail & Timeline::kDetailBit)
           s.detail = Timeline::kDetailBit | ((s.detail & ~Timeline::kDetailBit) + detail_offset);
