@@ -23,7 +23,7 @@ struct StallVictim {
 
 // One root cause: the stage on a rank that made others (or itself) wait.
 struct StallCause {
-  int rank = 0;                 // the rank at fault; -1 = no single rank (the collective's own transfer time)
+  int rank = 0;                 // the rank at fault; -1 = no single rank (the collective's transfer, input all share)
   std::string stage;            // a stage name from traces/stages.h, or "other" (untracked time on the main thread)
   double lost_ms = 0;           // job wall time lost over the analysed steps (per step: max over victims)
   double lost_ms_per_step = 0;  // lost_ms / analysed steps
