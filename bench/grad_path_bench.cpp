@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -208,7 +209,7 @@ JobSteps mean_of(const std::vector<JobSteps>& runs) {
 
 int main(int argc, char** argv) {
   const int iterations = argc > 1 ? std::atoi(argv[1]) : 400;
-  const int rounds = std::max(1, argc > 2 ? std::atoi(argv[2]) : 5);
+  const int rounds = std::max(1, argc > 2 ? std::atoi(argv[2]) : 10);
   const int port = 21000 + ::getpid() % 20000;
   int pipes[2];
   if (::pipe(pipes) != 0) return 1;
@@ -257,10 +258,14 @@ int main(int argc, char** argv) {
               recorded.p90_ms);
   std::vector<double> pair_ratios;
   for (int round = 0; round < rounds; ++round) pair_ratios.push_back(traced[round].mean_ms / plain[round].mean_ms);
+  // How well the pairs pin the ratio down: 1.96 standard errors of their mean (one pair varies by ~±5 % here).
+  double pm = 0, pv = 0;
+  for (double r : pair_ratios) pm += r / rounds;
+  for (double r : pair_ratios) pv += (r - pm) * (r - pm) / std::max(1, rounds - 1);
   std::printf("recorded / unrecorded step, mean of %d alternating runs each: ratio %.3f  (target <= 1.05; pairs "
-              "%.3f-%.3f; without the first step %.3f)\n",
+              "%.3f-%.3f, their mean %.3f +- %.3f; without the first step %.3f)\n",
               rounds, recorded.mean_ms / two_steps.mean_ms, *std::min_element(pair_ratios.begin(), pair_ratios.end()),
-              *std::max_element(pair_ratios.begin(), pair_ratios.end()),
+              *std::max_element(pair_ratios.begin(), pair_ratios.end()), pm, 1.96 * std::sqrt(pv / rounds),
               recorded.steady_mean_ms / two_steps.steady_mean_ms);
   std::printf("recorded / unrecorded step, medians:               ratio %.3f\n",
               recorded.median_ms / two_steps.median_ms);

@@ -7,6 +7,8 @@
 #include "traces/model/event.h"
 #include "traces/model/trace_format.h"
 
+struct ZSTD_CCtx_s;
+
 namespace ddp {
 
 // Appends chunks to a native trace file. Each chunk goes out in one write(2), unbuffered, so what was written
@@ -40,6 +42,9 @@ class TraceWriter {
   uint64_t bytes_ = 0;
   uint64_t events_ = 0;
   std::vector<uint8_t> raw_, packed_, frame_;
+  // One compression context for every chunk: a fresh one per chunk (ZSTD_compress) allocates and initialises its
+  // tables each time, on the writer thread that shares the rank's core with training.
+  ZSTD_CCtx_s* cctx_ = nullptr;
 };
 
 }  // namespace ddp
