@@ -19,7 +19,8 @@ inline constexpr double kDominantShare = 0.10;
 inline constexpr double kMinCauseShare = 0.01;
 // Every rank losing time to its own input by about as much (the least at least this share of the most) is one cause
 // of every rank, not the first rank's: a close second would otherwise turn "every loader is slow" into "rank 0".
-inline constexpr double kSharedInputCauseRatio = 0.5;
+// A rank that waits a third more than another or worse (e.g. 4 ms against 2) is still that rank's cause.
+inline constexpr double kSharedInputCauseRatio = 0.75;
 // A loader stage is blamed for a rank's data waits for being above the other ranks' mean only when the excess is more
 // than this share of its own time; a smaller excess is noise and the largest stage per batch is named instead.
 inline constexpr double kLoaderCauseMinExcess = 0.2;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,8 @@
 #include "traces/model/event.h"
 #include "traces/model/run_folder.h"
 #include "traces/model/stages.h"
+
+struct ZSTD_CCtx_s;
 
 namespace ddp {
 
@@ -66,6 +69,14 @@ class ExtraTexts {
   std::string open_;  // the block being filled, uncompressed
   uint32_t open_count_ = 0;
   uint32_t count_ = 0;
+  // Reused for every block: a compression context (a fresh one per block set up its tables each time) and the
+  // buffer it compresses into (sized once, never zero-filled); each block then keeps an exact-size copy.
+  struct FreeContext {
+    void operator()(ZSTD_CCtx_s* c) const;
+  };
+  std::unique_ptr<ZSTD_CCtx_s, FreeContext> context_;
+  std::unique_ptr<char[]> scratch_;
+  size_t scratch_size_ = 0;
 };
 
 // What some spans carry beyond their times and names: bytes moved and the gradient bucket (our runs' allreduces,

@@ -30,6 +30,8 @@ bool get_varint(std::string_view in, size_t& pos, size_t& n) {
 
 }  // namespace
 
+void ExtraTexts::FreeContext::operator()(ZSTD_CCtx_s* c) const { ZSTD_freeCCtx(c); }
+
 uint32_t ExtraTexts::add(std::string_view text) {
   if (open_.size() >= kBlockBytes) seal();
   put_varint(open_, text.size());
@@ -44,15 +46,21 @@ void ExtraTexts::seal() {
   b.first = count_ - open_count_ + 1;
   b.count = open_count_;
   b.raw_size = static_cast<uint32_t>(open_.size());
-  b.packed.resize(ZSTD_compressBound(open_.size()));
-  const size_t n = ZSTD_compress(b.packed.data(), b.packed.size(), open_.data(), open_.size(), kZstdLevel);
-  if (ZSTD_isError(n)) {
+  const size_t bound = ZSTD_compressBound(open_.size());
+  if (scratch_size_ < bound) {
+    scratch_.reset(new char[bound]);
+    scratch_size_ = bound;
+  }
+  if (!context_) context_.reset(ZSTD_createCCtx());
+  size_t n = 0;
+  const bool packed = context_ && !ZSTD_isError(n = ZSTD_compressCCtx(context_.get(), scratch_.get(), bound,
+                                                                      open_.data(), open_.size(), kZstdLevel));
+  if (!packed) {
     b.packed = open_;
     b.compressed = false;
   } else {
-    b.packed.resize(n);
+    b.packed.assign(scratch_.get(), n);
   }
-  b.packed.shrink_to_fit();
   blocks_.push_back(std::move(b));
   open_.clear();
   open_count_ = 0;

@@ -168,7 +168,8 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
   last_ts_ = std::max(last_ts_, t1);
   s.name = b_.intern(e.name);
   s.stage = stage_for_chrome_event(e.name, e.cat);
-  std::string extra;
+  std::string& extra = extra_;  // reused: a span's args text outgrows a string's inline buffer
+  extra.clear();
   uint64_t bytes = 0;
   uint16_t bucket = kNoBucket;
   for (size_t i = 0; i < e.arg_count; ++i) {

@@ -54,6 +54,7 @@ class ChromeToTimeline {
   std::unordered_map<uint64_t, std::vector<Open>> open_;
   std::unordered_map<int, int64_t> own_sort_;  // scoped processes: the file's sort index for each
   std::string last_pid_, last_tid_;
+  std::string extra_;  // make_span's args text, one buffer for every span
   int last_proc_ = -1, last_lane_ = -1;
   uint64_t unmatched_end_ = 0;
   int64_t last_ts_ = std::numeric_limits<int64_t>::min();
