@@ -7,20 +7,29 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # PyPI's torch in a venv (created once, cached): the real torchrun, torch.profiler and the companion's tests run
 # against it. Without a reachable registry those tests skip, each saying so.
-bash scripts/torchrun_venv.sh > /dev/null ||
-  echo "test.sh: SKIPPING the torchrun, live-Kineto, interop and companion tests: no torch venv (PyPI unreachable?)"
+# DDP_OFFLINE=1: no download (a venv made before is still used).
 torchrun_bin=${DDP_CACHE:-$HOME/.cache/ddp_profile}/torchvenv/bin/torchrun
+if [ "${DDP_OFFLINE:-0}" = 1 ]; then
+  [ -x "$torchrun_bin" ] || echo "test.sh: DDP_OFFLINE=1 and no torch venv: the torchrun, live-Kineto, interop and companion tests will skip"
+else
+  bash scripts/torchrun_venv.sh > /dev/null ||
+    echo "test.sh: SKIPPING the torchrun, live-Kineto, interop and companion tests: no torch venv (PyPI unreachable?)"
+fi
 if [ -z "${DDP_TORCHRUN:-}" ] && [ -x "$torchrun_bin" ]; then export DDP_TORCHRUN=$torchrun_bin; fi
-(cd build && ctest --output-on-failure --timeout 900 -j1)
+ctest_rc=0
+(cd build && ctest --output-on-failure --timeout 900 -j1) || ctest_rc=$?
+# Every skipped test and why, in one place (their GTEST_SKIP messages, from ctest's log).
+python3 scripts/skipped_tests.py build/Testing/Temporary/LastTest.log
+[ "$ctest_rc" = 0 ] || exit "$ctest_rc"
 
 # The Python companion (python/ddp_profile): its own tests, under the torch venv when there is one (real torchrun,
 # torch 2.11), and under Debian's torch 1.13 (it must import there and do nothing).
 venv_python=${DDP_CACHE:-$HOME/.cache/ddp_profile}/torchvenv/bin/python
 if [ -x "$venv_python" ]; then
   "$venv_python" -m pytest --version > /dev/null 2>&1 || "$venv_python" -m pip install --quiet pytest
-  "$venv_python" -m pytest -q tests/python/companion
+  "$venv_python" -m pytest -q -rs tests/python/companion
 fi
-/usr/bin/python3 -m pytest -q tests/python/companion
+/usr/bin/python3 -m pytest -q -rs tests/python/companion
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDP_PROFILE_SANITIZE=ON -DDDP_PROFILE_RUNTIME=OFF \
   -DDDP_PROFILE_VIEWER=OFF -DDDP_PROFILE_BENCH=OFF > /dev/null

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Opt-in: a Python venv with PyPI's torch (default 2.11.0) for the torchrun integration tests
+# A Python venv with PyPI's torch (default 2.11.0) for the torchrun integration tests
 # (tests/integration/test_torchrun.cpp). Only torchrun runs from it: our workers never load its libraries, and
 # torchrun itself runs on the CPU, so the CUDA wheels' few runtime packages that torch imports are all it needs
 # besides torch's pure-Python dependencies. Created once in the cache folder build_cuda_tier.sh uses; prints the
-# torchrun path. scripts/test.sh sets DDP_TORCHRUN to it when the venv exists (it never creates it).
+# torchrun path. scripts/test.sh creates it (unless DDP_OFFLINE=1) and sets DDP_TORCHRUN to it.
 #
 #   bash scripts/torchrun_venv.sh
 #   DDP_TORCHRUN=$HOME/.cache/ddp_profile/torchvenv/bin/torchrun build/tests/integration_tests --gtest_filter='Torchrun*'
