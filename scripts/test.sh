@@ -29,7 +29,7 @@ if [ -x "$venv_python" ]; then
   "$venv_python" -m pytest --version > /dev/null 2>&1 || "$venv_python" -m pip install --quiet pytest
   "$venv_python" -m pytest -q -rs tests/python/companion
 fi
-/usr/bin/python3 -m pytest -q -rs tests/python/companion
+/usr/bin/python3 -m pytest -q -rs tests/python/companion tests/python/tools
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDP_PROFILE_SANITIZE=ON -DDDP_PROFILE_RUNTIME=OFF \
   -DDDP_PROFILE_VIEWER=OFF -DDDP_PROFILE_BENCH=OFF > /dev/null
