@@ -82,7 +82,7 @@ bool ChromeToTimeline::operator()(const ChromeEventView& e) {
       }
       Span s = it->second.back().span;
       it->second.pop_back();
-      s.t1 = std::max(at(e.ts_ns), s.t0);
+      s.t1 = std::max(e.ts_ns, s.t0);
       b_.add_span(p, l, s);
       break;
     }
@@ -94,7 +94,7 @@ bool ChromeToTimeline::operator()(const ChromeEventView& e) {
         if (a.value.type != ChromeValue::number) continue;
         std::string name(e.name);
         if (!(a.key == "value" || (e.arg_count == 1 && !e.name.empty()))) name += "." + std::string(a.key);
-        b_.add_counter(p, name, at(e.ts_ns), a.value.num);
+        b_.add_counter(p, name, e.ts_ns, a.value.num);
       }
       break;
     }
@@ -103,7 +103,7 @@ bool ChromeToTimeline::operator()(const ChromeEventView& e) {
       if (e.name == "[memory]" && e.has_ts) {  // Kineto's allocator samples
         int p = proc(e);
         for (const char* k : {"Total Allocated", "Total Reserved"})
-          if (const ChromeValue* v = e.arg(k); v && v->is_number()) b_.add_counter(p, k, at(e.ts_ns), v->num);
+          if (const ChromeValue* v = e.arg(k); v && v->is_number()) b_.add_counter(p, k, e.ts_ns, v->num);
       }
       break;
     case 'M':
@@ -119,21 +119,13 @@ void ChromeToTimeline::close(int64_t end_ns) {
   uint64_t unclosed = 0;
   for (auto& kv : open_)
     for (Open& o : kv.second) {
-      o.span.t1 = std::max(at(end_ns), o.span.t0);
+      o.span.t1 = std::max(end_ns, o.span.t0);
       b_.add_span(o.p, o.l, o.span);
       ++unclosed;
     }
   open_.clear();
-  if (unclosed)
-    b_.problem(scope_.name_prefix + std::to_string(unclosed) +
-               " \"B\" events without an \"E\" (closed at the trace's end)");
-  if (unmatched_end_)
-    b_.problem(scope_.name_prefix + std::to_string(unmatched_end_) + " \"E\" events without a \"B\" (ignored)");
-  constexpr int64_t kSortRange = int64_t{1} << 40;  // a file's own sort indices (pids) stay below this
-  for (const auto& [p, own] : own_sort_) {
-    b_.set_process_sort(p, scope_.sort_base + std::clamp<int64_t>(own, 0, kSortRange - 1));
-    if (scope_.rank >= 0) b_.set_process_rank(p, scope_.rank);
-  }
+  if (unclosed) b_.problem(std::to_string(unclosed) + " \"B\" events without an \"E\" (closed at the trace's end)");
+  if (unmatched_end_) b_.problem(std::to_string(unmatched_end_) + " \"E\" events without a \"B\" (ignored)");
 }
 
 int ChromeToTimeline::proc(const ChromeEventView& e) {
@@ -141,14 +133,7 @@ int ChromeToTimeline::proc(const ChromeEventView& e) {
   if (last_proc_ >= 0 && pid == last_pid_) return last_proc_;
   last_pid_.assign(pid);
   last_lane_ = -1;
-  if (scope_.key_prefix.empty() && scope_.name_prefix.empty()) return last_proc_ = b_.process(pid);
-  last_proc_ = b_.process(scope_.key_prefix + last_pid_);
-  if (own_sort_.emplace(last_proc_, 0).second) {
-    int64_t n = 0;
-    own_sort_[last_proc_] = parse_decimal(pid, n) ? n : 0;
-    b_.set_process_name(last_proc_, scope_.name_prefix + "process " + last_pid_);
-  }
-  return last_proc_;
+  return last_proc_ = b_.process(pid);
 }
 
 std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
@@ -163,8 +148,8 @@ std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
 
 Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t1) {
   Span s;
-  s.t0 = at(t0);
-  s.t1 = at(t1);
+  s.t0 = t0;
+  s.t1 = t1;
   last_ts_ = std::max(last_ts_, t1);
   s.name = b_.intern(e.name);
   s.stage = stage_for_chrome_event(e.name, e.cat);
@@ -211,15 +196,11 @@ void ChromeToTimeline::span(const ChromeEventView& e, int64_t t0, int64_t t1) {
 void ChromeToTimeline::metadata(const ChromeEventView& e) {
   const ChromeValue* v = nullptr;
   if (e.name == "process_name" && (v = e.arg("name")) && v->type == ChromeValue::string) {
-    b_.set_process_name(proc(e), scope_.name_prefix + std::string(v->text));
+    b_.set_process_name(proc(e), v->text);
   } else if (e.name == "process_labels" && (v = e.arg("labels")) && v->type == ChromeValue::string) {
     b_.set_process_labels(proc(e), v->text);
   } else if (e.name == "process_sort_index" && (v = e.arg("sort_index")) && v->is_number()) {
-    const int p = proc(e);
-    if (auto it = own_sort_.find(p); it != own_sort_.end())
-      it->second = sort_index(v->num);
-    else
-      b_.set_process_sort(p, sort_index(v->num));
+    b_.set_process_sort(proc(e), sort_index(v->num));
   } else if (e.name == "thread_name" && (v = e.arg("name")) && v->type == ChromeValue::string) {
     auto [p, l] = where(e);
     b_.set_lane_name(p, l, v->text);

@@ -16,7 +16,7 @@ struct KinetoTimelineParts::Part {
   explicit Part(std::string p) : path(std::move(p)) {}
   std::string path;
   TimelineBuilder b;
-  timeline_detail::ChromeToTimeline conv{b};  // unscoped: the file's rank and clock are known after the reading
+  timeline_detail::ChromeToTimeline conv{b};  // the file's own keys and clock: its rank and shift come later
   bool out_of_memory = false;
   // One event into the part; after a failed allocation the part takes nothing more (the import goes on).
   bool take(const ChromeEventView& e) {

@@ -1,7 +1,7 @@
 #pragma once
 // The pieces the timeline loaders share (timeline_from_run.cpp, timeline_from_chrome.cpp,
-// timeline_from_kineto.cpp): a Chrome trace's events streamed into a TimelineBuilder, optionally scoped as one rank's
-// file among several, and one of our RankTraces added as a process. Internal to traces/timeline_from_*.cpp.
+// timeline_from_kineto.cpp): a Chrome trace's events streamed into a TimelineBuilder, and one of our RankTraces added
+// as a process. Internal to traces/timeline_from_*.cpp.
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -14,24 +14,15 @@
 
 namespace ddp::timeline_detail {
 
-// Where one file's events go when several files make one timeline (per-rank Kineto traces). The default scope leaves
-// a single file's events as they are.
-struct ChromeFileScope {
-  std::string key_prefix;   // before every process key: two ranks' "pid 0" (their GPUs) stay two processes
-  std::string name_prefix;  // before every process name ("rank 1 · ")
-  int rank = -1;            // the processes' rank (-1: unknown)
-  int64_t sort_base = 0;    // process sort = sort_base + the file's own sort index: ranks stay together, in order
-  int64_t shift_ns = 0;     // added to every timestamp: the file's clock onto the common one
-};
-
-// A Chrome trace's events into `b`, one callback at a time (the reader's ChromeEventFn). Call close() at the end.
+// A Chrome trace's events into `b`, one callback at a time (the reader's ChromeEventFn), on the file's own clock and
+// process keys (per-rank files are scoped and shifted as their builders join: TimelineBuilder::scope_processes,
+// absorb). Call close() at the end.
 class ChromeToTimeline {
  public:
-  explicit ChromeToTimeline(TimelineBuilder& b, ChromeFileScope scope = {}) : b_(b), scope_(std::move(scope)) {}
+  explicit ChromeToTimeline(TimelineBuilder& b) : b_(b) {}
 
   bool operator()(const ChromeEventView& e);
-  // Closes "B" spans left open at `end_ns` (the file's clock) and gives the file's processes their scoped rank and
-  // sort order.
+  // Closes "B" spans left open at `end_ns` and notes unmatched "B"/"E" events as problems.
   void close(int64_t end_ns);
   int64_t last_ts() const { return last_ts_; }  // the file's clock
 
@@ -41,7 +32,6 @@ class ChromeToTimeline {
     Span span;
   };
   static uint64_t key(int p, int l) { return (static_cast<uint64_t>(p) << 32) | static_cast<uint32_t>(l); }
-  int64_t at(int64_t file_ns) const { return file_ns + scope_.shift_ns; }
 
   int proc(const ChromeEventView& e);
   std::pair<int, int> where(const ChromeEventView& e);
@@ -50,9 +40,7 @@ class ChromeToTimeline {
   void metadata(const ChromeEventView& e);
 
   TimelineBuilder& b_;
-  ChromeFileScope scope_;
   std::unordered_map<uint64_t, std::vector<Open>> open_;
-  std::unordered_map<int, int64_t> own_sort_;  // scoped processes: the file's sort index for each
   std::string last_pid_, last_tid_;
   std::string extra_;  // make_span's args text, one buffer for every span
   int last_proc_ = -1, last_lane_ = -1;
