@@ -6,6 +6,9 @@
 //   open_align_analyse_s  <= 2 s for both ranks (load_kineto_run + analyze, as ddp_profile --analyze does)
 //   viewer_bytes_per_span <= 40 (the Timeline of one rank's trace: heap in use after building it, per span)
 // Usage: kineto_bench [events per rank, default 5000000]
+//   KINETO_BENCH_DIR=D    generate the set into D and keep it; a D that already holds it is read as it is (the
+//                         2 x 50 M set takes minutes to write and 2 x 10 GB of disk)
+//   KINETO_BENCH_ONLY=viewer  only the viewer against --analyze (the set's generation aside)
 #include <libdeflate.h>
 #include <malloc.h>
 #include <sys/resource.h>
@@ -281,6 +284,7 @@ template <class F>
 ChildCost in_child(F work) {
   int fds[2];
   if (::pipe(fds) != 0) die("pipe failed");
+  std::fflush(stdout);  // else the child prints the parent's buffered lines again
   auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -305,14 +309,20 @@ ChildCost in_child(F work) {
 // then the timeline on the measured clock. `read_again`: the timeline from a second reading of every file instead (as
 // the viewer did before, and still does for a --steps window).
 uint64_t viewer_load(const std::string& dir, bool read_again) {
+  auto t0 = std::chrono::steady_clock::now();
   KinetoTimelineParts parts;
   const KinetoFileEvents each_file = parts.reader();
   RunTrace run;
   std::string err;
   if (!load_kineto_run({dir}, KinetoStageMap{}, run, err, 0, read_again ? nullptr : &each_file)) die(err);
+  const double read = seconds_since(t0);
   Analysis a = analyze(run);
+  const double analysed = seconds_since(t0);
   Timeline tl;
   if (!timeline_from_kineto_run(run, parts, tl, err)) die(err);
+  std::printf("  viewer%s: read and align %.3f s, analyse %.3f s, timeline %.3f s\n", read_again ? " (reading again)" : "",
+              read, analysed - read, seconds_since(t0) - analysed);
+  std::fflush(stdout);
   return tl.span_count;
 }
 
@@ -344,7 +354,8 @@ void measure_viewer_against_analyze(const std::string& dir) {
 int main(int argc, char** argv) {
   const size_t events = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 5'000'000;
   const std::string src = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu/balanced/";
-  const fs::path dir = fs::temp_directory_path() / ("kineto_bench_" + std::to_string(::getpid()));
+  const char* keep_dir = std::getenv("KINETO_BENCH_DIR");
+  const fs::path dir = keep_dir ? fs::path(keep_dir) : fs::temp_directory_path() / ("kineto_bench_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> fixtures;
@@ -353,19 +364,29 @@ int main(int argc, char** argv) {
   if (fixtures.size() != 2) die(src + ": expected two rank traces");
   std::vector<std::string> ranks;
   for (int r = 0; r < 2; ++r) {
-    RankTemplate t = read_template(fixtures[r]);
     ranks.push_back((dir / ("rank" + std::to_string(r) + ".pt.trace.json")).string());
+    const fs::path done = ranks.back() + "." + std::to_string(events) + ".written";  // a set written whole before
+    if (keep_dir && fs::exists(done)) {
+      std::printf("reusing %s (%llu MiB)\n", ranks.back().c_str(),
+                  static_cast<unsigned long long>(fs::file_size(ranks.back()) >> 20));
+      continue;
+    }
+    RankTemplate t = read_template(fixtures[r]);
     write_rank(t, events, ranks.back());
+    std::ofstream(done.string()) << events << "\n";
     std::printf("generated %s: %zu events (%zu-event real trace x %zu), %llu MiB\n", ranks.back().c_str(), events,
                 t.events.size(), (events + t.events.size() - 1) / t.events.size(),
                 static_cast<unsigned long long>(fs::file_size(ranks.back()) >> 20));
   }
   std::printf("generated in %.1f s\n", seconds_since(t0));
-  measure_parse(ranks[0]);
-  measure_gunzip(ranks[0]);
-  measure_open_align_analyse(dir.string(), events);
-  measure_viewer_memory(ranks[0]);
+  const char* only = std::getenv("KINETO_BENCH_ONLY");
+  if (!only || std::string_view(only) != "viewer") {
+    measure_parse(ranks[0]);
+    measure_gunzip(ranks[0]);
+    measure_open_align_analyse(dir.string(), events);
+    measure_viewer_memory(ranks[0]);
+  }
   measure_viewer_against_analyze(dir.string());
-  if (!std::getenv("KINETO_BENCH_KEEP")) fs::remove_all(dir);
+  if (!keep_dir) fs::remove_all(dir);
   return 0;
 }

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <memory>
 #include <new>
+#include <stdexcept>
+#include <string>
 
 #include "traces/base/read_progress.h"
 #include "traces/chrome/chrome_pieces.h"
@@ -180,6 +182,44 @@ ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory while reading " + path);
   }
+}
+
+bool chrome_file_is_gzip(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  return f && file_starts_as_gzip(f.get());
+}
+
+bool read_chrome_event_at(const std::string& path, uint64_t offset, uint32_t size, const ChromeEventFn& on_event,
+                          std::string& error) {
+  constexpr uint32_t kMaxEventBytes = 16u << 20;  // an event's args are kilobytes; more is not an event we placed
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) {
+    error = path + ": " + std::strerror(errno);
+    return false;
+  }
+  std::string text;
+  try {
+    if (size == 0 || size > kMaxEventBytes) throw std::length_error("size");
+    text.reserve(size + 2 + kJsonPadding);
+    text.push_back('[');  // the event as the only element of an array: a trace parse_chrome_json reads
+    text.resize(1 + size);
+    if (fseeko(f.get(), static_cast<off_t>(offset), SEEK_SET) != 0 || std::fread(&text[1], 1, size, f.get()) != size ||
+        text[1] != '{')
+      throw std::length_error("place");
+    text.push_back(']');
+  } catch (const std::exception&) {
+    error = path + ": no event at byte " + std::to_string(offset) + " (the file changed since it was read)";
+    return false;
+  }
+  size_t events = 0;
+  ChromeDocInfo info;
+  const ChromeStatus s = parse_chrome_json(text, [&](const ChromeEventView& e) { return ++events == 1 && on_event(e); },
+                                           info);
+  if (!s.ok() || events != 1) {
+    error = path + ": no event at byte " + std::to_string(offset) + " (the file changed since it was read)";
+    return false;
+  }
+  return true;
 }
 
 uint64_t chrome_text_bytes_estimate(const std::string& path) {

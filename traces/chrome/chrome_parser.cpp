@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -332,7 +334,8 @@ class Parser {
     return value(v, val, 4);
   }
 
-  bool event(od::value& v) {
+  // `start` is the event's first byte ('{'): with its end, where the event's text lies in the document.
+  bool event(od::value& v, const char* start) {
     od::object obj;
     if (auto err = v.get_object().get(obj)) return fail_iter(err);
     ChromeEventView ev;
@@ -350,6 +353,8 @@ class Parser {
     }
     ev.args = args_.data();
     ev.arg_count = nargs;
+    ev.offset = base_ + static_cast<uint64_t>(start - origin_);
+    ev.size = static_cast<uint32_t>(std::min<ptrdiff_t>(value_end(v) - start, UINT32_MAX));
     ++info_.events;
     ++handed_on_;
     if (fn_ && !fn_(ev)) stopped_ = true;
@@ -368,7 +373,7 @@ class Parser {
       const std::string_view token = item.raw_json_token();
       err_.at = token.data();
       if (!token.empty() && token[0] == '{') {
-        if (!event(item)) return false;
+        if (!event(item, token.data())) return false;
         if (stopped_) return true;
       } else {
         ChromeValue ignored;

@@ -16,13 +16,12 @@
 #include "traces/model/event.h"
 #include "traces/model/run_folder.h"
 #include "traces/model/stages.h"
+#include "traces/timeline/staged_spans.h"
+#include "traces/timeline/timeline_span.h"
 
 struct ZSTD_CCtx_s;
 
 namespace ddp {
-
-inline constexpr uint8_t kNoStage = 0xFF;
-inline constexpr uint32_t kNoStep = 0xFFFFFFFF;
 
 // Interned strings: span names are arbitrary in Kineto traces, so spans carry a 32-bit id. Ids 0..kStageCount-1 are
 // the stage names, in Stage order.
@@ -44,30 +43,52 @@ class StringTable {
   std::unordered_map<std::string_view, uint32_t> index_;
 };
 
-// The spans' other args as text ("External id: 1025\nEv Idx: 0"), zstd-compressed in blocks of about 64 KiB: in a
-// Kineto trace nearly every span has some, about 50 bytes that would otherwise be most of the timeline's memory,
-// while the viewer shows one span's at a time (decompressing its block takes tens of microseconds).
+// The spans' other args as text ("External id: 1025\nEv Idx: 0"), shown for one span at a time. In a Kineto trace
+// nearly every span has some, about 50 bytes that would otherwise be most of the timeline's memory, so they are kept
+// one of two ways, in blocks: zstd-compressed text (decompressing a block takes tens of microseconds), or, for a plain
+// JSON file, only the event's place in the file (about 3 bytes a span, no formatting or compressing while loading),
+// the event read again and its args formatted when they are asked for.
 class ExtraTexts {
  public:
   uint32_t add(std::string_view text);  // the text's id, 1-based
-  std::string at(uint32_t id) const;    // "" for 0 or an unknown id
-  void seal();                          // compresses the block being filled (finish() calls it)
+  // A plain trace file that places point into (its size and time stamp are kept: a file changed since is said so).
+  uint32_t add_file(const std::string& path);
+  // The args of the event whose text lies at [offset, offset + size) of file `file` (add_file's index); the id.
+  uint32_t add_place(uint32_t file, uint64_t offset, uint32_t size);
+  std::string at(uint32_t id) const;    // "" for 0 or an unknown id; a place that cannot be read says why
+  void seal();                          // closes the block being filled (finish() calls it)
   // Takes `other`'s texts after this one's, sealing both first: `other`'s id i becomes i + the returned offset.
   uint32_t append(ExtraTexts&& other);
   size_t size() const { return count_; }
   size_t memory_bytes() const;
 
  private:
+  enum class Kind : uint8_t { texts, raw_texts, places };  // raw_texts: zstd failed, the texts as they are
   struct Block {
     uint32_t first = 1;  // id of its first text
     uint32_t count = 0;
     uint32_t raw_size = 0;
-    bool compressed = true;  // false only if zstd failed: then `packed` holds the texts as they are
-    std::string packed;      // zstd frame of the texts, each as a varint length and its bytes
+    Kind kind = Kind::texts;
+    uint32_t file = 0;    // places: the file (files_ index)
+    uint64_t start = 0;   // places: where the block's first gap counts from
+    std::string packed;   // texts: a zstd frame of varint lengths and bytes; places: varint gaps and sizes
   };
+  struct SourceFile {
+    std::string path;
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+  };
+  void open_block(Kind kind, uint32_t file, uint64_t start);
+  std::string text_at(const Block& b, uint32_t id) const;
+  std::string place_at(const Block& b, uint32_t id) const;
+
   std::vector<Block> blocks_;
+  std::vector<SourceFile> files_;
   std::string open_;  // the block being filled, uncompressed
   uint32_t open_count_ = 0;
+  Kind open_kind_ = Kind::texts;
+  uint32_t open_file_ = 0;
+  uint64_t open_start_ = 0, open_end_ = 0;  // places: the open block's start and its last event's end
   uint32_t count_ = 0;
   // Reused for every block: a compression context (a fresh one per block set up its tables each time) and the
   // buffer it compresses into (sized once, never zero-filled); each block then keeps an exact-size copy.
@@ -78,28 +99,6 @@ class ExtraTexts {
   std::unique_ptr<char[]> scratch_;
   size_t scratch_size_ = 0;
 };
-
-// What some spans carry beyond their times and names: bytes moved and the gradient bucket (our runs' allreduces,
-// copies and reads; Kineto collectives), with the span's args text. Kept apart so that a span is 32 bytes.
-struct SpanDetail {
-  uint64_t bytes = 0;
-  uint32_t text = 0;  // ExtraTexts id; 0 = none
-  uint16_t bucket = kNoBucket;
-};
-
-struct Span {
-  int64_t t0 = 0;  // ns since the timeline's origin (the earliest event), all processes on one clock
-  int64_t t1 = 0;
-  uint32_t step = kNoStep;
-  uint32_t name = 0;    // Timeline::names id
-  uint32_t detail = 0;  // bytes, bucket and args text, read through Timeline::bytes/bucket/extra; 0 = none
-  uint16_t epoch = 0;
-  uint8_t micro = 0;
-  uint8_t stage = kNoStage;  // a Stage when the name (or the Kineto category) maps to our vocabulary
-  int64_t duration() const { return t1 - t0; }
-  bool has_stage() const { return stage != kNoStage; }
-};
-static_assert(sizeof(Span) == 32, "the viewer holds tens of millions of spans: keep a span at 32 bytes");
 
 // Spans of one lane that do not overlap (nesting depth d of the lane), sorted by t0.
 struct Row {
@@ -200,9 +199,10 @@ class TimelineBuilder {
   void set_lane_sort(int p, int l, int64_t sort) { procs_[p].lanes[l].sort = sort; }
   uint32_t intern(std::string_view s) { return tl_.names.intern(s); }
   // A Span::detail for these (0 when there is nothing: no bytes, no bucket, no text).
-  uint32_t add_detail(uint64_t bytes, uint16_t bucket, std::string_view text);
+  uint32_t add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id);  // text_id: an ExtraTexts id or 0
+  ExtraTexts& extras() { return tl_.extras; }
   void add_span(int p, int l, const Span& s) { staged_[p][l].push_back(s); }
-  void reserve_spans(int p, int l, size_t n) { staged_[p][l].reserve(staged_[p][l].size() + n); }
+  void reserve_spans(int p, int l, size_t n) { staged_[p][l].reserve(n); }
   void add_counter(int p, std::string_view name, int64_t t, double v);
   void problem(std::string line) { tl_.problems.push_back(std::move(line)); }
   Timeline& timeline() { return tl_; }
@@ -224,7 +224,7 @@ class TimelineBuilder {
   Timeline tl_;
   std::vector<Process> procs_;
   std::vector<std::string> labels_;
-  std::vector<std::vector<std::vector<Span>>> staged_;  // [process][lane]
+  std::vector<std::vector<StagedSpans>> staged_;  // [process][lane]
   std::unordered_map<std::string, int> proc_index_;
   std::vector<std::unordered_map<std::string, int>> lane_index_;
   std::vector<std::unordered_map<std::string, int>> counter_index_;

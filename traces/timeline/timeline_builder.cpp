@@ -44,8 +44,7 @@ int TimelineBuilder::lane(int p, std::string_view key) {
   return id;
 }
 
-uint32_t TimelineBuilder::add_detail(uint64_t bytes, uint16_t bucket, std::string_view text) {
-  const uint32_t text_id = text.empty() ? 0 : tl_.extras.add(text);
+uint32_t TimelineBuilder::add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id) {
   if (bytes == 0 && bucket == kNoBucket) return text_id;  // most spans: at most a text, no detail record
   tl_.details.push_back(SpanDetail{bytes, text_id, bucket});
   return Timeline::kDetailBit | static_cast<uint32_t>(tl_.details.size() - 1);
@@ -79,11 +78,11 @@ struct TimeRange {
 
 // A process gets its steps from its step spans; a trace without them (e.g. Kineto without ProfilerStep) gets each
 // step's extent from the spans that carry that step arg.
-bool has_step_spans(const std::vector<std::vector<Span>>& lanes) {
-  for (const auto& spans : lanes)
-    for (const Span& s : spans)
-      if (s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep) return true;
-  return false;
+bool has_step_spans(const std::vector<StagedSpans>& lanes) {
+  bool found = false;
+  for (const StagedSpans& spans : lanes)
+    spans.for_each([&](const Span& s) { found |= s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep; });
+  return found;
 }
 
 class StepCollector {
@@ -122,17 +121,8 @@ class StepCollector {
   std::vector<StepMark> derived_;  // indexed by step; t1 < t0 marks a step not seen
 };
 
-// Moves spans to the timeline's time zero and sorts them by start (longest first on ties, so parents precede
-// the children that start with them).
-void shift_and_sort(std::vector<Span>& spans, int64_t shift) {
-  for (Span& s : spans) {
-    s.t0 -= shift;
-    s.t1 -= shift;
-    if (s.t1 < s.t0) s.t1 = s.t0;
-  }
-  auto order = [](const Span& a, const Span& b) { return a.t0 < b.t0 || (a.t0 == b.t0 && a.t1 > b.t1); };
-  if (!std::is_sorted(spans.begin(), spans.end(), order)) std::sort(spans.begin(), spans.end(), order);
-}
+// Spans in display order: by start, longest first on ties (so parents precede the children that start with them).
+bool starts_before(const Span& a, const Span& b) { return a.t0 < b.t0 || (a.t0 == b.t0 && a.t1 > b.t1); }
 
 void add_stage_stat(const Span& s, Process& proc) {
   if (!s.has_stage()) return;
@@ -141,37 +131,74 @@ void add_stage_stat(const Span& s, Process& proc) {
   st.total_ns += s.t1 - s.t0;
 }
 
-// Distributes sorted spans into the lane's rows by nesting depth: a span's row is the number of spans still open at
-// its start. Consumes `spans`.
-void assign_rows(Lane& lane, std::vector<Span>& spans) {
-  std::vector<int64_t> open;  // ends of the spans open at the current start
-  constexpr size_t kMaxRows = 64;
+// Nesting depth as spans come in display order: a span's row is the number of spans still open at its start.
+class DepthCounter {
+ public:
+  static constexpr size_t kMaxRows = 64;
+  uint8_t next(const Span& s) {
+    while (!open_.empty() && open_.back() <= s.t0) open_.pop_back();
+    const size_t d = std::min(open_.size(), kMaxRows - 1);
+    open_.push_back(s.t1);
+    return static_cast<uint8_t>(d);
+  }
+
+ private:
+  std::vector<int64_t> open_;  // ends of the spans open at the current start
+};
+
+// Empty rows with room for exactly each depth's count of spans.
+void make_rows(Lane& lane, const std::vector<size_t>& row_sizes) {
+  lane.rows.resize(row_sizes.size());
+  for (size_t d = 0; d < row_sizes.size(); ++d) lane.rows[d].spans.reserve(row_sizes[d]);
+}
+
+void put_in_row(Lane& lane, uint8_t depth, const Span& s) {
+  Row& row = lane.rows[depth];
+  row.spans.push_back(s);
+  row.max_dur = std::max(row.max_dur, s.t1 - s.t0);
+}
+
+// Staged spans already in display order (what loaders mostly hand over): depths in one pass over the chunks, then
+// each span copied into its row while its chunk is freed, so the lane is in memory about once.
+void rows_from_ordered(Lane& lane, StagedSpans& spans) {
+  std::vector<uint8_t> depth_of;
+  depth_of.reserve(spans.size());
   std::vector<size_t> row_sizes;
-  std::vector<uint8_t> depth_of(spans.size());
-  for (size_t i = 0; i < spans.size(); ++i) {
-    const Span& s = spans[i];
-    while (!open.empty() && open.back() <= s.t0) open.pop_back();
-    size_t d = std::min(open.size(), kMaxRows - 1);
-    depth_of[i] = static_cast<uint8_t>(d);
+  DepthCounter depth;
+  spans.for_each([&](const Span& s) {
+    const uint8_t d = depth.next(s);
+    depth_of.push_back(d);
     if (row_sizes.size() <= d) row_sizes.resize(d + 1, 0);
     ++row_sizes[d];
-    open.push_back(s.t1);
-  }
-  lane.rows.resize(row_sizes.size());
-  const bool one_row = row_sizes.size() == 1;  // the common case for GPU streams: no copy
-  if (!one_row)
-    for (size_t d = 0; d < row_sizes.size(); ++d) lane.rows[d].spans.reserve(row_sizes[d]);
+  });
+  make_rows(lane, row_sizes);
+  size_t i = 0;
+  spans.consume([&](const Span& s) { put_in_row(lane, depth_of[i++], s); });
+}
+
+// Staged spans out of order: gathered (freeing chunks as they are copied), sorted, then split into rows; the lane
+// is briefly in memory twice when it has more than one row.
+void rows_from_unordered(Lane& lane, StagedSpans& staged) {
+  std::vector<Span> spans;
+  spans.reserve(staged.size());
+  staged.consume([&](const Span& s) { spans.push_back(s); });
+  std::sort(spans.begin(), spans.end(), starts_before);
+  std::vector<uint8_t> depth_of(spans.size());
+  std::vector<size_t> row_sizes;
+  DepthCounter depth;
   for (size_t i = 0; i < spans.size(); ++i) {
-    const Span& s = spans[i];
-    Row& row = lane.rows[depth_of[i]];
-    if (!one_row) row.spans.push_back(s);
-    row.max_dur = std::max(row.max_dur, s.t1 - s.t0);
+    depth_of[i] = depth.next(spans[i]);
+    if (row_sizes.size() <= depth_of[i]) row_sizes.resize(depth_of[i] + 1, 0);
+    ++row_sizes[depth_of[i]];
   }
-  if (one_row) {
+  if (row_sizes.size() == 1) {  // the common case for GPU streams: the sorted vector is the row
+    lane.rows.resize(1);
+    for (const Span& s : spans) lane.rows[0].max_dur = std::max(lane.rows[0].max_dur, s.t1 - s.t0);
     lane.rows[0].spans = std::move(spans);
-    lane.rows[0].spans.shrink_to_fit();  // the staging vector's growth room would cost up to a span per span
-  } else
-    std::vector<Span>().swap(spans);
+    return;
+  }
+  make_rows(lane, row_sizes);
+  for (size_t i = 0; i < spans.size(); ++i) put_in_row(lane, depth_of[i], spans[i]);
 }
 
 // Sorts a counter's samples by time (they usually arrive in order), moves them to time zero and finds the range.
@@ -206,15 +233,14 @@ void assign_name_colors(Timeline& tl) {
 }
 
 // The earliest and latest time over every staged span and counter sample; {0, 0} when there is none.
-TimeRange staged_time_range(const std::vector<Process>& procs,
-                            const std::vector<std::vector<std::vector<Span>>>& staged) {
+TimeRange staged_time_range(const std::vector<Process>& procs, const std::vector<std::vector<StagedSpans>>& staged) {
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (size_t p = 0; p < procs.size(); ++p) {
-    for (const auto& lane_spans : staged[p])
-      for (const Span& s : lane_spans) {
+    for (const StagedSpans& lane_spans : staged[p])
+      lane_spans.for_each([&](const Span& s) {
         lo = std::min(lo, s.t0);
         hi = std::max(hi, s.t1);
-      }
+      });
     for (const auto& c : procs[p].counters)
       for (int64_t t : c.t) {
         lo = std::min(lo, t);
@@ -225,16 +251,25 @@ TimeRange staged_time_range(const std::vector<Process>& procs,
   return {lo, hi};
 }
 
-// One lane's staged spans -> its rows, adding to the process's stage totals and steps.
-void finish_lane(Process& proc, Lane& lane, std::vector<Span>& spans, int64_t shift, StepCollector& steps) {
-  shift_and_sort(spans, shift);
+// One lane's staged spans -> its rows (moved to time zero), adding to the process's stage totals and steps.
+void finish_lane(Process& proc, Lane& lane, StagedSpans& spans, int64_t shift, StepCollector& steps) {
   lane.span_count = spans.size();
   proc.span_count += spans.size();
-  for (const Span& s : spans) {
+  bool ordered = true;
+  const Span* last = nullptr;
+  spans.for_each([&](Span& s) {
+    s.t0 -= shift;
+    s.t1 -= shift;
+    if (s.t1 < s.t0) s.t1 = s.t0;
     add_stage_stat(s, proc);
     steps.add(s);
-  }
-  assign_rows(lane, spans);
+    if (last && starts_before(s, *last)) ordered = false;
+    last = &s;
+  });
+  if (ordered)
+    rows_from_ordered(lane, spans);
+  else
+    rows_from_unordered(lane, spans);
 }
 
 }  // namespace
@@ -292,8 +327,8 @@ void TimelineBuilder::absorb(TimelineBuilder&& other, int64_t shift_ns) {
       const int lane_id = lane(mine, from.lanes[l].key);
       into.lanes[lane_id].name = std::move(from.lanes[l].name);
       into.lanes[lane_id].sort = from.lanes[l].sort;
-      std::vector<Span>& spans = other.staged_[p][l];
-      for (Span& s : spans) {
+      StagedSpans& spans = other.staged_[p][l];
+      spans.for_each([&](Span& s) {
         s.t0 += shift_ns;
         s.t1 += shift_ns;
         s.name = name_of[s.name];
@@ -301,12 +336,8 @@ void TimelineBuilder::absorb(TimelineBuilder&& other, int64_t shift_ns) {
           s.detail = Timeline::kDetailBit | ((s.detail & ~Timeline::kDetailBit) + detail_offset);
         else if (s.detail)
           s.detail += text_offset;
-      }
-      std::vector<Span>& to = staged_[mine][lane_id];
-      if (to.empty())
-        to = std::move(spans);
-      else
-        to.insert(to.end(), spans.begin(), spans.end());
+      });
+      staged_[mine][lane_id].append(std::move(spans));
     }
   }
   for (std::string& line : other.tl_.problems) tl_.problems.push_back(std::move(line));

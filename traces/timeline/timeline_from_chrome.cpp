@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <unordered_map>
@@ -146,6 +147,37 @@ std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
   return {p, last_lane_};
 }
 
+namespace {
+
+// An arg the span's own fields take (shown through them, not in the args text).
+bool own_arg(const ChromeArg& a) {
+  uint64_t u = 0;
+  if (a.key == "batch" || a.key == "samples") return true;  // part of our own export; not shown
+  return (a.key == "step" || a.key == "epoch" || a.key == "micro" || a.key == "bucket" || a.key == "bytes" ||
+          a.key == "Bytes") &&
+         arg_uint(a.value, u);
+}
+
+}  // namespace
+
+bool args_can_be_read_again(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec) && !chrome_file_is_gzip(path);
+}
+
+bool append_shown_args(const ChromeEventView& e, std::string& out) {
+  const size_t before = out.size();
+  for (size_t i = 0; i < e.arg_count; ++i) {
+    const ChromeArg& a = e.args[i];
+    if (own_arg(a) || out.size() - before >= 240) continue;
+    if (out.size() > before) out += "\n";
+    out.append(a.key);
+    out += ": ";
+    out.append(a.value.text.substr(0, 120));
+  }
+  return out.size() > before;
+}
+
 Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t1) {
   Span s;
   s.t0 = t0;
@@ -153,37 +185,41 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
   last_ts_ = std::max(last_ts_, t1);
   s.name = b_.intern(e.name);
   s.stage = stage_for_chrome_event(e.name, e.cat);
-  std::string& extra = extra_;  // reused: a span's args text outgrows a string's inline buffer
-  extra.clear();
   uint64_t bytes = 0;
   uint16_t bucket = kNoBucket;
+  bool shown = false;  // an arg for the args text
   for (size_t i = 0; i < e.arg_count; ++i) {
     const ChromeArg& a = e.args[i];
     uint64_t u = 0;
-    if (a.key == "step" && arg_uint(a.value, u)) {
+    if (!own_arg(a)) {
+      shown = true;
+    } else if (!arg_uint(a.value, u)) {
+      // batch, samples
+    } else if (a.key == "step") {
       s.step = static_cast<uint32_t>(std::min<uint64_t>(u, kNoStep - 1));
-    } else if (a.key == "epoch" && arg_uint(a.value, u)) {
+    } else if (a.key == "epoch") {
       s.epoch = static_cast<uint16_t>(std::min<uint64_t>(u, 0xFFFF));
-    } else if (a.key == "micro" && arg_uint(a.value, u)) {
+    } else if (a.key == "micro") {
       s.micro = static_cast<uint8_t>(std::min<uint64_t>(u, 0xFF));
-    } else if (a.key == "bucket" && arg_uint(a.value, u)) {
+    } else if (a.key == "bucket") {
       bucket = static_cast<uint16_t>(std::min<uint64_t>(u, kNoBucket));
-    } else if ((a.key == "bytes" || a.key == "Bytes") && arg_uint(a.value, u)) {
+    } else if (a.key == "bytes" || a.key == "Bytes") {
       bytes = u;
-    } else if (a.key == "batch" || a.key == "samples") {
-      // part of our own export; not shown
-    } else if (extra.size() < 240) {
-      if (!extra.empty()) extra += "\n";
-      extra.append(a.key);
-      extra += ": ";
-      extra.append(a.value.text.substr(0, 120));
     }
   }
   if (s.step == kNoStep && s.stage == static_cast<uint8_t>(Stage::step) && e.name.rfind("ProfilerStep#", 0) == 0) {
     int64_t n = 0;
     if (parse_decimal(e.name.substr(13), n) && n >= 0) s.step = static_cast<uint32_t>(n);
   }
-  s.detail = b_.add_detail(bytes, bucket, extra);
+  uint32_t text_id = 0;
+  if (shown && args_file_ != kNoFile) {
+    text_id = b_.extras().add_place(args_file_, e.offset, e.size);
+  } else if (shown) {
+    extra_.clear();  // reused: a span's args text outgrows a string's inline buffer
+    append_shown_args(e, extra_);
+    text_id = b_.extras().add(extra_);
+  }
+  s.detail = b_.add_detail(bytes, bucket, text_id);
   return s;
 }
 
@@ -219,9 +255,12 @@ using timeline_detail::ChromeToTimeline;
 // `parse` reads the trace (a text in memory, or a file) into the callback it is given.
 using ChromeParse = std::function<ChromeStatus(const ChromeEventFn&, ChromeDocInfo&)>;
 
-bool build_from_chrome(const ChromeParse& parse, const std::string& source, Timeline& out, std::string& error) {
+// `plain_file`: the events come from that plain JSON file, where their args can be read again (args_in_file).
+bool build_from_chrome(const ChromeParse& parse, const std::string& source, bool plain_file, Timeline& out,
+                       std::string& error) {
   TimelineBuilder b;
   ChromeToTimeline conv(b);
+  if (plain_file) conv.args_in_file(source);
   ChromeDocInfo info;
   ChromeStatus st = parse(std::ref(conv), info);
   if (!st.ok()) {
@@ -246,8 +285,8 @@ bool build_from_chrome(const ChromeParse& parse, const std::string& source, Time
 bool timeline_from_chrome_text(std::string_view json, Timeline& out, std::string& error) {
   try {
     return build_from_chrome(
-        [json](const ChromeEventFn& fn, ChromeDocInfo& info) { return parse_chrome_json(json, fn, info); }, "", out,
-        error);
+        [json](const ChromeEventFn& fn, ChromeDocInfo& info) { return parse_chrome_json(json, fn, info); }, "", false,
+        out, error);
   } catch (const std::bad_alloc&) {
     error = "out of memory while building the timeline";
     return false;
@@ -257,8 +296,8 @@ bool timeline_from_chrome_text(std::string_view json, Timeline& out, std::string
 bool timeline_from_chrome_file(const std::string& path, Timeline& out, std::string& error) {
   try {
     return build_from_chrome(
-        [&path](const ChromeEventFn& fn, ChromeDocInfo& info) { return parse_chrome_file(path, fn, info); }, path, out,
-        error);
+        [&path](const ChromeEventFn& fn, ChromeDocInfo& info) { return parse_chrome_file(path, fn, info); }, path,
+        timeline_detail::args_can_be_read_again(path), out, error);
   } catch (const std::bad_alloc&) {
     error = "out of memory while building the timeline";
     return false;

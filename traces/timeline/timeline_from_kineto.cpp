@@ -13,7 +13,9 @@
 namespace ddp {
 
 struct KinetoTimelineParts::Part {
-  explicit Part(std::string p) : path(std::move(p)) {}
+  explicit Part(std::string p) : path(std::move(p)) {
+    if (timeline_detail::args_can_be_read_again(path)) conv.args_in_file(path);
+  }
   std::string path;
   TimelineBuilder b;
   timeline_detail::ChromeToTimeline conv{b};  // the file's own keys and clock: its rank and shift come later

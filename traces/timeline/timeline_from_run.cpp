@@ -75,7 +75,7 @@ Span span_of(const Event& e, int64_t shift, SpanNames& names, TimelineBuilder& b
   s.step = e.step;
   s.epoch = e.epoch;
   // a CUDA event's bucket field holds its name id
-  s.detail = b.add_detail(e.value, e.is_cuda() ? kNoBucket : e.bucket_index(), {});
+  s.detail = b.add_detail(e.value, e.is_cuda() ? kNoBucket : e.bucket_index(), 0);
   s.micro = e.micro;
   s.stage = e.stage < kStageCount ? e.stage : kNoStage;
   s.name = names.of(e);

@@ -21,6 +21,11 @@ class ChromeToTimeline {
  public:
   explicit ChromeToTimeline(TimelineBuilder& b) : b_(b) {}
 
+  // The events come from this plain JSON file (not gzip: their offsets are the file's): a span keeps its event's
+  // place there instead of its args text, read again when shown (ExtraTexts::add_place).
+  // Only where the file can be read again at an offset (args_can_be_read_again).
+  void args_in_file(const std::string& path) { args_file_ = b_.extras().add_file(path); }
+
   bool operator()(const ChromeEventView& e);
   // Closes "B" spans left open at `end_ns` and notes unmatched "B"/"E" events as problems.
   void close(int64_t end_ns);
@@ -43,10 +48,20 @@ class ChromeToTimeline {
   std::unordered_map<uint64_t, std::vector<Open>> open_;
   std::string last_pid_, last_tid_;
   std::string extra_;  // make_span's args text, one buffer for every span
+  static constexpr uint32_t kNoFile = UINT32_MAX;
+  uint32_t args_file_ = kNoFile;
   int last_proc_ = -1, last_lane_ = -1;
   uint64_t unmatched_end_ = 0;
   int64_t last_ts_ = std::numeric_limits<int64_t>::min();
 };
+
+// A regular file of plain JSON: its events' args can be read again at their offsets (not gzip, whose offsets are in
+// the inflated text; not a pipe, read once).
+bool args_can_be_read_again(const std::string& path);
+
+// The args of `e` a span shows, as "key: value" lines (what the span's own fields do not already hold: step, epoch,
+// micro, bucket, bytes), appended to `out`. True when there was any.
+bool append_shown_args(const ChromeEventView& e, std::string& out);
 
 // Adds rank `r`'s events as one process (named as the Chrome export names it), on the run's clock with time zero at
 // `origin_ns`. Returns the process.
