@@ -219,7 +219,8 @@ class TimelineBuilder {
   Timeline finish();
 
  private:
-  void finish_process(size_t p, int64_t shift);  // rows, steps, totals and counters of process p
+  void finish_processes(int64_t shift);
+  void finish_process(size_t p, int64_t shift);  // rows, steps, totals and counters of process p (its own data only)
 
   Timeline tl_;
   std::vector<Process> procs_;

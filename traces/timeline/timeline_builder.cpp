@@ -1,7 +1,11 @@
 // TimelineBuilder: collects spans and counter samples from a loader, then sorts them into the model (rows by
 // nesting, steps, per-stage totals, colours, time zero at the earliest event).
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <limits>
+#include <mutex>
+#include <thread>
 
 #include "traces/base/parse_int.h"
 #include "traces/timeline/timeline.h"
@@ -158,19 +162,10 @@ void put_in_row(Lane& lane, uint8_t depth, const Span& s) {
   row.max_dur = std::max(row.max_dur, s.t1 - s.t0);
 }
 
-// Staged spans already in display order (what loaders mostly hand over): depths in one pass over the chunks, then
-// each span copied into its row while its chunk is freed, so the lane is in memory about once.
-void rows_from_ordered(Lane& lane, StagedSpans& spans) {
-  std::vector<uint8_t> depth_of;
-  depth_of.reserve(spans.size());
-  std::vector<size_t> row_sizes;
-  DepthCounter depth;
-  spans.for_each([&](const Span& s) {
-    const uint8_t d = depth.next(s);
-    depth_of.push_back(d);
-    if (row_sizes.size() <= d) row_sizes.resize(d + 1, 0);
-    ++row_sizes[d];
-  });
+// Staged spans already in display order (what loaders mostly hand over), with their depths: each span copied into
+// its row while its chunk is freed, so the lane is in memory about once.
+void rows_from_ordered(Lane& lane, StagedSpans& spans, const std::vector<uint8_t>& depth_of,
+                       const std::vector<size_t>& row_sizes) {
   make_rows(lane, row_sizes);
   size_t i = 0;
   spans.consume([&](const Span& s) { put_in_row(lane, depth_of[i++], s); });
@@ -251,12 +246,17 @@ TimeRange staged_time_range(const std::vector<Process>& procs, const std::vector
   return {lo, hi};
 }
 
-// One lane's staged spans -> its rows (moved to time zero), adding to the process's stage totals and steps.
+// One lane's staged spans -> its rows (moved to time zero), adding to the process's stage totals and steps. One
+// pass over the spans does the shift, the totals, the order check and the depths (good only when the order holds).
 void finish_lane(Process& proc, Lane& lane, StagedSpans& spans, int64_t shift, StepCollector& steps) {
   lane.span_count = spans.size();
   proc.span_count += spans.size();
   bool ordered = true;
   const Span* last = nullptr;
+  std::vector<uint8_t> depth_of;
+  depth_of.reserve(spans.size());
+  std::vector<size_t> row_sizes;
+  DepthCounter depth;
   spans.for_each([&](Span& s) {
     s.t0 -= shift;
     s.t1 -= shift;
@@ -265,14 +265,46 @@ void finish_lane(Process& proc, Lane& lane, StagedSpans& spans, int64_t shift, S
     steps.add(s);
     if (last && starts_before(s, *last)) ordered = false;
     last = &s;
+    if (!ordered) return;
+    const uint8_t d = depth.next(s);
+    depth_of.push_back(d);
+    if (row_sizes.size() <= d) row_sizes.resize(d + 1, 0);
+    ++row_sizes[d];
   });
-  if (ordered)
-    rows_from_ordered(lane, spans);
-  else
+  if (ordered) {
+    rows_from_ordered(lane, spans, depth_of, row_sizes);
+  } else {
+    std::vector<uint8_t>().swap(depth_of);
     rows_from_unordered(lane, spans);
+  }
 }
 
 }  // namespace
+
+// Processes are independent: finished on a thread each up to the cores (per-rank traces: a rank per core).
+void TimelineBuilder::finish_processes(int64_t shift) {
+  std::atomic<size_t> next{0};
+  std::exception_ptr failed;
+  std::mutex failed_mutex;
+  auto work = [&] {
+    try {
+      for (size_t p = next++; p < procs_.size(); p = next++) finish_process(p, shift);
+    } catch (...) {  // bad_alloc, most likely: the first one is rethrown once every thread is done
+      std::lock_guard<std::mutex> lock(failed_mutex);
+      if (!failed) failed = std::current_exception();
+    }
+  };
+  const size_t threads = std::min<size_t>(procs_.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (failed) std::rethrow_exception(failed);
+  for (const Process& proc : procs_) {
+    tl_.span_count += proc.span_count;
+    for (const CounterSeries& c : proc.counters) tl_.counter_samples += c.t.size();
+  }
+}
 
 void TimelineBuilder::finish_process(size_t p, int64_t shift) {
   Process& proc = procs_[p];
@@ -281,11 +313,7 @@ void TimelineBuilder::finish_process(size_t p, int64_t shift) {
   for (size_t l = 0; l < proc.lanes.size(); ++l) finish_lane(proc, proc.lanes[l], staged_[p][l], shift, steps);
   proc.steps = steps.take();
   std::stable_sort(proc.lanes.begin(), proc.lanes.end(), [](const Lane& a, const Lane& b) { return a.sort < b.sort; });
-  for (CounterSeries& c : proc.counters) {
-    finish_counter(c, shift);
-    tl_.counter_samples += c.t.size();
-  }
-  tl_.span_count += proc.span_count;
+  for (CounterSeries& c : proc.counters) finish_counter(c, shift);
 }
 
 void TimelineBuilder::scope_processes(const std::string& key_prefix, const std::string& name_prefix, int rank,
@@ -350,7 +378,7 @@ Timeline TimelineBuilder::finish() {
   tl_.origin_ns += shift;
   tl_.t_begin = 0;
   tl_.t_end = range.hi - range.lo;
-  for (size_t p = 0; p < procs_.size(); ++p) finish_process(p, shift);
+  finish_processes(shift);
   std::stable_sort(procs_.begin(), procs_.end(), [](const Process& a, const Process& b) { return a.sort < b.sort; });
   tl_.processes = std::move(procs_);
   tl_.extras.seal();

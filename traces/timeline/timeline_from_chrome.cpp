@@ -149,13 +149,29 @@ std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
 
 namespace {
 
-// An arg the span's own fields take (shown through them, not in the args text).
+// An arg the span's own fields take (shown through them, not in the args text). Every arg of every event asks:
+// the key's length picks the one or two names it can be.
 bool own_arg(const ChromeArg& a) {
+  const std::string_view k = a.key;
+  bool named = false;
+  switch (k.size()) {
+    case 4:
+      named = k == "step";
+      break;
+    case 5:
+      if (k == "batch") return true;  // part of our own export; not shown
+      named = k == "epoch" || k == "micro" || k == "bytes" || k == "Bytes";
+      break;
+    case 6:
+      named = k == "bucket";
+      break;
+    case 7:
+      return k == "samples";  // part of our own export; not shown
+    default:
+      return false;
+  }
   uint64_t u = 0;
-  if (a.key == "batch" || a.key == "samples") return true;  // part of our own export; not shown
-  return (a.key == "step" || a.key == "epoch" || a.key == "micro" || a.key == "bucket" || a.key == "bytes" ||
-          a.key == "Bytes") &&
-         arg_uint(a.value, u);
+  return named && arg_uint(a.value, u);
 }
 
 }  // namespace
@@ -184,7 +200,7 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
   s.t1 = t1;
   last_ts_ = std::max(last_ts_, t1);
   s.name = b_.intern(e.name);
-  s.stage = stage_for_chrome_event(e.name, e.cat);
+  s.stage = stage_of(s.name, e);
   uint64_t bytes = 0;
   uint16_t bucket = kNoBucket;
   bool shown = false;  // an arg for the args text
@@ -221,6 +237,18 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
   }
   s.detail = b_.add_detail(bytes, bucket, text_id);
   return s;
+}
+
+uint8_t ChromeToTimeline::stage_of(uint32_t name, const ChromeEventView& e) {
+  // The category matters only for the GPU ones stage_for_chrome_event looks at.
+  size_t cat = 0;
+  if (e.cat.size() == 6 && e.cat == "kernel") cat = 1;
+  else if (e.cat.size() == 10 && e.cat == "gpu_memcpy") cat = 2;
+  else if (e.cat.size() == 10 && e.cat == "gpu_memset") cat = 3;
+  std::vector<uint8_t>& known = stage_by_name_[cat];
+  if (known.size() <= name) known.resize(name + 1, kNotLookedUp);
+  if (known[name] == kNotLookedUp) known[name] = stage_for_chrome_event(e.name, e.cat);
+  return known[name];
 }
 
 void ChromeToTimeline::span(const ChromeEventView& e, int64_t t0, int64_t t1) {

@@ -2,6 +2,7 @@
 // The pieces the timeline loaders share (timeline_from_run.cpp, timeline_from_chrome.cpp,
 // timeline_from_kineto.cpp): a Chrome trace's events streamed into a TimelineBuilder, and one of our RankTraces added
 // as a process. Internal to traces/timeline_from_*.cpp.
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -41,6 +42,7 @@ class ChromeToTimeline {
   int proc(const ChromeEventView& e);
   std::pair<int, int> where(const ChromeEventView& e);
   Span make_span(const ChromeEventView& e, int64_t t0, int64_t t1);
+  uint8_t stage_of(uint32_t name, const ChromeEventView& e);  // stage_for_chrome_event, looked up once per name
   void span(const ChromeEventView& e, int64_t t0, int64_t t1);
   void metadata(const ChromeEventView& e);
 
@@ -49,6 +51,8 @@ class ChromeToTimeline {
   std::string last_pid_, last_tid_;
   std::string extra_;  // make_span's args text, one buffer for every span
   static constexpr uint32_t kNoFile = UINT32_MAX;
+  static constexpr uint8_t kNotLookedUp = 0xFE;  // not a Stage, not kNoStage
+  std::array<std::vector<uint8_t>, 4> stage_by_name_;  // [category class][name id]: other, kernel, memcpy, memset
   uint32_t args_file_ = kNoFile;
   int last_proc_ = -1, last_lane_ = -1;
   uint64_t unmatched_end_ = 0;
