@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 
 #include <imgui.h>
 
+#include "traces/analysis/analysis.h"
 #include "traces/native/load_run.h"
 #include "traces/kineto/kineto_import.h"
 #include "traces/timeline/timeline_kineto.h"
@@ -70,10 +72,14 @@ bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map
   if (!load_kineto_run(inputs, map, run, error, opts.cycle, opts.steps.everything() ? &each_file : nullptr) ||
       !keep_steps(run, opts.steps, error))
     return false;
+  // The analysis (the stalls panel) and the timeline each only read the run: made side by side.
+  std::future<Analysis> analysis = std::async(std::launch::async, [&run] { return analyze(run); });
   Timeline t;
-  if (!timeline_from_kineto_run(run, parts, t, error)) return false;
+  const bool built = timeline_from_kineto_run(run, parts, t, error);
+  Analysis a = analysis.get();
+  if (!built) return false;
   set_timeline(std::move(t));
-  load_stalls_for_run(*this, run);
+  load_stalls(*this, run, a);
   clock_report = kineto_report_text(run);
   return true;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "traces/analysis/analysis_types.h"
 #include "traces/kineto/kineto_map.h"
 #include "traces/model/step_window.h"
 #include "traces/timeline/timeline.h"
@@ -110,6 +111,7 @@ void draw_breakdown_panel(App& app);                                     // brea
 void draw_stalls_panel(App& app);                                        // stalls_view.cpp
 // Loads the stalls of a run folder (analysis of the run) or next to a Chrome trace (analysis.json).
 void load_stalls_for_run(App& app, const RunTrace& run);                 // stalls_view.cpp
+void load_stalls(App& app, const RunTrace& run, const Analysis& a);      // the run's analysis, made already
 bool load_stalls_json(App& app, const std::string& path, std::string& error);  // stalls_view.cpp
 
 // Writes RGBA pixels (rows bottom-up, as glReadPixels returns them) as a PNG. png_writer.cpp

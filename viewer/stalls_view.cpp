@@ -12,8 +12,9 @@ namespace ddp::viewer {
 // A cause or flag of every rank at once (the analysis says rank -1) reads "all ranks", not "rank -1".
 std::string who_label(int rank) { return rank < 0 ? std::string("all ranks") : "rank " + std::to_string(rank); }
 
-void load_stalls_for_run(App& app, const RunTrace& run) {
-  Analysis a = analyze(run);
+void load_stalls_for_run(App& app, const RunTrace& run) { load_stalls(app, run, analyze(run)); }
+
+void load_stalls(App& app, const RunTrace& run, const Analysis& a) {
   app.stalls.clear();
   for (const StallCause& c : a.causes) {
     StallItem s;

@@ -1,5 +1,7 @@
 #include "traces/kineto/kineto_file.h"
 
+#include "traces/kineto/start_times.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -87,12 +89,33 @@ class Collector {
   // with num_workers=0 the whole Dataset). The first operator inside it is where the batch has arrived: only the
   // time before it is wait_data, the rest stays untracked main-thread time.
   void cut_data_waits() {
-    for (auto& starts : op_starts_) std::sort(starts.begin(), starts.end());
-    for (KSpan& s : f_.spans) {
-      if (!s.wait_until_first_op || s.thread >= op_starts_.size()) continue;
-      const std::vector<int64_t>& starts = op_starts_[s.thread];
-      auto first = std::upper_bound(starts.begin(), starts.end(), s.t0);
-      if (first != starts.end() && *first < s.t1) s.t1 = *first;
+    std::vector<std::vector<KSpan*>> waits(op_starts_.size());  // per thread, the waits to cut
+    for (KSpan& s : f_.spans)
+      if (s.wait_until_first_op && s.thread < op_starts_.size()) waits[s.thread].push_back(&s);
+    for (size_t t = 0; t < waits.size(); ++t) {
+      if (waits[t].empty()) continue;
+      std::sort(waits[t].begin(), waits[t].end(), [](const KSpan* a, const KSpan* b) { return a->t0 < b->t0; });
+      if (op_starts_[t].ordered())
+        cut_in_one_walk(waits[t], op_starts_[t]);
+      else
+        cut_by_search(waits[t], op_starts_[t].sorted());
+    }
+  }
+  // Waits by start against the thread's starts in time order: one walk, the first start after each wait's.
+  static void cut_in_one_walk(const std::vector<KSpan*>& waits, const StartTimes& starts) {
+    size_t w = 0;
+    starts.for_each([&](int64_t t) {
+      while (w < waits.size() && waits[w]->t0 < t) {
+        if (t < waits[w]->t1) waits[w]->t1 = t;
+        ++w;
+      }
+      return w < waits.size();
+    });
+  }
+  static void cut_by_search(const std::vector<KSpan*>& waits, const std::vector<int64_t>& starts) {
+    for (KSpan* s : waits) {
+      auto first = std::upper_bound(starts.begin(), starts.end(), s->t0);
+      if (first != starts.end() && *first < s->t1) s->t1 = *first;
     }
   }
 
@@ -130,7 +153,7 @@ class Collector {
   const std::pair<const Key, uint16_t>* last_thread_ = nullptr;  // std::map nodes do not move
   std::map<Key, std::string> thread_names_;
   std::unordered_map<std::string, uint32_t> name_ids_;
-  std::vector<std::vector<int64_t>> op_starts_;  // start of every cpu_op, per thread index
+  std::vector<StartTimes> op_starts_;  // start of every cpu_op, per thread index
 };
 
 // distributedInfo.rank / world_size when the trace has them.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace ddp {
 
@@ -11,12 +12,30 @@ StringTable::StringTable() {
   for (int i = 0; i < kStageCount; ++i) intern(stage_name(static_cast<Stage>(i)));
 }
 
+namespace {
+// A slot for a name from its length and its first and last eight bytes (names share prefixes like "aten::").
+size_t recent_slot(std::string_view s, size_t slots) {
+  uint64_t head = 0, tail = 0;
+  std::memcpy(&head, s.data(), std::min<size_t>(s.size(), 8));
+  if (s.size() > 8) std::memcpy(&tail, s.data() + s.size() - 8, 8);
+  const uint64_t h = (head * 0x9E3779B97F4A7C15ull) ^ (tail * 0xC2B2AE3D27D4EB4Full) ^ (s.size() * 0x165667B19E3779F9ull);
+  return static_cast<size_t>(h >> 40) & (slots - 1);
+}
+}  // namespace
+
 uint32_t StringTable::intern(std::string_view s) {
-  auto it = index_.find(s);
-  if (it != index_.end()) return it->second;
-  strings_.emplace_back(s);
-  auto id = static_cast<uint32_t>(strings_.size() - 1);
-  index_.emplace(std::string_view(strings_.back()), id);
+  if (recent_.empty()) recent_.resize(kRecentSlots);  // a new table, or one moved from
+  Recent& r = recent_[recent_slot(s, kRecentSlots)];
+  if (r.data && r.size == s.size() && std::memcmp(r.data, s.data(), s.size()) == 0) return r.id;
+  uint32_t id = 0;
+  if (auto it = index_.find(s); it != index_.end()) {
+    id = it->second;
+  } else {
+    strings_.emplace_back(s);
+    id = static_cast<uint32_t>(strings_.size() - 1);
+    index_.emplace(std::string_view(strings_.back()), id);
+  }
+  r = Recent{strings_[id].data(), strings_[id].size(), id};
   return id;
 }
 

@@ -41,6 +41,15 @@ class StringTable {
  private:
   std::deque<std::string> strings_;  // a deque keeps addresses stable, so the index can hold views
   std::unordered_map<std::string_view, uint32_t> index_;
+  // The names met lately, by a hash of their ends: a trace repeats a few hundred names millions of times, and this
+  // answers most of them with one compare instead of hashing every byte for the index.
+  struct Recent {
+    const char* data = nullptr;
+    size_t size = 0;
+    uint32_t id = 0;
+  };
+  static constexpr size_t kRecentSlots = 4096;
+  std::vector<Recent> recent_;
 };
 
 // The spans' other args as text ("External id: 1025\nEv Idx: 0"), shown for one span at a time. In a Kineto trace
