@@ -3,7 +3,9 @@
 // series per process. Built from a run folder (native traces, one clock) or from a Chrome trace JSON (ours or
 // PyTorch profiler / Kineto). The level-of-detail query keeps a frame cheap at 10 M spans: a binary search finds the
 // visible range of each row and runs of spans narrower than a few pixels come back as one merged box.
+#include <algorithm>
 #include <array>
+#include <limits>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -11,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "traces/model/event.h"
@@ -210,7 +213,11 @@ class TimelineBuilder {
   // A Span::detail for these (0 when there is nothing: no bytes, no bucket, no text).
   uint32_t add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id);  // text_id: an ExtraTexts id or 0
   ExtraTexts& extras() { return tl_.extras; }
-  void add_span(int p, int l, const Span& s) { staged_[p][l].push_back(s); }
+  void add_span(int p, int l, const Span& s) {
+    staged_[p][l].push_back(s);
+    span_lo_ = std::min(span_lo_, s.t0);  // kept as they come: finish needs no pass of its own for the range
+    span_hi_ = std::max(span_hi_, s.t1);
+  }
   void reserve_spans(int p, int l, size_t n) { staged_[p][l].reserve(n); }
   void add_counter(int p, std::string_view name, int64_t t, double v);
   void problem(std::string line) { tl_.problems.push_back(std::move(line)); }
@@ -219,6 +226,8 @@ class TimelineBuilder {
   // and texts, every time moved by `shift_ns` (that file's clock onto this one's). A process whose key this builder
   // has already gets the other's spans and counters too (one rank's profiling cycles, one file each).
   void absorb(TimelineBuilder&& other, int64_t shift_ns = 0);
+  // absorb of each (builder, shift) in order, their spans remapped in parallel.
+  void absorb_all(const std::vector<std::pair<TimelineBuilder*, int64_t>>& others);
   // Makes every process so far one file's among several (per-rank Kineto traces): keys and names get the prefixes
   // (two ranks' "pid 0" stay two processes), each process the rank, and the sort order sort_base + its own sort
   // index clamped to [0, sort_range), so that a file's processes stay together; problem lines get the name prefix.
@@ -235,6 +244,7 @@ class TimelineBuilder {
   std::vector<Process> procs_;
   std::vector<std::string> labels_;
   std::vector<std::vector<StagedSpans>> staged_;  // [process][lane]
+  int64_t span_lo_ = std::numeric_limits<int64_t>::max(), span_hi_ = std::numeric_limits<int64_t>::min();
   std::unordered_map<std::string, int> proc_index_;
   std::vector<std::unordered_map<std::string, int>> lane_index_;
   std::vector<std::unordered_map<std::string, int>> counter_index_;

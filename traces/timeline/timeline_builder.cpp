@@ -227,21 +227,15 @@ void assign_name_colors(Timeline& tl) {
         i < static_cast<uint32_t>(kStageCount) ? stage_color(static_cast<Stage>(i)) : name_color(tl.names.at(i));
 }
 
-// The earliest and latest time over every staged span and counter sample; {0, 0} when there is none.
-TimeRange staged_time_range(const std::vector<Process>& procs, const std::vector<std::vector<StagedSpans>>& staged) {
-  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-  for (size_t p = 0; p < procs.size(); ++p) {
-    for (const StagedSpans& lane_spans : staged[p])
-      lane_spans.for_each([&](const Span& s) {
-        lo = std::min(lo, s.t0);
-        hi = std::max(hi, s.t1);
-      });
-    for (const auto& c : procs[p].counters)
+// The earliest and latest time over the staged spans (`lo` > `hi` when none) and every counter sample; {0, 0} when
+// there is nothing.
+TimeRange time_range(int64_t lo, int64_t hi, const std::vector<Process>& procs) {
+  for (const Process& p : procs)
+    for (const auto& c : p.counters)
       for (int64_t t : c.t) {
         lo = std::min(lo, t);
         hi = std::max(hi, t);
       }
-  }
   if (lo > hi) return {};
   return {lo, hi};
 }
@@ -330,50 +324,87 @@ void TimelineBuilder::scope_processes(const std::string& key_prefix, const std::
   for (std::string& line : tl_.problems) line = name_prefix + line;
 }
 
-void TimelineBuilder::absorb(TimelineBuilder&& other, int64_t shift_ns) {
-  const uint32_t text_offset = tl_.extras.append(std::move(other.tl_.extras));
-  const uint32_t detail_offset = static_cast<uint32_t>(tl_.details.size());
-  for (SpanDetail d : other.tl_.details) {
-    if (d.text) d.text += text_offset;
-    tl_.details.push_back(d);
+void TimelineBuilder::absorb(TimelineBuilder&& other, int64_t shift_ns) { absorb_all({{&other, shift_ns}}); }
+
+namespace {
+// What one absorbed builder's spans change to: its clock onto this one's, its ids into this one's tables.
+struct SpanRemap {
+  int64_t shift = 0;
+  std::vector<uint32_t> name_of;
+  uint32_t text_offset = 0, detail_offset = 0;
+  void operator()(Span& s) const {
+    s.t0 += shift;
+    s.t1 += shift;
+    s.name = name_of[s.name];
+    if (s.detail & Timeline::kDetailBit)
+      s.detail = Timeline::kDetailBit | ((s.detail & ~Timeline::kDetailBit) + detail_offset);
+    else if (s.detail)
+      s.detail += text_offset;
   }
-  std::vector<uint32_t> name_of(other.tl_.names.size());
-  for (uint32_t i = 0; i < name_of.size(); ++i) name_of[i] = tl_.names.intern(other.tl_.names.at(i));
-  for (size_t p = 0; p < other.procs_.size(); ++p) {
-    const int mine = process(other.procs_[p].key);
-    Process& into = procs_[mine];
-    Process& from = other.procs_[p];
-    into.name = std::move(from.name);
-    into.rank = from.rank;
-    into.sort = from.sort;
-    labels_[mine] = std::move(other.labels_[p]);
-    for (CounterSeries& c : from.counters) {
-      for (int64_t& t : c.t) t += shift_ns;
-      into.counters.push_back(std::move(c));
+};
+}  // namespace
+
+void TimelineBuilder::absorb_all(const std::vector<std::pair<TimelineBuilder*, int64_t>>& others) {
+  // The tables first, one builder after the other (ids depend on the order); then every builder's spans remapped
+  // on a thread each, up to the cores (a pass over every span: the bulk of the work); then their chunks moved here.
+  std::vector<SpanRemap> remaps(others.size());
+  for (size_t i = 0; i < others.size(); ++i) {
+    TimelineBuilder& other = *others[i].first;
+    SpanRemap& r = remaps[i];
+    r.shift = others[i].second;
+    r.text_offset = tl_.extras.append(std::move(other.tl_.extras));
+    r.detail_offset = static_cast<uint32_t>(tl_.details.size());
+    for (SpanDetail d : other.tl_.details) {
+      if (d.text) d.text += r.text_offset;
+      tl_.details.push_back(d);
     }
-    for (size_t l = 0; l < from.lanes.size(); ++l) {
-      const int lane_id = lane(mine, from.lanes[l].key);
-      into.lanes[lane_id].name = std::move(from.lanes[l].name);
-      into.lanes[lane_id].sort = from.lanes[l].sort;
-      StagedSpans& spans = other.staged_[p][l];
-      spans.for_each([&](Span& s) {
-        s.t0 += shift_ns;
-        s.t1 += shift_ns;
-        s.name = name_of[s.name];
-        if (s.detail & Timeline::kDetailBit)
-          s.detail = Timeline::kDetailBit | ((s.detail & ~Timeline::kDetailBit) + detail_offset);
-        else if (s.detail)
-          s.detail += text_offset;
-      });
-      staged_[mine][lane_id].append(std::move(spans));
-    }
+    r.name_of.resize(other.tl_.names.size());
+    for (uint32_t n = 0; n < r.name_of.size(); ++n) r.name_of[n] = tl_.names.intern(other.tl_.names.at(n));
   }
-  for (std::string& line : other.tl_.problems) tl_.problems.push_back(std::move(line));
-  other = TimelineBuilder{};
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < others.size(); i = next++)
+      for (auto& lanes : others[i].first->staged_)
+        for (StagedSpans& spans : lanes) spans.for_each(remaps[i]);
+  };
+  const size_t threads = std::min<size_t>(others.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();  // no allocation inside: nothing to throw
+  for (auto& t : pool) t.join();
+  for (size_t i = 0; i < others.size(); ++i) {
+    TimelineBuilder& other = *others[i].first;
+    const int64_t shift = others[i].second;
+    if (other.span_lo_ <= other.span_hi_) {
+      span_lo_ = std::min(span_lo_, other.span_lo_ + shift);
+      span_hi_ = std::max(span_hi_, other.span_hi_ + shift);
+    }
+    for (size_t p = 0; p < other.procs_.size(); ++p) {
+      const int mine = process(other.procs_[p].key);
+      Process& into = procs_[mine];
+      Process& from = other.procs_[p];
+      into.name = std::move(from.name);
+      into.rank = from.rank;
+      into.sort = from.sort;
+      labels_[mine] = std::move(other.labels_[p]);
+      for (CounterSeries& c : from.counters) {
+        for (int64_t& t : c.t) t += shift;
+        into.counters.push_back(std::move(c));
+      }
+      for (size_t l = 0; l < from.lanes.size(); ++l) {
+        const int lane_id = lane(mine, from.lanes[l].key);
+        into.lanes[lane_id].name = std::move(from.lanes[l].name);
+        into.lanes[lane_id].sort = from.lanes[l].sort;
+        staged_[mine][lane_id].append(std::move(other.staged_[p][l]));
+      }
+    }
+    for (std::string& line : other.tl_.problems) tl_.problems.push_back(std::move(line));
+    other = TimelineBuilder{};
+  }
 }
 
 Timeline TimelineBuilder::finish() {
-  const TimeRange range = staged_time_range(procs_, staged_);
+  const TimeRange range = time_range(span_lo_, span_hi_, procs_);
   const int64_t shift = range.lo;  // time zero at the earliest event
   tl_.origin_ns += shift;
   tl_.t_begin = 0;

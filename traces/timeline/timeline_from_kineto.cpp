@@ -112,6 +112,7 @@ bool timeline_from_kineto_run(const RunTrace& run, KinetoTimelineParts& parts, T
     work();
     for (auto& t : pool) t.join();
     // Each file's processes scoped by rank (so they join without colliding), on the common clock.
+    std::vector<std::pair<TimelineBuilder*, int64_t>> joining;
     for (size_t i = 0; i < files.size(); ++i) {
       KinetoTimelineParts::Part& part = *part_of[i];
       if (!ok[i] || part.out_of_memory) {
@@ -122,8 +123,9 @@ bool timeline_from_kineto_run(const RunTrace& run, KinetoTimelineParts& parts, T
       part.conv.close(part.conv.last_ts());
       part.b.scope_processes("r" + std::to_string(f.rank) + ":", "rank " + std::to_string(f.rank) + " · ", f.rank,
                              static_cast<int64_t>(f.rank) * kRankSortStride + 1, kFileSortRange);
-      b.absorb(std::move(part.b), f.shift_ns);
+      joining.emplace_back(&part.b, f.shift_ns);
     }
+    b.absorb_all(joining);
     out = b.finish();
   } catch (const std::bad_alloc&) {
     error = "out of memory while building the timeline";
