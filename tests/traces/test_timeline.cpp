@@ -246,7 +246,7 @@ TEST(Timeline, CudaSpansFromARunAreNamedByTheirKernelNotShownAsBuckets) {
   ASSERT_EQ(p.lanes.size(), 2u);
   ASSERT_EQ(p.lanes[1].name, "gpu0/stream7");
   ASSERT_EQ(p.lanes[1].rows.size(), 1u);
-  const std::vector<Span>& k = p.lanes[1].rows[0].spans;
+  const SpanArray& k = p.lanes[1].rows[0].spans;
   ASSERT_EQ(k.size(), 4u);
   EXPECT_EQ(tl.name(k[0]), "void gemm<float>(float const*)");
   EXPECT_EQ(tl.name(k[1]), "ncclDevKernel_AllReduce_Sum_f32_RING_LL");

@@ -1,10 +1,13 @@
 #pragma once
-// A lane's spans as a loader hands them over, before TimelineBuilder::finish sorts them into rows: chunks that never
-// move once allocated, so growing copies nothing and has no vector's doubling room (tens of millions of spans grew a
-// vector to twice their size and copied them each time), and two builders' spans join by moving chunks. finish then
-// consumes the chunks one at a time into the rows, freeing each as it goes: the spans are in memory about once.
+// A lane's spans as a loader hands them over, before TimelineBuilder::finish makes the rows: StagedSpans holds spans in
+// mapped chunks that never move, so growing copies nothing and has no vector's doubling room (tens of millions of
+// spans grew a vector to twice their size and copied them each time), and two builders' spans join by moving chunks.
+// LaneStaging sorts a lane's spans into rows as they come, while they come in display order, so that finish can move
+// each row's chunks into place (SpanArray::from_staged) instead of sorting and copying them.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <new>
 #include <vector>
 
@@ -32,14 +35,10 @@ class StagedSpans {
   ~StagedSpans() { release(); }
 
   void push_back(const Span& s) {
-    if (chunks_.empty() || chunks_.back().size == chunks_.back().capacity) grow(0);
+    if (chunks_.empty() || chunks_.back().size == chunks_.back().capacity) grow();
     Chunk& c = chunks_.back();
     new (&c.spans[c.size++]) Span(s);
     ++size_;
-  }
-  // Room for `n` more spans in one chunk (a loader that knows its count).
-  void reserve(size_t n) {
-    if (n > 0 && (chunks_.empty() || chunks_.back().capacity - chunks_.back().size < n)) grow(n);
   }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -62,6 +61,18 @@ class StagedSpans {
     for (const Chunk& c : chunks_)
       for (size_t i = 0; i < c.size; ++i) f(static_cast<const Span&>(c.spans[i]));
   }
+  // Hands every chunk to `f(spans, count, capacity)`, in order, with its mapping (f unmaps or moves it): the spans
+  // are gone after. For SpanArray::from_staged.
+  template <class F>
+  void take_chunks(F&& f) {
+    for (Chunk& c : chunks_) {
+      f(c.spans, c.size, c.capacity);
+      c = Chunk{};
+    }
+    chunks_.clear();
+    size_ = 0;
+  }
+
   // Hands every span to `f` in order, returning each chunk's memory to the system once it is done: the spans are
   // gone after.
   template <class F>
@@ -83,9 +94,8 @@ class StagedSpans {
     Span* spans = nullptr;
     size_t size = 0, capacity = 0;
   };
-  void grow(size_t at_least) {
-    size_t n = chunks_.empty() ? kFirstChunk : std::min(kLargestChunk, chunks_.back().capacity * 2);
-    n = std::max(n, at_least);
+  void grow() {
+    const size_t n = chunks_.empty() ? kFirstChunk : std::min(kLargestChunk, chunks_.back().capacity * 2);
     void* p = ::mmap(nullptr, n * sizeof(Span), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     chunks_.push_back(Chunk{static_cast<Span*>(p), 0, n});
@@ -101,6 +111,95 @@ class StagedSpans {
   }
   std::vector<Chunk> chunks_;
   size_t size_ = 0;
+};
+
+// Display order: by start, longest first on ties (so parents precede the children that start with them).
+inline bool starts_before(const Span& a, const Span& b) { return a.t0 < b.t0 || (a.t0 == b.t0 && a.t1 > b.t1); }
+
+class LaneStaging {
+ public:
+  static constexpr size_t kMaxRows = 64;  // deeper nesting shares the last row
+
+  void add(Span s) {
+    if (s.t1 < s.t0) s.t1 = s.t0;
+    if (ordered_ && (count_ == 0 || !starts_before(s, last_))) {
+      const size_t d = depth(s);
+      if (rows_.size() <= d) rows_.resize(d + 1);
+      rows_[d].push_back(s);
+    } else {
+      ordered_ = false;  // from here on finish sorts the lane
+      rest_.push_back(s);
+    }
+    if (count_ == 0) first_ = s;
+    last_ = s;
+    max_t1_ = std::max(max_t1_, s.t1);
+    ++count_;
+  }
+  size_t size() const { return count_; }
+  bool ordered() const { return ordered_; }
+  std::vector<StagedSpans>& rows() { return rows_; }  // by depth, while ordered()
+  StagedSpans& rest() { return rest_; }                // the spans from the first one out of order on
+
+  template <class F>
+  void for_each(F&& f) {
+    for (StagedSpans& r : rows_) r.for_each(f);
+    rest_.for_each(f);
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (const StagedSpans& r : rows_) r.for_each(f);
+    rest_.for_each(f);
+  }
+  // After every span was moved by `d` (for_each): the order state moves with them.
+  void shifted(int64_t d) {
+    first_.t0 += d;
+    first_.t1 += d;
+    last_.t0 += d;
+    last_.t1 += d;
+    max_t1_ += d;
+    for (int64_t& end : open_) end += d;
+  }
+  // `other`'s spans after this one's. Rows join row by row when every span of `other` starts after this lane's
+  // have ended (one rank's profiling cycles, one file each), else the lane is sorted at finish.
+  void append(LaneStaging&& other) {
+    if (other.count_ == 0) return;
+    if (count_ == 0) {
+      *this = std::move(other);
+      return;
+    }
+    if (ordered_ && other.ordered_ && other.first_.t0 >= max_t1_ && !starts_before(other.first_, last_)) {
+      if (rows_.size() < other.rows_.size()) rows_.resize(other.rows_.size());
+      for (size_t d = 0; d < other.rows_.size(); ++d) rows_[d].append(std::move(other.rows_[d]));
+      open_ = std::move(other.open_);  // this lane's spans all ended before other's first: none is open
+    } else {
+      ordered_ = false;
+      for (StagedSpans& r : rows_) rest_.append(std::move(r));
+      for (StagedSpans& r : other.rows_) rest_.append(std::move(r));
+      rows_.clear();
+      rest_.append(std::move(other.rest_));
+    }
+    last_ = other.last_;
+    max_t1_ = std::max(max_t1_, other.max_t1_);
+    count_ += other.count_;
+    other = LaneStaging{};
+  }
+
+ private:
+  // A span's nesting depth: how many spans are still open at its start.
+  size_t depth(const Span& s) {
+    while (!open_.empty() && open_.back() <= s.t0) open_.pop_back();
+    const size_t d = std::min(open_.size(), kMaxRows - 1);
+    open_.push_back(s.t1);
+    return d;
+  }
+
+  std::vector<StagedSpans> rows_;
+  StagedSpans rest_;
+  std::vector<int64_t> open_;  // ends of the spans open at the last start
+  Span first_, last_;
+  int64_t max_t1_ = std::numeric_limits<int64_t>::min();
+  size_t count_ = 0;
+  bool ordered_ = true;
 };
 
 }  // namespace ddp

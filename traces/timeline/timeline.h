@@ -19,6 +19,7 @@
 #include "traces/model/event.h"
 #include "traces/model/run_folder.h"
 #include "traces/model/stages.h"
+#include "traces/timeline/span_array.h"
 #include "traces/timeline/staged_spans.h"
 #include "traces/timeline/timeline_span.h"
 
@@ -114,7 +115,7 @@ class ExtraTexts {
 
 // Spans of one lane that do not overlap (nesting depth d of the lane), sorted by t0.
 struct Row {
-  std::vector<Span> spans;
+  SpanArray spans;
   int64_t max_dur = 0;  // the longest span: lets a binary search on t0 find every span overlapping a time
 };
 
@@ -214,11 +215,10 @@ class TimelineBuilder {
   uint32_t add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id);  // text_id: an ExtraTexts id or 0
   ExtraTexts& extras() { return tl_.extras; }
   void add_span(int p, int l, const Span& s) {
-    staged_[p][l].push_back(s);
+    staged_[p][l].add(s);
     span_lo_ = std::min(span_lo_, s.t0);  // kept as they come: finish needs no pass of its own for the range
-    span_hi_ = std::max(span_hi_, s.t1);
+    span_hi_ = std::max(span_hi_, std::max(s.t0, s.t1));
   }
-  void reserve_spans(int p, int l, size_t n) { staged_[p][l].reserve(n); }
   void add_counter(int p, std::string_view name, int64_t t, double v);
   void problem(std::string line) { tl_.problems.push_back(std::move(line)); }
   Timeline& timeline() { return tl_; }
@@ -243,7 +243,7 @@ class TimelineBuilder {
   Timeline tl_;
   std::vector<Process> procs_;
   std::vector<std::string> labels_;
-  std::vector<std::vector<StagedSpans>> staged_;  // [process][lane]
+  std::vector<std::vector<LaneStaging>> staged_;  // [process][lane]
   int64_t span_lo_ = std::numeric_limits<int64_t>::max(), span_hi_ = std::numeric_limits<int64_t>::min();
   std::unordered_map<std::string, int> proc_index_;
   std::vector<std::unordered_map<std::string, int>> lane_index_;

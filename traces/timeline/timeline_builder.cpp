@@ -82,9 +82,9 @@ struct TimeRange {
 
 // A process gets its steps from its step spans; a trace without them (e.g. Kineto without ProfilerStep) gets each
 // step's extent from the spans that carry that step arg.
-bool has_step_spans(const std::vector<StagedSpans>& lanes) {
+bool has_step_spans(const std::vector<LaneStaging>& lanes) {
   bool found = false;
-  for (const StagedSpans& spans : lanes)
+  for (const LaneStaging& spans : lanes)
     spans.for_each([&](const Span& s) { found |= s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep; });
   return found;
 }
@@ -125,9 +125,6 @@ class StepCollector {
   std::vector<StepMark> derived_;  // indexed by step; t1 < t0 marks a step not seen
 };
 
-// Spans in display order: by start, longest first on ties (so parents precede the children that start with them).
-bool starts_before(const Span& a, const Span& b) { return a.t0 < b.t0 || (a.t0 == b.t0 && a.t1 > b.t1); }
-
 void add_stage_stat(const Span& s, Process& proc) {
   if (!s.has_stage()) return;
   StageStat& st = proc.stages[s.stage];
@@ -135,65 +132,31 @@ void add_stage_stat(const Span& s, Process& proc) {
   st.total_ns += s.t1 - s.t0;
 }
 
-// Nesting depth as spans come in display order: a span's row is the number of spans still open at its start.
-class DepthCounter {
- public:
-  static constexpr size_t kMaxRows = 64;
-  uint8_t next(const Span& s) {
-    while (!open_.empty() && open_.back() <= s.t0) open_.pop_back();
-    const size_t d = std::min(open_.size(), kMaxRows - 1);
-    open_.push_back(s.t1);
-    return static_cast<uint8_t>(d);
-  }
-
- private:
-  std::vector<int64_t> open_;  // ends of the spans open at the current start
-};
-
-// Empty rows with room for exactly each depth's count of spans.
-void make_rows(Lane& lane, const std::vector<size_t>& row_sizes) {
-  lane.rows.resize(row_sizes.size());
-  for (size_t d = 0; d < row_sizes.size(); ++d) lane.rows[d].spans.reserve(row_sizes[d]);
-}
-
-void put_in_row(Lane& lane, uint8_t depth, const Span& s) {
-  Row& row = lane.rows[depth];
-  row.spans.push_back(s);
-  row.max_dur = std::max(row.max_dur, s.t1 - s.t0);
-}
-
-// Staged spans already in display order (what loaders mostly hand over), with their depths: each span copied into
-// its row while its chunk is freed, so the lane is in memory about once.
-void rows_from_ordered(Lane& lane, StagedSpans& spans, const std::vector<uint8_t>& depth_of,
-                       const std::vector<size_t>& row_sizes) {
-  make_rows(lane, row_sizes);
-  size_t i = 0;
-  spans.consume([&](const Span& s) { put_in_row(lane, depth_of[i++], s); });
-}
-
-// Staged spans out of order: gathered (freeing chunks as they are copied), sorted, then split into rows; the lane
-// is briefly in memory twice when it has more than one row.
-void rows_from_unordered(Lane& lane, StagedSpans& staged) {
+// A lane whose spans came out of order: gathered (freeing chunks as they are copied), sorted, then split into rows
+// by nesting depth; the lane is briefly in memory twice.
+void rows_from_unordered(Lane& lane, LaneStaging& staged) {
   std::vector<Span> spans;
   spans.reserve(staged.size());
-  staged.consume([&](const Span& s) { spans.push_back(s); });
+  for (StagedSpans& r : staged.rows()) r.consume([&](const Span& s) { spans.push_back(s); });
+  staged.rest().consume([&](const Span& s) { spans.push_back(s); });
   std::sort(spans.begin(), spans.end(), starts_before);
   std::vector<uint8_t> depth_of(spans.size());
   std::vector<size_t> row_sizes;
-  DepthCounter depth;
+  std::vector<int64_t> open;  // ends of the spans open at the current start
   for (size_t i = 0; i < spans.size(); ++i) {
-    depth_of[i] = depth.next(spans[i]);
+    while (!open.empty() && open.back() <= spans[i].t0) open.pop_back();
+    depth_of[i] = static_cast<uint8_t>(std::min(open.size(), LaneStaging::kMaxRows - 1));
+    open.push_back(spans[i].t1);
     if (row_sizes.size() <= depth_of[i]) row_sizes.resize(depth_of[i] + 1, 0);
     ++row_sizes[depth_of[i]];
   }
-  if (row_sizes.size() == 1) {  // the common case for GPU streams: the sorted vector is the row
-    lane.rows.resize(1);
-    for (const Span& s : spans) lane.rows[0].max_dur = std::max(lane.rows[0].max_dur, s.t1 - s.t0);
-    lane.rows[0].spans = std::move(spans);
-    return;
+  lane.rows.resize(row_sizes.size());
+  for (size_t d = 0; d < row_sizes.size(); ++d) lane.rows[d].spans = SpanArray::with_capacity(row_sizes[d]);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    Row& row = lane.rows[depth_of[i]];
+    row.spans.push_back(spans[i]);
+    row.max_dur = std::max(row.max_dur, spans[i].t1 - spans[i].t0);
   }
-  make_rows(lane, row_sizes);
-  for (size_t i = 0; i < spans.size(); ++i) put_in_row(lane, depth_of[i], spans[i]);
 }
 
 // Sorts a counter's samples by time (they usually arrive in order), moves them to time zero and finds the range.
@@ -240,36 +203,30 @@ TimeRange time_range(int64_t lo, int64_t hi, const std::vector<Process>& procs) 
   return {lo, hi};
 }
 
-// One lane's staged spans -> its rows (moved to time zero), adding to the process's stage totals and steps. One
-// pass over the spans does the shift, the totals, the order check and the depths (good only when the order holds).
-void finish_lane(Process& proc, Lane& lane, StagedSpans& spans, int64_t shift, StepCollector& steps) {
+// One lane's staged spans -> its rows, moved to time zero, adding to the process's stage totals and steps. A lane
+// whose spans came in display order has its rows already: one pass over them, then their chunks moved into place.
+void finish_lane(Process& proc, Lane& lane, LaneStaging& spans, int64_t shift, StepCollector& steps) {
   lane.span_count = spans.size();
   proc.span_count += spans.size();
-  bool ordered = true;
-  const Span* last = nullptr;
-  std::vector<uint8_t> depth_of;
-  depth_of.reserve(spans.size());
-  std::vector<size_t> row_sizes;
-  DepthCounter depth;
-  spans.for_each([&](Span& s) {
+  auto visit = [&](Span& s) {
     s.t0 -= shift;
     s.t1 -= shift;
-    if (s.t1 < s.t0) s.t1 = s.t0;
     add_stage_stat(s, proc);
     steps.add(s);
-    if (last && starts_before(s, *last)) ordered = false;
-    last = &s;
-    if (!ordered) return;
-    const uint8_t d = depth.next(s);
-    depth_of.push_back(d);
-    if (row_sizes.size() <= d) row_sizes.resize(d + 1, 0);
-    ++row_sizes[d];
-  });
-  if (ordered) {
-    rows_from_ordered(lane, spans, depth_of, row_sizes);
-  } else {
-    std::vector<uint8_t>().swap(depth_of);
+  };
+  if (!spans.ordered()) {
+    spans.for_each(visit);
     rows_from_unordered(lane, spans);
+    return;
+  }
+  lane.rows.resize(spans.rows().size());
+  for (size_t d = 0; d < lane.rows.size(); ++d) {
+    Row& row = lane.rows[d];
+    spans.rows()[d].for_each([&](Span& s) {
+      visit(s);
+      row.max_dur = std::max(row.max_dur, s.t1 - s.t0);
+    });
+    row.spans = SpanArray::from_staged(spans.rows()[d]);
   }
 }
 
@@ -365,7 +322,10 @@ void TimelineBuilder::absorb_all(const std::vector<std::pair<TimelineBuilder*, i
   auto work = [&] {
     for (size_t i = next++; i < others.size(); i = next++)
       for (auto& lanes : others[i].first->staged_)
-        for (StagedSpans& spans : lanes) spans.for_each(remaps[i]);
+        for (LaneStaging& spans : lanes) {
+          spans.for_each(remaps[i]);
+          spans.shifted(remaps[i].shift);
+        }
   };
   const size_t threads = std::min<size_t>(others.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;

@@ -50,7 +50,7 @@ int add_rank_process(TimelineBuilder& b, const RankTrace& r) {
 }
 
 // The builder's lane for each event lane that holds spans (-1 for the others). Lanes are dense small ids: map them
-// once, and size each lane's storage up front.
+// once.
 std::array<int, 256> map_span_lanes(TimelineBuilder& b, int p, const RankTrace& r) {
   std::array<int, 256> lane_of;
   lane_of.fill(-1);
@@ -62,7 +62,6 @@ std::array<int, 256> map_span_lanes(TimelineBuilder& b, int p, const RankTrace& 
       int l = b.lane(p, std::to_string(lane));
       if (lane >= r.lanes.size()) b.set_lane_name(p, l, r.lane_name(static_cast<uint8_t>(lane)));
       lane_of[lane] = l;
-      b.reserve_spans(p, l, per_lane[lane]);
     }
   return lane_of;
 }

@@ -15,7 +15,7 @@ size_t first_visible(const Row& row, int64_t t) {
 }
 
 void query_row(const Row& row, const LodView& view, std::vector<DrawBox>& out) {
-  const std::vector<Span>& s = row.spans;
+  const SpanArray& s = row.spans;
   const size_t n = s.size();
   if (n == 0 || view.t1 < view.t0) return;
   const int64_t thr = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(view.min_px * view.ns_per_px)));
