@@ -309,6 +309,20 @@ ChildCost in_child(F work) {
 // The viewer's load: read and align (every event into the timeline in the same reading), analyse (the stalls panel),
 // then the timeline on the measured clock. `read_again`: the timeline from a second reading of every file instead (as
 // the viewer did before, and still does for a --steps window).
+// This process's resident and peak resident memory now (GB), from /proc/self/status.
+std::string rss_now() {
+  std::ifstream in("/proc/self/status");
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0 || line.rfind("VmHWM:", 0) == 0) {
+      const double kb = std::strtod(line.c_str() + 6, nullptr);
+      char buf[48];
+      std::snprintf(buf, sizeof(buf), "%s %.3f GB ", line.substr(0, 5).c_str(), kb / 1e6);
+      out += buf;
+    }
+  return out;
+}
+
 uint64_t viewer_load(const std::string& dir, bool read_again) {
   auto t0 = std::chrono::steady_clock::now();
   KinetoTimelineParts parts;
@@ -317,6 +331,7 @@ uint64_t viewer_load(const std::string& dir, bool read_again) {
   std::string err;
   if (!load_kineto_run({dir}, KinetoStageMap{}, run, err, 0, read_again ? nullptr : &each_file)) die(err);
   const double read = seconds_since(t0);
+  const std::string rss_read = rss_now();
   // As the viewer does (viewer/app.cpp): the analysis beside the timeline.
   std::future<double> analysed = std::async(std::launch::async, [&run, t0] {
     Analysis a = analyze(run);
@@ -326,8 +341,9 @@ uint64_t viewer_load(const std::string& dir, bool read_again) {
   if (!timeline_from_kineto_run(run, parts, tl, err)) die(err);
   const double built = seconds_since(t0);
   const double analysed_at = analysed.get();
-  std::printf("  viewer%s: read and align %.3f s, then side by side: analyse %.3f s, timeline %.3f s\n",
-              read_again ? " (reading again)" : "", read, analysed_at - read, built - read);
+  std::printf("  viewer%s: read and align %.3f s (%s), then side by side: analyse %.3f s, timeline %.3f s (%s)\n",
+              read_again ? " (reading again)" : "", read, rss_read.c_str(), analysed_at - read, built - read,
+              rss_now().c_str());
   std::fflush(stdout);
   return tl.span_count;
 }

@@ -28,7 +28,7 @@ void take_size_from_param_comms(std::vector<KSpan>& kept, const std::vector<cons
     const KSpan* p = *(it - 1);
     if (p->thread == s.thread && p->t0 <= s.t0 && s.t1 <= p->t1) {
       s.bytes = p->bytes;
-      if (s.pg.empty()) s.pg = p->pg;
+      if (s.pg == 0) s.pg = p->pg;
     }
   }
 }
@@ -290,9 +290,9 @@ std::vector<CollectiveAnchor> anchors_of(const KFile& f, const std::vector<KSpan
   std::vector<CollectiveAnchor> out;
   for (const KSpan* s : picked) {
     CollectiveAnchor a;
-    a.pg = s->pg;
+    a.pg = f.process_groups[s->pg];
     a.step = s->step;
-    a.ordinal = ordinal[{s->pg, s->step}]++;
+    a.ordinal = ordinal[{a.pg, s->step}]++;
     a.bytes = s->bytes;
     a.start_ns = s->t0;
     a.end_ns = s->t1;

@@ -70,7 +70,7 @@ class Collector {
     if (s.stage == Stage::allreduce || s.stage == Stage::nccl) {
       const uint64_t n = arg_number(e, "In msg nelems");
       s.bytes = n * dtype_bytes(arg_text(e, "dtype"));
-      s.pg = std::string(arg_text(e, "Process Group Name"));
+      s.pg = process_group(arg_text(e, "Process Group Name"));
     }
     // Copies and memsets say their size (Kineto's "bytes"), so their bandwidth can be read back.
     if (s.stage == Stage::memcpy_h2d || s.stage == Stage::memcpy_d2h || s.stage == Stage::memcpy_d2d ||
@@ -140,6 +140,15 @@ class Collector {
     (void)fresh;
     last_thread_ = &*it;
     return it->second;
+  }
+  uint16_t process_group(std::string_view name) {
+    if (name.empty()) return 0;
+    auto& groups = f_.process_groups;
+    for (size_t i = 1; i < groups.size(); ++i)  // a job has a handful
+      if (groups[i] == name) return static_cast<uint16_t>(i);
+    if (groups.size() >= 0xFFFF) return 0;  // more than any job has: not said
+    groups.emplace_back(name);
+    return static_cast<uint16_t>(groups.size() - 1);
   }
   uint32_t intern(std::string_view name) {
     auto [it, fresh] = name_ids_.try_emplace(std::string(name), static_cast<uint32_t>(f_.names.size()));

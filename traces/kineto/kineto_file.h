@@ -23,7 +23,9 @@ struct KSpan {
   Stage stage = Stage::step;
   CollectiveSource collective = CollectiveSource::none;
   bool wait_until_first_op = false;  // a DataLoader __next__: the wait ends where its first operator starts
-  std::string pg;  // collectives: the process group ("Process Group Name"), empty when the trace does not say
+  // Collectives: the process group ("Process Group Name"), an index into KFile::process_groups; 0 = the trace does
+  // not say. An index, not the name: a file keeps hundreds of thousands of spans.
+  uint16_t pg = 0;
 };
 
 struct KFile {
@@ -38,6 +40,7 @@ struct KFile {
   int schema_version = -1;  // the top-level schemaVersion, -1 when the trace has none
   std::vector<std::string> threads;  // thread names ("thread 29741 (python3)", "stream 7"), index = KSpan::thread
   std::vector<std::string> names;    // CUDA record names, index = KSpan::name
+  std::vector<std::string> process_groups{""};  // index = KSpan::pg; 0 is "" (not said)
   std::vector<KSpan> spans;          // in file order
   uint64_t events = 0;               // every event in the file
   uint64_t negative_durations = 0;   // stage spans whose dur was below 0 (read as 0 long)
