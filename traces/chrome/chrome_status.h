@@ -8,8 +8,11 @@
 
 namespace ddp {
 
-// The largest JSON text the reader accepts (plain, or after inflating gzip).
+// The largest JSON text the reader holds in memory whole (a gzip file inflated, a text that cannot be read in pieces).
 inline constexpr uint64_t kMaxChromeJsonBytes = 8ull << 30;
+// The largest plain file read in pieces through the streaming window (never in memory whole: users' per-rank traces
+// reach 10 GB and more); a bound only so that an endless input ends.
+inline constexpr uint64_t kMaxStreamedChromeJsonBytes = 1ull << 40;
 
 // gunzip's output size: the first guess from the gzip trailer's ISIZE, and the next room after a member did not fit
 // (chrome_input.cpp says how). Here for the tests.

@@ -92,9 +92,9 @@ class FileText final : public DocText {
       eof_ = true;
       if (std::ferror(f_)) error_ = make_chrome_error(ChromeError::cannot_open, path_ + ": read error");
     }
-    if (size_read() > kMaxChromeJsonBytes) {
+    if (size_read() > kMaxStreamedChromeJsonBytes) {
       eof_ = true;
-      error_ = make_chrome_error(ChromeError::too_large, path_ + " is larger than 8 GiB");
+      error_ = make_chrome_error(ChromeError::too_large, path_ + " is larger than 1 TiB");
     }
   }
 

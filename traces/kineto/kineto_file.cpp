@@ -226,10 +226,10 @@ KFile read_kineto_file(const std::string& path, const KinetoStageMap& map, const
   c.finish();
   f.events = info.events;
   if (f.events == 0) {
-    f.status = {ChromeError::empty,
-                "no events (an empty traceEvents: the profiler recorded nothing; did its schedule reach an active "
-                "step before the profiler stopped?)",
-                0};
+    f.status.error = ChromeError::empty;
+    f.status.message = std::string(chrome_error_name(ChromeError::empty)) +  // as the reader's own messages start
+                       ": no events (an empty traceEvents: the profiler recorded nothing; did its schedule reach an "
+                       "active step before the profiler stopped?)";
     return f;
   }
   f.array_format = info.array_format;

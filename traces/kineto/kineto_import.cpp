@@ -113,8 +113,9 @@ bool check_identity(std::vector<KFile>& files, int& world, std::vector<std::stri
     if (f.status.ok()) continue;
     int rank = -1;
     std::string who = rank_from_file_name(f.name, rank) ? "rank " + std::to_string(rank) : std::string("a rank");
-    problems.push_back(who + " not loaded: " + f.path + ": " + std::string(chrome_error_name(f.status.error)) + ": " +
-                       f.status.message);
+    // The message starts with the error's name, and names the file itself when the file could not be read.
+    problems.push_back(who + " not loaded: " +
+                       (chrome_error_names_file(f.status.error) ? f.status.message : f.path + ": " + f.status.message));
   }
   if (by_rank.empty()) {
     error = "no trace could be read";
