@@ -33,7 +33,7 @@ void draw_stats_panel(App& app) {
   ImGui::PopTextWrapPos();
   ImGui::Text("this one: %s at %s", format_duration(s.duration()).c_str(), format_duration(s.t0).c_str());
   if (s.step != kNoStep) ImGui::Text("step %u", s.step);
-  if (ImGui::SmallButton("Zoom to it")) app.view.fit(s.t0, s.t1, 0.25);
+  if (ImGui::SmallButton("Zoom to it")) app.view.fit(s.t0, s.t1(), 0.25);
   ImGui::Separator();
   if (ImGui::BeginTable("stats", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders)) {
     for (const char* h : {"where", "count", "total", "mean", "p50/p90", "max"}) ImGui::TableSetupColumn(h);

@@ -288,7 +288,9 @@ void tooltip(const App& app, const Hit& h) {
     ImGui::Text("duration  %s", format_duration(s.duration()).c_str());
     ImGui::Text("start     %s", format_duration(s.t0).c_str());
     ImGui::Text("where     %s / %s", p.name.c_str(), lane.name.c_str());
-    if (s.step != kNoStep) ImGui::Text("step      %u  (epoch %u, micro %u)", s.step, s.epoch, s.micro);
+    if (s.step != kNoStep)
+      ImGui::Text("step      %u  (epoch %u, micro %u)", static_cast<unsigned>(s.step), unsigned{tl.epoch(s)},
+                  unsigned{tl.micro(s)});
     if (tl.bucket(s) != kNoBucket) ImGui::Text("bucket    %u", tl.bucket(s));
     if (const uint64_t bytes = tl.bytes(s)) {
       double gbps = s.duration() > 0 ? static_cast<double>(bytes) / static_cast<double>(s.duration()) : 0.0;

@@ -139,7 +139,7 @@ TEST(ChromeReader, ReadsOwnExportBack) {
         ASSERT_EQ(sa.size(), sb.size());
         for (size_t i = 0; i < sa.size(); ++i) {
           EXPECT_EQ(sa[i].t0, sb[i].t0);
-          EXPECT_EQ(sa[i].t1, sb[i].t1);
+          EXPECT_EQ(sa[i].t1(), sb[i].t1());
           EXPECT_EQ(sa[i].stage, sb[i].stage);
           EXPECT_EQ(sa[i].step, sb[i].step);
           EXPECT_EQ(from_json.bucket(sa[i]), from_run.bucket(sb[i]));

@@ -774,7 +774,7 @@ std::string timeline_text(const Timeline& tl) {
       o << " L " << l.name << " " << l.span_count << "\n";
       for (size_t d = 0; d < l.rows.size(); ++d)
         for (const Span& s : l.rows[d].spans)
-          o << "  " << d << " " << s.t0 << " " << s.t1 << " " << tl.name(s) << " " << s.step << " " << int(s.stage)
+          o << "  " << d << " " << s.t0 << " " << s.t1() << " " << tl.name(s) << " " << s.step << " " << int(s.stage)
             << " " << tl.bytes(s) << " " << tl.extra(s) << "\n";
     }
     for (const CounterSeries& c : p.counters) {

@@ -13,7 +13,7 @@ namespace {
 Span mk(int64_t t0, int64_t t1, uint8_t stage = static_cast<uint8_t>(Stage::kernel)) {
   Span s;
   s.t0 = t0;
-  s.t1 = t1;
+  s.set_t1(t1);
   s.stage = stage;
   s.name = stage;
   return s;
@@ -39,15 +39,15 @@ void check_cover(const Row& row, const LodView& v, const std::vector<DrawBox>& b
     for (size_t i = b.first; i < next; ++i) {
       covered[i] = true;
       ASSERT_GE(row.spans[i].t0, b.t0);
-      ASSERT_LE(row.spans[i].t1, b.t1);
+      ASSERT_LE(row.spans[i].t1(), b.t1);
     }
     if (b.count == 1) {
       ASSERT_EQ(b.t0, row.spans[b.first].t0);
-      ASSERT_EQ(b.t1, row.spans[b.first].t1);
+      ASSERT_EQ(b.t1, row.spans[b.first].t1());
     }
   }
   for (size_t i = 0; i < row.spans.size(); ++i) {
-    bool visible = row.spans[i].t1 >= v.t0 && row.spans[i].t0 <= v.t1;
+    bool visible = row.spans[i].t1() >= v.t0 && row.spans[i].t0 <= v.t1;
     if (visible) {
       ASSERT_TRUE(covered[i]) << "visible span " << i << " not drawn";
     }
@@ -285,4 +285,40 @@ TEST(Timeline, ExtraTextsFindEveryTextAcrossBlocks) {
   size_t raw = 0;
   for (const auto& t : texts) raw += t.size();
   EXPECT_LT(x.memory_bytes(), raw / 4);  // they compress
+}
+
+// A span's duration is exact to the nanosecond up to 2^30 ns, then rounded up in microseconds, milliseconds, seconds:
+// never shorter than it was (a parent that ends with its child still contains it), within one unit of it.
+TEST(Timeline, SpanDurationsAreExactUpToASecondThenNeverShorterThanGiven) {
+  for (int64_t ns : {int64_t{0}, int64_t{1}, int64_t{999}, (int64_t{1} << 30) - 1}) {
+    Span s;
+    s.t0 = 5;
+    s.set_t1(5 + ns);
+    EXPECT_EQ(s.duration(), ns);
+    EXPECT_EQ(s.t1(), 5 + ns);
+  }
+  int64_t before = 0;
+  for (int64_t ns : {int64_t{1} << 30, (int64_t{1} << 30) + 1, int64_t{3'600'000'000'123}, int64_t{2'000'000'000'000'000},
+                     int64_t{1'000'000'000'000'000'000}}) {
+    Span s;
+    s.set_duration(ns);
+    EXPECT_GE(s.duration(), ns);
+    const int64_t unit = ns < (int64_t{1} << 30) * 1'000       ? 1'000
+                         : ns < (int64_t{1} << 30) * 1'000'000 ? 1'000'000
+                                                               : 1'000'000'000;
+    EXPECT_LT(s.duration() - ns, unit) << ns;
+    EXPECT_GE(s.duration(), before);
+    before = s.duration();
+  }
+  Span forever;
+  forever.set_duration(int64_t{4'000'000'000'000'000'000});  // past 34 years: a damaged time, the longest span
+  EXPECT_EQ(forever.duration(), ((int64_t{1} << 30) - 1) * 1'000'000'000);
+  Span negative;
+  negative.t0 = 100;
+  negative.set_t1(40);  // an end before the start is a zero-length span
+  EXPECT_EQ(negative.duration(), 0);
+  EXPECT_EQ(negative.t1(), 100);
+  Span late;
+  late.set_step(uint64_t{1} << 40);  // beyond 24 bits: the largest step, not kNoStep
+  EXPECT_EQ(late.step, kNoStep - 1);
 }

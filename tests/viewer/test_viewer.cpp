@@ -175,7 +175,7 @@ TEST(ViewerFrame, KinetoTraceDraws) {
         for (const auto& s : r.spans)
           if (s.stage == static_cast<uint8_t>(Stage::kernel)) {
             lo = std::min(lo, s.t0);
-            hi = std::max(hi, s.t1);
+            hi = std::max(hi, s.t1());
           }
   ASSERT_LT(lo, hi);
   app.view.fit(lo, hi);
@@ -224,7 +224,7 @@ TEST(ViewerStalls, AnalysisJsonIsReadAndJumps) {
   int l = b.lane(p, "0");
   Span s;
   s.t0 = 0;
-  s.t1 = 100'000'000;
+  s.set_t1(100'000'000);
   b.add_span(p, l, s);
   app.set_timeline(b.finish());
   std::string err;
@@ -395,7 +395,7 @@ TEST(ViewerSteps, AStepWindowOfPerRankTracesHoldsOnlyItsSteps) {
     for (const Lane& l : p.lanes)
       for (const Row& r : l.rows)
         for (const Span& s : r.spans) {
-          EXPECT_GE(s.t1, lo - 5'000'000) << p.name;  // the clock offsets' few ms
+          EXPECT_GE(s.t1(), lo - 5'000'000) << p.name;  // the clock offsets' few ms
           EXPECT_LE(s.t0, hi + 5'000'000) << p.name;
         }
   App none;

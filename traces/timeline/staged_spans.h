@@ -114,14 +114,15 @@ class StagedSpans {
 };
 
 // Display order: by start, longest first on ties (so parents precede the children that start with them).
-inline bool starts_before(const Span& a, const Span& b) { return a.t0 < b.t0 || (a.t0 == b.t0 && a.t1 > b.t1); }
+inline bool starts_before(const Span& a, const Span& b) {
+  return a.t0 < b.t0 || (a.t0 == b.t0 && a.duration() > b.duration());
+}
 
 class LaneStaging {
  public:
   static constexpr size_t kMaxRows = 64;  // deeper nesting shares the last row
 
-  void add(Span s) {
-    if (s.t1 < s.t0) s.t1 = s.t0;
+  void add(const Span& s) {
     if (ordered_ && (count_ == 0 || !starts_before(s, last_))) {
       const size_t d = depth(s);
       if (rows_.size() <= d) rows_.resize(d + 1);
@@ -132,7 +133,7 @@ class LaneStaging {
     }
     if (count_ == 0) first_ = s;
     last_ = s;
-    max_t1_ = std::max(max_t1_, s.t1);
+    max_t1_ = std::max(max_t1_, s.t1());
     ++count_;
   }
   size_t size() const { return count_; }
@@ -153,9 +154,7 @@ class LaneStaging {
   // After every span was moved by `d` (for_each): the order state moves with them.
   void shifted(int64_t d) {
     first_.t0 += d;
-    first_.t1 += d;
     last_.t0 += d;
-    last_.t1 += d;
     max_t1_ += d;
     for (int64_t& end : open_) end += d;
   }
@@ -189,7 +188,7 @@ class LaneStaging {
   size_t depth(const Span& s) {
     while (!open_.empty() && open_.back() <= s.t0) open_.pop_back();
     const size_t d = std::min(open_.size(), kMaxRows - 1);
-    open_.push_back(s.t1);
+    open_.push_back(s.t1());
     return d;
   }
 

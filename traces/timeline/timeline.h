@@ -190,6 +190,14 @@ struct Timeline {
     const SpanDetail* d = detail(s);
     return d ? d->bucket : kNoBucket;
   }
+  uint16_t epoch(const Span& s) const {
+    const SpanDetail* d = detail(s);
+    return d ? d->epoch : 0;
+  }
+  uint8_t micro(const Span& s) const {
+    const SpanDetail* d = detail(s);
+    return d ? d->micro : 0;
+  }
   std::string extra(const Span& s) const {
     const SpanDetail* d = detail(s);
     return extras.at(d ? d->text : (s.detail & kDetailBit) ? 0 : s.detail);
@@ -212,12 +220,13 @@ class TimelineBuilder {
   void set_lane_sort(int p, int l, int64_t sort) { procs_[p].lanes[l].sort = sort; }
   uint32_t intern(std::string_view s) { return tl_.names.intern(s); }
   // A Span::detail for these (0 when there is nothing: no bytes, no bucket, no text).
-  uint32_t add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id);  // text_id: an ExtraTexts id or 0
+  // text_id: an ExtraTexts id or 0. A detail record only when there is more than a text.
+  uint32_t add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id, uint16_t epoch = 0, uint8_t micro = 0);
   ExtraTexts& extras() { return tl_.extras; }
   void add_span(int p, int l, const Span& s) {
     staged_[p][l].add(s);
     span_lo_ = std::min(span_lo_, s.t0);  // kept as they come: finish needs no pass of its own for the range
-    span_hi_ = std::max(span_hi_, std::max(s.t0, s.t1));
+    span_hi_ = std::max(span_hi_, s.t1());
   }
   void add_counter(int p, std::string_view name, int64_t t, double v);
   void problem(std::string line) { tl_.problems.push_back(std::move(line)); }

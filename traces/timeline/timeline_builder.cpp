@@ -48,9 +48,10 @@ int TimelineBuilder::lane(int p, std::string_view key) {
   return id;
 }
 
-uint32_t TimelineBuilder::add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id) {
-  if (bytes == 0 && bucket == kNoBucket) return text_id;  // most spans: at most a text, no detail record
-  tl_.details.push_back(SpanDetail{bytes, text_id, bucket});
+uint32_t TimelineBuilder::add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id, uint16_t epoch,
+                                     uint8_t micro) {
+  if (bytes == 0 && bucket == kNoBucket && epoch == 0 && micro == 0) return text_id;  // most spans: a text at most
+  tl_.details.push_back(SpanDetail{bytes, text_id, bucket, epoch, micro});
   return Timeline::kDetailBit | static_cast<uint32_t>(tl_.details.size() - 1);
 }
 
@@ -95,17 +96,17 @@ class StepCollector {
 
   void add(const Span& s) {
     if (from_step_spans_) {
-      if (s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep) steps_.push_back({s.t0, s.t1, s.step});
+      if (s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep) steps_.push_back({s.t0, s.t1(), s.step});
       return;
     }
     if (s.step >= kMaxDerivedStep) return;  // kNoStep, or a step arg too large to index
     if (derived_.size() <= s.step) derived_.resize(s.step + 1, StepMark{0, -1, 0});
     StepMark& m = derived_[s.step];
     if (m.t1 < m.t0) {
-      m = StepMark{s.t0, s.t1, s.step};
+      m = StepMark{s.t0, s.t1(), s.step};
     } else {
       m.t0 = std::min(m.t0, s.t0);
-      m.t1 = std::max(m.t1, s.t1);
+      m.t1 = std::max(m.t1, s.t1());
     }
   }
 
@@ -129,7 +130,7 @@ void add_stage_stat(const Span& s, Process& proc) {
   if (!s.has_stage()) return;
   StageStat& st = proc.stages[s.stage];
   ++st.count;
-  st.total_ns += s.t1 - s.t0;
+  st.total_ns += s.duration();
 }
 
 // A lane whose spans came out of order: gathered (freeing chunks as they are copied), sorted, then split into rows
@@ -146,7 +147,7 @@ void rows_from_unordered(Lane& lane, LaneStaging& staged) {
   for (size_t i = 0; i < spans.size(); ++i) {
     while (!open.empty() && open.back() <= spans[i].t0) open.pop_back();
     depth_of[i] = static_cast<uint8_t>(std::min(open.size(), LaneStaging::kMaxRows - 1));
-    open.push_back(spans[i].t1);
+    open.push_back(spans[i].t1());
     if (row_sizes.size() <= depth_of[i]) row_sizes.resize(depth_of[i] + 1, 0);
     ++row_sizes[depth_of[i]];
   }
@@ -155,7 +156,7 @@ void rows_from_unordered(Lane& lane, LaneStaging& staged) {
   for (size_t i = 0; i < spans.size(); ++i) {
     Row& row = lane.rows[depth_of[i]];
     row.spans.push_back(spans[i]);
-    row.max_dur = std::max(row.max_dur, spans[i].t1 - spans[i].t0);
+    row.max_dur = std::max(row.max_dur, spans[i].duration());
   }
 }
 
@@ -210,7 +211,6 @@ void finish_lane(Process& proc, Lane& lane, LaneStaging& spans, int64_t shift, S
   proc.span_count += spans.size();
   auto visit = [&](Span& s) {
     s.t0 -= shift;
-    s.t1 -= shift;
     add_stage_stat(s, proc);
     steps.add(s);
   };
@@ -224,7 +224,7 @@ void finish_lane(Process& proc, Lane& lane, LaneStaging& spans, int64_t shift, S
     Row& row = lane.rows[d];
     spans.rows()[d].for_each([&](Span& s) {
       visit(s);
-      row.max_dur = std::max(row.max_dur, s.t1 - s.t0);
+      row.max_dur = std::max(row.max_dur, s.duration());
     });
     row.spans = SpanArray::from_staged(spans.rows()[d]);
   }
@@ -291,7 +291,6 @@ struct SpanRemap {
   uint32_t text_offset = 0, detail_offset = 0;
   void operator()(Span& s) const {
     s.t0 += shift;
-    s.t1 += shift;
     s.name = name_of[s.name];
     if (s.detail & Timeline::kDetailBit)
       s.detail = Timeline::kDetailBit | ((s.detail & ~Timeline::kDetailBit) + detail_offset);

@@ -83,7 +83,7 @@ bool ChromeToTimeline::operator()(const ChromeEventView& e) {
       }
       Span s = it->second.back().span;
       it->second.pop_back();
-      s.t1 = std::max(e.ts_ns, s.t0);
+      s.set_t1(std::max(e.ts_ns, s.t0));
       b_.add_span(p, l, s);
       break;
     }
@@ -120,7 +120,7 @@ void ChromeToTimeline::close(int64_t end_ns) {
   uint64_t unclosed = 0;
   for (auto& kv : open_)
     for (Open& o : kv.second) {
-      o.span.t1 = std::max(end_ns, o.span.t0);
+      o.span.set_t1(std::max(end_ns, o.span.t0));
       b_.add_span(o.p, o.l, o.span);
       ++unclosed;
     }
@@ -197,12 +197,13 @@ bool append_shown_args(const ChromeEventView& e, std::string& out) {
 Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t1) {
   Span s;
   s.t0 = t0;
-  s.t1 = t1;
+  s.set_t1(t1);
   last_ts_ = std::max(last_ts_, t1);
   s.name = b_.intern(e.name);
   s.stage = stage_of(s.name, e);
   uint64_t bytes = 0;
-  uint16_t bucket = kNoBucket;
+  uint16_t bucket = kNoBucket, epoch = 0;
+  uint8_t micro = 0;
   bool shown = false;  // an arg for the args text
   for (size_t i = 0; i < e.arg_count; ++i) {
     const ChromeArg& a = e.args[i];
@@ -212,11 +213,11 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
     } else if (!arg_uint(a.value, u)) {
       // batch, samples
     } else if (a.key == "step") {
-      s.step = static_cast<uint32_t>(std::min<uint64_t>(u, kNoStep - 1));
+      s.set_step(u);
     } else if (a.key == "epoch") {
-      s.epoch = static_cast<uint16_t>(std::min<uint64_t>(u, 0xFFFF));
+      epoch = static_cast<uint16_t>(std::min<uint64_t>(u, 0xFFFF));
     } else if (a.key == "micro") {
-      s.micro = static_cast<uint8_t>(std::min<uint64_t>(u, 0xFF));
+      micro = static_cast<uint8_t>(std::min<uint64_t>(u, 0xFF));
     } else if (a.key == "bucket") {
       bucket = static_cast<uint16_t>(std::min<uint64_t>(u, kNoBucket));
     } else if (a.key == "bytes" || a.key == "Bytes") {
@@ -225,7 +226,7 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
   }
   if (s.step == kNoStep && s.stage == static_cast<uint8_t>(Stage::step) && e.name.rfind("ProfilerStep#", 0) == 0) {
     int64_t n = 0;
-    if (parse_decimal(e.name.substr(13), n) && n >= 0) s.step = static_cast<uint32_t>(n);
+    if (parse_decimal(e.name.substr(13), n) && n >= 0) s.set_step(static_cast<uint64_t>(n));
   }
   uint32_t text_id = 0;
   if (shown && args_file_ != kNoFile) {
@@ -235,7 +236,7 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
     append_shown_args(e, extra_);
     text_id = b_.extras().add(extra_);
   }
-  s.detail = b_.add_detail(bytes, bucket, text_id);
+  s.detail = b_.add_detail(bytes, bucket, text_id, epoch, micro);
   return s;
 }
 

@@ -70,12 +70,10 @@ std::array<int, 256> map_span_lanes(TimelineBuilder& b, int p, const RankTrace& 
 Span span_of(const Event& e, int64_t shift, SpanNames& names, TimelineBuilder& b) {
   Span s;
   s.t0 = e.t0 + shift;
-  s.t1 = e.t1 + shift;
-  s.step = e.step;
-  s.epoch = e.epoch;
+  s.set_t1(e.t1 + shift);
+  s.set_step(e.step);
   // a CUDA event's bucket field holds its name id
-  s.detail = b.add_detail(e.value, e.is_cuda() ? kNoBucket : e.bucket_index(), 0);
-  s.micro = e.micro;
+  s.detail = b.add_detail(e.value, e.is_cuda() ? kNoBucket : e.bucket_index(), 0, e.epoch, e.micro);
   s.stage = e.stage < kStageCount ? e.stage : kNoStage;
   s.name = names.of(e);
   return s;

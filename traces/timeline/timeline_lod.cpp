@@ -26,28 +26,28 @@ void query_row(const Row& row, const LodView& view, std::vector<DrawBox>& out) {
     return static_cast<size_t>(it - s.begin());
   };
   while (i < n && s[i].t0 <= view.t1) {
-    if (s[i].t1 < view.t0) {
+    if (s[i].t1() < view.t0) {
       ++i;
       continue;
     }
-    if (s[i].t1 - s[i].t0 >= thr) {
-      out.push_back({s[i].t0, s[i].t1, static_cast<uint32_t>(i), 1});
+    if (s[i].duration() >= thr) {
+      out.push_back({s[i].t0, s[i].t1(), static_cast<uint32_t>(i), 1});
       ++i;
       continue;
     }
     // A run of small spans: extend while the next span starts within `thr` of the run's end, jumping by binary
     // search over everything that starts inside that window.
-    int64_t run_t0 = s[i].t0, run_t1 = s[i].t1;
+    int64_t run_t0 = s[i].t0, run_t1 = s[i].t1();
     size_t k = i + 1;
     while (k < n && run_t1 <= view.t1) {
       size_t j = start_at_or_after(k, run_t1 + thr);
       if (j == k) break;
-      if (s[j - 1].t1 - s[j - 1].t0 >= thr) {  // a wide span ends the run; it is drawn on its own
-        if (j - 1 > k) run_t1 = std::max(run_t1, s[j - 2].t1);
+      if (s[j - 1].duration() >= thr) {  // a wide span ends the run; it is drawn on its own
+        if (j - 1 > k) run_t1 = std::max(run_t1, s[j - 2].t1());
         k = j - 1;
         break;
       }
-      run_t1 = std::max(run_t1, s[j - 1].t1);
+      run_t1 = std::max(run_t1, s[j - 1].t1());
       k = j;
     }
     out.push_back({run_t0, run_t1, static_cast<uint32_t>(i), static_cast<uint32_t>(k - i)});

@@ -16,7 +16,7 @@ SpanStats span_stats(const Timeline& tl, uint32_t name, int process) {
       for (const Row& r : l.rows)
         for (const Span& s : r.spans)
           if (s.name == name) {
-            d.push_back(s.t1 - s.t0);
+            d.push_back(s.duration());
             st.bytes += tl.bytes(s);
           }
   }
