@@ -9,6 +9,8 @@
 //   KINETO_BENCH_DIR=D    generate the set into D and keep it; a D that already holds it is read as it is (the
 //                         2 x 50 M set takes minutes to write and 2 x 10 GB of disk)
 //   KINETO_BENCH_ONLY=viewer  only the viewer against --analyze (the set's generation aside)
+//   KINETO_BENCH_ONLY=viewer-load or analyze-load  one load in this process, for a profiler
+//   KINETO_BENCH_ROUNDS=N     N alternating pairs of --analyze and the viewer, the ratio of their means (default 1)
 #include <libdeflate.h>
 #include <malloc.h>
 #include <sys/resource.h>
@@ -350,25 +352,60 @@ uint64_t viewer_load(const std::string& dir, bool read_again) {
 
 // The viewer opening per-rank traces (what ddp_viewer TRACES does) against --analyze of the same files, each in a
 // process of its own.
-void measure_viewer_against_analyze(const std::string& dir) {
-  const ChildCost analyze_cost = in_child([&]() -> uint64_t {
-    RunTrace run;
-    std::string err;
-    if (!load_kineto_run({dir}, KinetoStageMap{}, run, err)) die(err);
-    Analysis a = analyze(run);
-    return a.ranks.size();
-  });
-  const ChildCost viewer_cost = in_child([&] { return viewer_load(dir, false); });
+// Reads every file once, untimed, so that the first command measured does not pay for the disk alone (a set bigger
+// than the page cache is read from disk by every command: then the figures say so).
+void warm_page_cache(const std::vector<std::string>& files) {
+  std::vector<char> buf(8u << 20);
+  uint64_t bytes = 0;
+  for (const std::string& f : files) {
+    std::FILE* in = std::fopen(f.c_str(), "rb");
+    if (!in) die("cannot read " + f);
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), in)) > 0) bytes += n;
+    std::fclose(in);
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double ram = static_cast<double>(pages) * static_cast<double>(page);
+  if (static_cast<double>(bytes) > 0.6 * ram)
+    std::printf("note: the set (%.1f GB) is more than the page cache can hold of %.1f GB of memory: every command reads "
+                "it from disk\n",
+                static_cast<double>(bytes) / 1e9, ram / 1e9);
+}
+
+// `rounds` alternating pairs of --analyze and the viewer (KINETO_BENCH_ROUNDS, default 1): one run of each varies by
+// +-5 % on a shared VM, the ratio of the means over several pairs less.
+void measure_viewer_against_analyze(const std::string& dir, const std::vector<std::string>& files, int rounds) {
+  warm_page_cache(files);
+  double analyze_s = 0, viewer_s = 0, analyze_rss = 0, viewer_rss = 0;
+  uint64_t spans = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const ChildCost analyze_cost = in_child([&]() -> uint64_t {
+      RunTrace run;
+      std::string err;
+      if (!load_kineto_run({dir}, KinetoStageMap{}, run, err)) die(err);
+      Analysis a = analyze(run);
+      return a.ranks.size();
+    });
+    const ChildCost viewer_cost = in_child([&] { return viewer_load(dir, false); });
+    std::printf("  round %d: viewer %.3f s, --analyze %.3f s = %.3fx\n", r + 1, viewer_cost.seconds,
+                analyze_cost.seconds, viewer_cost.seconds / analyze_cost.seconds);
+    analyze_s += analyze_cost.seconds;
+    viewer_s += viewer_cost.seconds;
+    analyze_rss = std::max(analyze_rss, analyze_cost.peak_rss_bytes);
+    viewer_rss = std::max(viewer_rss, viewer_cost.peak_rss_bytes);
+    spans = viewer_cost.count;
+  }
   const ChildCost twice_cost = in_child([&] { return viewer_load(dir, true); });
-  report("viewer_open_vs_analyze", viewer_cost.seconds / analyze_cost.seconds, "x", 1.2, false,
-         "viewer " + std::to_string(viewer_cost.seconds) + " s, --analyze " + std::to_string(analyze_cost.seconds) +
+  report("viewer_open_vs_analyze", viewer_s / analyze_s, "x", 1.2, false,
+         "means of " + std::to_string(rounds) + " rounds: viewer " + std::to_string(viewer_s / rounds) +
+             " s, --analyze " + std::to_string(analyze_s / rounds) +
              " s; reading every file again for the timeline: " + std::to_string(twice_cost.seconds) + " s = " +
-             std::to_string(twice_cost.seconds / analyze_cost.seconds) + "x");
-  const double per_span = viewer_cost.peak_rss_bytes / static_cast<double>(viewer_cost.count);
+             std::to_string(twice_cost.seconds / (analyze_s / rounds)) + "x");
+  const double per_span = viewer_rss / static_cast<double>(spans);
   report("viewer_peak_rss_per_span", per_span, "B", 40, false,
-         std::to_string(viewer_cost.count) + " spans, peak RSS " + std::to_string(viewer_cost.peak_rss_bytes / 1e9) +
+         std::to_string(spans) + " spans, peak RSS " + std::to_string(viewer_rss / 1e9) +
              " GB: 100 M spans would need " + std::to_string(per_span * 1e8 / 1e9) + " GB (target 4 GB); --analyze " +
-             std::to_string(analyze_cost.peak_rss_bytes / 1e9) + " GB");
+             std::to_string(analyze_rss / 1e9) + " GB");
 }
 
 }  // namespace
@@ -402,13 +439,22 @@ int main(int argc, char** argv) {
   }
   std::printf("generated in %.1f s\n", seconds_since(t0));
   const char* only = std::getenv("KINETO_BENCH_ONLY");
+  // For a profiler (perf record): one load in this process, no child.
+  if (only && std::string_view(only) == "viewer-load") return viewer_load(dir.string(), false) > 0 ? 0 : 1;
+  if (only && std::string_view(only) == "analyze-load") {
+    RunTrace run;
+    std::string err;
+    if (!load_kineto_run({dir.string()}, KinetoStageMap{}, run, err)) die(err);
+    return analyze(run).ranks.empty() ? 1 : 0;
+  }
   if (!only || std::string_view(only) != "viewer") {
     measure_parse(ranks[0]);
     measure_gunzip(ranks[0]);
     measure_open_align_analyse(dir.string(), events);
     measure_viewer_memory(ranks[0]);
   }
-  measure_viewer_against_analyze(dir.string());
+  const char* rounds = std::getenv("KINETO_BENCH_ROUNDS");
+  measure_viewer_against_analyze(dir.string(), ranks, rounds ? std::max(1, std::atoi(rounds)) : 1);
   if (!keep_dir) fs::remove_all(dir);
   return 0;
 }

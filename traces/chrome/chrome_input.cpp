@@ -189,34 +189,68 @@ bool chrome_file_is_gzip(const std::string& path) {
   return f && file_starts_as_gzip(f.get());
 }
 
-bool read_chrome_event_at(const std::string& path, uint64_t offset, uint32_t size, const ChromeEventFn& on_event,
-                          std::string& error) {
-  constexpr uint32_t kMaxEventBytes = 16u << 20;  // an event's args are kilobytes; more is not an event we placed
+namespace {
+
+// The length of the JSON object that opens `text` (its braces matched outside strings), or 0 when it does not close
+// within `text`. Only to know how many bytes to hand the parser, which then checks them.
+size_t object_length(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool read_chrome_event_at(const std::string& path, uint64_t offset, const ChromeEventFn& on_event, std::string& error) {
+  constexpr size_t kMaxEventBytes = 16u << 20;  // an event's args are kilobytes; more is not an event we placed
+  const std::string no_event =
+      path + ": no event at byte " + std::to_string(offset) + " (the file changed since it was read)";
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) {
     error = path + ": " + std::strerror(errno);
     return false;
   }
-  std::string text;
-  try {
-    if (size == 0 || size > kMaxEventBytes) throw std::length_error("size");
-    text.reserve(size + 2 + kJsonPadding);
-    text.push_back('[');  // the event as the only element of an array: a trace parse_chrome_json reads
-    text.resize(1 + size);
-    if (fseeko(f.get(), static_cast<off_t>(offset), SEEK_SET) != 0 || std::fread(&text[1], 1, size, f.get()) != size ||
-        text[1] != '{')
-      throw std::length_error("place");
-    text.push_back(']');
-  } catch (const std::exception&) {
-    error = path + ": no event at byte " + std::to_string(offset) + " (the file changed since it was read)";
+  if (fseeko(f.get(), static_cast<off_t>(offset), SEEK_SET) != 0) {
+    error = no_event;
     return false;
   }
+  // The event as the only element of an array, a trace parse_chrome_json reads: read until its object closes.
+  std::string text = "[";
+  size_t length = 0;
+  for (size_t want = 4096; length == 0 && text.size() - 1 < kMaxEventBytes; want *= 4) {
+    const size_t have = text.size();
+    text.resize(have + want);
+    const size_t got = std::fread(&text[have], 1, want, f.get());
+    text.resize(have + got);
+    if (text.size() < 2 || text[1] != '{') break;
+    length = object_length(std::string_view(text).substr(1));
+    if (got < want) break;  // the end of the file
+  }
+  if (length == 0) {
+    error = no_event;
+    return false;
+  }
+  text.resize(1 + length);
+  text.push_back(']');
   size_t events = 0;
   ChromeDocInfo info;
   const ChromeStatus s = parse_chrome_json(text, [&](const ChromeEventView& e) { return ++events == 1 && on_event(e); },
                                            info);
   if (!s.ok() || events != 1) {
-    error = path + ": no event at byte " + std::to_string(offset) + " (the file changed since it was read)";
+    error = no_event;
     return false;
   }
   return true;

@@ -334,7 +334,7 @@ class Parser {
     return value(v, val, 4);
   }
 
-  // `start` is the event's first byte ('{'): with its end, where the event's text lies in the document.
+  // `start` is the event's first byte ('{'): where the event's text starts in the document.
   bool event(od::value& v, const char* start) {
     od::object obj;
     if (auto err = v.get_object().get(obj)) return fail_iter(err);
@@ -354,7 +354,6 @@ class Parser {
     ev.args = args_.data();
     ev.arg_count = nargs;
     ev.offset = base_ + static_cast<uint64_t>(start - origin_);
-    ev.size = static_cast<uint32_t>(std::min<ptrdiff_t>(value_end(v) - start, UINT32_MAX));
     ++info_.events;
     ++handed_on_;
     if (fn_ && !fn_(ev)) stopped_ = true;

@@ -66,10 +66,9 @@ struct ChromeEventView {
   int64_t dur_ns = 0;               // "dur" as nanoseconds
   const ChromeArg* args = nullptr;  // the "args" object's members (nested values as raw text)
   size_t arg_count = 0;
-  // Where the event's JSON text ("{...}") lies in the (decompressed) document: for a plain file, its bytes in the
+  // Where the event's JSON text ("{...}") starts in the (decompressed) document: for a plain file, its byte in the
   // file, so that a reader can keep an event's place instead of its contents and read it again when asked.
   uint64_t offset = 0;
-  uint32_t size = 0;
   const ChromeValue* arg(std::string_view key) const;
 };
 
@@ -110,10 +109,9 @@ ChromeStatus gunzip(std::string_view gz, std::string& out);
 // the inflated text, not in the file.
 bool chrome_file_is_gzip(const std::string& path);
 
-// Reads again the one event whose text lies at [offset, offset + size) of a plain (not gzip) file, as parse_chrome_json
-// would hand it on. False with `error` set when those bytes are not one event (the file changed, or a wrong place).
-bool read_chrome_event_at(const std::string& path, uint64_t offset, uint32_t size, const ChromeEventFn& on_event,
-                          std::string& error);
+// Reads again the one event whose text starts at byte `offset` of a plain (not gzip) file, as parse_chrome_json would
+// hand it on. False with `error` set when no event starts there (the file changed, or a wrong place).
+bool read_chrome_event_at(const std::string& path, uint64_t offset, const ChromeEventFn& on_event, std::string& error);
 
 // An owned copy of the events, for tools and tests (the viewer streams instead).
 struct ChromeEvent {

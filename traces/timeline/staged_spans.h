@@ -87,9 +87,10 @@ class StagedSpans {
 
  private:
   // Chunks are mapped pages of their own, so that a chunk consumed is returned to the system at once (freed heap
-  // memory stays in the process: finish would hold the staged spans and the rows together). They grow from 32 KB to
-  // 2 MB: a lane of a few spans costs little, a big lane's last chunk wastes at most 2 MB.
-  static constexpr size_t kFirstChunk = 1024, kLargestChunk = 65536;
+  // memory stays in the process: finish would hold the staged spans and the rows together). They grow from 24 KB to
+  // 24 MB: a lane of a few spans costs little, and a big lane's chunks are few (each one mapped, moved and unmapped
+  // is a TLB shootdown on every core); pages of a chunk never written are never resident.
+  static constexpr size_t kFirstChunk = 1024, kLargestChunk = 1u << 20;
   struct Chunk {
     Span* spans = nullptr;
     size_t size = 0, capacity = 0;

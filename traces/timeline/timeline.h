@@ -59,15 +59,15 @@ class StringTable {
 // The spans' other args as text ("External id: 1025\nEv Idx: 0"), shown for one span at a time. In a Kineto trace
 // nearly every span has some, about 50 bytes that would otherwise be most of the timeline's memory, so they are kept
 // one of two ways, in blocks: zstd-compressed text (decompressing a block takes tens of microseconds), or, for a plain
-// JSON file, only the event's place in the file (about 3 bytes a span, no formatting or compressing while loading),
+// JSON file, only the event's place in the file (a byte or two a span, no formatting or compressing while loading),
 // the event read again and its args formatted when they are asked for.
 class ExtraTexts {
  public:
   uint32_t add(std::string_view text);  // the text's id, 1-based
   // A plain trace file that places point into (its size and time stamp are kept: a file changed since is said so).
   uint32_t add_file(const std::string& path);
-  // The args of the event whose text lies at [offset, offset + size) of file `file` (add_file's index); the id.
-  uint32_t add_place(uint32_t file, uint64_t offset, uint32_t size);
+  // The args of the event whose text starts at byte `offset` of file `file` (add_file's index); the id.
+  uint32_t add_place(uint32_t file, uint64_t offset);
   std::string at(uint32_t id) const;    // "" for 0 or an unknown id; a place that cannot be read says why
   void seal();                          // closes the block being filled (finish() calls it)
   // Takes `other`'s texts after this one's, sealing both first: `other`'s id i becomes i + the returned offset.
@@ -84,7 +84,7 @@ class ExtraTexts {
     Kind kind = Kind::texts;
     uint32_t file = 0;    // places: the file (files_ index)
     uint64_t start = 0;   // places: where the block's first gap counts from
-    std::string packed;   // texts: a zstd frame of varint lengths and bytes; places: varint gaps and sizes
+    std::string packed;   // texts: a zstd frame of varint lengths and bytes; places: varint gaps between offsets
   };
   struct SourceFile {
     std::string path;
@@ -101,7 +101,7 @@ class ExtraTexts {
   uint32_t open_count_ = 0;
   Kind open_kind_ = Kind::texts;
   uint32_t open_file_ = 0;
-  uint64_t open_start_ = 0, open_end_ = 0;  // places: the open block's start and its last event's end
+  uint64_t open_start_ = 0, open_end_ = 0;  // places: the open block's start and its last event's offset
   uint32_t count_ = 0;
   // Reused for every block: a compression context (a fresh one per block set up its tables each time) and the
   // buffer it compresses into (sized once, never zero-filled); each block then keeps an exact-size copy.

@@ -10,7 +10,7 @@ namespace ddp {
 namespace {
 
 constexpr size_t kTextBlockBytes = 64u << 10;
-// A place is ~3 bytes: a block of 4 KiB holds ~1300, all decoded to find one (microseconds).
+// A place is a byte or two: a block of 4 KiB holds ~2500, all decoded to find one (microseconds).
 constexpr size_t kPlaceBlockBytes = 4u << 10;
 constexpr int kZstdLevel = 1;  // loading speed first: args text still shrinks about 5-fold
 
@@ -73,11 +73,10 @@ uint32_t ExtraTexts::add_file(const std::string& path) {
   return static_cast<uint32_t>(files_.size() - 1);
 }
 
-uint32_t ExtraTexts::add_place(uint32_t file, uint64_t offset, uint32_t size) {
+uint32_t ExtraTexts::add_place(uint32_t file, uint64_t offset) {
   open_block(Kind::places, file, offset);
-  put_varint(open_, offset - open_end_);  // events follow each other in the file: the gap is a byte or two
-  put_varint(open_, size);
-  open_end_ = offset + size;
+  put_varint(open_, offset - open_end_);  // events follow each other in the file: the gap is an event's length
+  open_end_ = offset;
   ++open_count_;
   return ++count_;
 }
@@ -151,11 +150,11 @@ std::string ExtraTexts::text_at(const Block& b, uint32_t id) const {
 
 std::string ExtraTexts::place_at(const Block& b, uint32_t id) const {
   size_t pos = 0;
-  uint64_t end = b.start, gap = 0, size = 0;
+  uint64_t offset = b.start, gap = 0;
   for (uint32_t i = b.first;; ++i) {
-    if (!get_varint(b.packed, pos, gap) || !get_varint(b.packed, pos, size)) return {};
+    if (!get_varint(b.packed, pos, gap)) return {};
+    offset += gap;
     if (i == id) break;
-    end += gap + size;
   }
   if (b.file >= files_.size()) return {};
   const SourceFile& f = files_[b.file];
@@ -164,7 +163,7 @@ std::string ExtraTexts::place_at(const Block& b, uint32_t id) const {
   if (!file_stamp(f.path, now_size, now_mtime) || now_size != f.size || now_mtime != f.mtime_ns)
     return "(args not shown: " + f.path + " changed since it was loaded)";
   std::string text, error;
-  const bool read = read_chrome_event_at(f.path, end + gap, static_cast<uint32_t>(size),
+  const bool read = read_chrome_event_at(f.path, offset,
                                          [&](const ChromeEventView& e) {
                                            timeline_detail::append_shown_args(e, text);
                                            return true;

@@ -133,18 +133,19 @@ int ChromeToTimeline::proc(const ChromeEventView& e) {
   std::string_view pid = e.pid.key();
   if (last_proc_ >= 0 && pid == last_pid_) return last_proc_;
   last_pid_.assign(pid);
-  last_lane_ = -1;
   return last_proc_ = b_.process(pid);
 }
 
 std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
-  int p = proc(e);
-  std::string_view tid = e.tid.key();
-  if (last_lane_ < 0 || tid != last_tid_) {
-    last_tid_.assign(tid);
-    last_lane_ = b_.lane(p, tid);
-  }
-  return {p, last_lane_};
+  const std::string_view pid = e.pid.key(), tid = e.tid.key();
+  for (const RecentLane& r : recent_lanes_)  // threads take turns in a trace: a few lanes are most of its events
+    if (r.p >= 0 && r.tid == tid && r.pid == pid) return {r.p, r.l};
+  RecentLane& r = recent_lanes_[next_recent_lane_++ % recent_lanes_.size()];
+  r.p = proc(e);
+  r.l = b_.lane(r.p, tid);
+  r.pid.assign(pid);
+  r.tid.assign(tid);
+  return {r.p, r.l};
 }
 
 namespace {
@@ -230,7 +231,7 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
   }
   uint32_t text_id = 0;
   if (shown && args_file_ != kNoFile) {
-    text_id = b_.extras().add_place(args_file_, e.offset, e.size);
+    text_id = b_.extras().add_place(args_file_, e.offset);
   } else if (shown) {
     extra_.clear();  // reused: a span's args text outgrows a string's inline buffer
     append_shown_args(e, extra_);

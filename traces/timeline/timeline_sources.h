@@ -48,13 +48,19 @@ class ChromeToTimeline {
 
   TimelineBuilder& b_;
   std::unordered_map<uint64_t, std::vector<Open>> open_;
-  std::string last_pid_, last_tid_;
+  std::string last_pid_;
+  struct RecentLane {
+    std::string pid, tid;
+    int p = -1, l = -1;
+  };
+  std::array<RecentLane, 8> recent_lanes_;
+  size_t next_recent_lane_ = 0;
   std::string extra_;  // make_span's args text, one buffer for every span
   static constexpr uint32_t kNoFile = UINT32_MAX;
   static constexpr uint8_t kNotLookedUp = 0xFE;  // not a Stage, not kNoStage
   std::array<std::vector<uint8_t>, 4> stage_by_name_;  // [category class][name id]: other, kernel, memcpy, memset
   uint32_t args_file_ = kNoFile;
-  int last_proc_ = -1, last_lane_ = -1;
+  int last_proc_ = -1;
   uint64_t unmatched_end_ = 0;
   int64_t last_ts_ = std::numeric_limits<int64_t>::min();
 };
