@@ -322,3 +322,68 @@ TEST(Timeline, SpanDurationsAreExactUpToASecondThenNeverShorterThanGiven) {
   late.set_step(uint64_t{1} << 40);  // beyond 24 bits: the largest step, not kNoStep
   EXPECT_EQ(late.step, kNoStep - 1);
 }
+
+// Rows are made while spans come when they come in display order, else by sorting at finish: both must give the same
+// rows. Random nested spans, handed over sorted to one builder and shuffled to another (and split across two
+// builders joined by absorb, as a rank's profiling cycles are).
+TEST(Timeline, RowsAreTheSameWhateverOrderTheSpansCameIn) {
+  std::mt19937 rng(11);
+  std::vector<Span> spans;
+  int64_t t = 0;
+  for (int i = 0; i < 5000; ++i) {
+    t += static_cast<int64_t>(rng() % 50) + (i % 500 == 0 ? 10'000 : 0);  // now and then a pause: nothing open
+    Span parent = mk(t, t + 40 + static_cast<int64_t>(rng() % 200));
+    spans.push_back(parent);
+    for (int64_t c = parent.t0; c + 10 < parent.t1() && spans.size() % 7 != 0; c += 15)
+      spans.push_back(mk(c, c + 10, static_cast<uint8_t>(Stage::forward)));
+  }
+  auto rows_of = [](Timeline tl) {
+    std::vector<std::string> out;
+    for (const Process& p : tl.processes)
+      for (const Lane& l : p.lanes)
+        for (size_t d = 0; d < l.rows.size(); ++d)
+          for (const Span& s : l.rows[d].spans)
+            out.push_back(std::to_string(d) + " " + std::to_string(s.t0) + " " + std::to_string(s.t1()));
+    return out;
+  };
+  auto build = [](const std::vector<Span>& in) {
+    TimelineBuilder b;
+    const int p = b.process("1");
+    const int l = b.lane(p, "1");
+    for (const Span& s : in) b.add_span(p, l, s);
+    return b.finish();
+  };
+  std::vector<Span> sorted = spans;
+  std::stable_sort(sorted.begin(), sorted.end(), starts_before);
+  const std::vector<std::string> expected = rows_of(build(sorted));
+  ASSERT_GT(expected.size(), 10000u);
+  EXPECT_NE(expected.back().substr(0, 2), "0 ");  // nested: more than one row
+
+  std::vector<Span> shuffled = spans;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  EXPECT_EQ(rows_of(build(shuffled)), expected);
+
+  // Two builders, each in order: joined where the second starts after the first has ended (row by row), and
+  // overlapping (the lane is sorted at finish).
+  size_t gap = 0;  // after the middle, where no span is open: the rows join row by row
+  for (int64_t end = 0; gap < sorted.size(); ++gap) {
+    if (gap > sorted.size() / 2 && sorted[gap].t0 >= end) break;
+    end = std::max(end, sorted[gap].t1());
+  }
+  ASSERT_LT(gap, sorted.size());
+  for (size_t cut : {gap, sorted.size() / 3}) {
+    TimelineBuilder first, second;
+    const int p1 = first.process("1"), l1 = first.lane(p1, "1");
+    const int p2 = second.process("1"), l2 = second.lane(p2, "1");
+    for (size_t i = 0; i < sorted.size(); ++i) (i < cut ? first.add_span(p1, l1, sorted[i]) : second.add_span(p2, l2, sorted[i]));
+    first.absorb(std::move(second));
+    EXPECT_EQ(rows_of(first.finish()), expected) << cut;
+  }
+  std::vector<Span> late_first(sorted.begin() + sorted.size() / 2, sorted.end());
+  TimelineBuilder a, b;
+  const int pa = a.process("1"), la = a.lane(pa, "1"), pb = b.process("1"), lb = b.lane(pb, "1");
+  for (const Span& s : late_first) a.add_span(pa, la, s);
+  for (size_t i = 0; i < sorted.size() / 2; ++i) b.add_span(pb, lb, sorted[i]);
+  a.absorb(std::move(b));  // the earlier spans joined after the later ones
+  EXPECT_EQ(rows_of(a.finish()), expected);
+}
