@@ -124,8 +124,12 @@ class LaneStaging {
   static constexpr size_t kMaxRows = 64;  // deeper nesting shares the last row
 
   void add(const Span& s) {
-    if (ordered_ && (count_ == 0 || !starts_before(s, last_))) {
-      const size_t d = depth(s);
+    const int64_t t1 = s.t1();
+    // In display order unless it starts before the last one (durations compare as their codes: same order).
+    if (ordered_ && (count_ == 0 || s.t0 > last_.t0 || (s.t0 == last_.t0 && s.dur_code <= last_.dur_code))) {
+      while (!open_.empty() && open_.back() <= s.t0) open_.pop_back();
+      const size_t d = std::min(open_.size(), kMaxRows - 1);  // how many spans are still open at its start
+      open_.push_back(t1);
       if (rows_.size() <= d) rows_.resize(d + 1);
       rows_[d].push_back(s);
     } else {
@@ -134,7 +138,7 @@ class LaneStaging {
     }
     if (count_ == 0) first_ = s;
     last_ = s;
-    max_t1_ = std::max(max_t1_, s.t1());
+    max_t1_ = std::max(max_t1_, t1);
     ++count_;
   }
   size_t size() const { return count_; }
@@ -185,14 +189,6 @@ class LaneStaging {
   }
 
  private:
-  // A span's nesting depth: how many spans are still open at its start.
-  size_t depth(const Span& s) {
-    while (!open_.empty() && open_.back() <= s.t0) open_.pop_back();
-    const size_t d = std::min(open_.size(), kMaxRows - 1);
-    open_.push_back(s.t1());
-    return d;
-  }
-
   std::vector<StagedSpans> rows_;
   StagedSpans rest_;
   std::vector<int64_t> open_;  // ends of the spans open at the last start
