@@ -119,17 +119,33 @@ inline bool starts_before(const Span& a, const Span& b) {
   return a.t0 < b.t0 || (a.t0 == b.t0 && a.duration() > b.duration());
 }
 
-class LaneStaging {
+// The row a span takes when spans come in display order: how many spans are still open at its start. The one owner
+// of the rows' nesting rule, for rows made as spans come (LaneStaging) and for a lane sorted at finish.
+class NestingDepth {
  public:
   static constexpr size_t kMaxRows = 64;  // deeper nesting shares the last row
 
+  size_t next(int64_t t0, int64_t t1) {
+    while (!open_.empty() && open_.back() <= t0) open_.pop_back();
+    const size_t d = std::min(open_.size(), kMaxRows - 1);
+    open_.push_back(t1);
+    return d;
+  }
+  void shift(int64_t d) {
+    for (int64_t& end : open_) end += d;
+  }
+
+ private:
+  std::vector<int64_t> open_;  // ends of the spans open at the last start
+};
+
+class LaneStaging {
+ public:
   void add(const Span& s) {
     const int64_t t1 = s.t1();
     // In display order unless it starts before the last one (durations compare as their codes: same order).
     if (ordered_ && (count_ == 0 || s.t0 > last_.t0 || (s.t0 == last_.t0 && s.dur_code <= last_.dur_code))) {
-      while (!open_.empty() && open_.back() <= s.t0) open_.pop_back();
-      const size_t d = std::min(open_.size(), kMaxRows - 1);  // how many spans are still open at its start
-      open_.push_back(t1);
+      const size_t d = depth_.next(s.t0, t1);
       if (rows_.size() <= d) rows_.resize(d + 1);
       rows_[d].push_back(s);
     } else {
@@ -161,7 +177,7 @@ class LaneStaging {
     first_.t0 += d;
     last_.t0 += d;
     max_t1_ += d;
-    for (int64_t& end : open_) end += d;
+    depth_.shift(d);
   }
   // `other`'s spans after this one's. Rows join row by row when every span of `other` starts after this lane's
   // have ended (one rank's profiling cycles, one file each), else the lane is sorted at finish.
@@ -174,7 +190,7 @@ class LaneStaging {
     if (ordered_ && other.ordered_ && other.first_.t0 >= max_t1_ && !starts_before(other.first_, last_)) {
       if (rows_.size() < other.rows_.size()) rows_.resize(other.rows_.size());
       for (size_t d = 0; d < other.rows_.size(); ++d) rows_[d].append(std::move(other.rows_[d]));
-      open_ = std::move(other.open_);  // this lane's spans all ended before other's first: none is open
+      depth_ = std::move(other.depth_);  // this lane's spans all ended before other's first: none is open
     } else {
       ordered_ = false;
       for (StagedSpans& r : rows_) rest_.append(std::move(r));
@@ -191,7 +207,7 @@ class LaneStaging {
  private:
   std::vector<StagedSpans> rows_;
   StagedSpans rest_;
-  std::vector<int64_t> open_;  // ends of the spans open at the last start
+  NestingDepth depth_;
   Span first_, last_;
   int64_t max_t1_ = std::numeric_limits<int64_t>::min();
   size_t count_ = 0;

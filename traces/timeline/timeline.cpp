@@ -16,6 +16,7 @@ namespace {
 // A slot for a name from its length and its first and last eight bytes (names share prefixes like "aten::").
 size_t recent_slot(std::string_view s, size_t slots) {
   uint64_t head = 0, tail = 0;
+  if (s.empty()) return 0;  // an empty view may carry a null pointer, which memcpy must not see
   std::memcpy(&head, s.data(), std::min<size_t>(s.size(), 8));
   if (s.size() > 8) std::memcpy(&tail, s.data() + s.size() - 8, 8);
   const uint64_t h = (head * 0x9E3779B97F4A7C15ull) ^ (tail * 0xC2B2AE3D27D4EB4Full) ^ (s.size() * 0x165667B19E3779F9ull);
@@ -26,7 +27,7 @@ size_t recent_slot(std::string_view s, size_t slots) {
 uint32_t StringTable::intern(std::string_view s) {
   if (recent_.empty()) recent_.resize(kRecentSlots);  // a new table, or one moved from
   Recent& r = recent_[recent_slot(s, kRecentSlots)];
-  if (r.data && r.size == s.size() && std::memcmp(r.data, s.data(), s.size()) == 0) return r.id;
+  if (r.data && r.size == s.size() && (s.empty() || std::memcmp(r.data, s.data(), s.size()) == 0)) return r.id;
   uint32_t id = 0;
   if (auto it = index_.find(s); it != index_.end()) {
     id = it->second;

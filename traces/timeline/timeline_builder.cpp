@@ -143,11 +143,9 @@ void rows_from_unordered(Lane& lane, LaneStaging& staged) {
   std::sort(spans.begin(), spans.end(), starts_before);
   std::vector<uint8_t> depth_of(spans.size());
   std::vector<size_t> row_sizes;
-  std::vector<int64_t> open;  // ends of the spans open at the current start
+  NestingDepth depth;
   for (size_t i = 0; i < spans.size(); ++i) {
-    while (!open.empty() && open.back() <= spans[i].t0) open.pop_back();
-    depth_of[i] = static_cast<uint8_t>(std::min(open.size(), LaneStaging::kMaxRows - 1));
-    open.push_back(spans[i].t1());
+    depth_of[i] = static_cast<uint8_t>(depth.next(spans[i].t0, spans[i].t1()));
     if (row_sizes.size() <= depth_of[i]) row_sizes.resize(depth_of[i] + 1, 0);
     ++row_sizes[depth_of[i]];
   }
