@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes every reader of outside bytes for N seconds each (default 60) under ASan + UBSan, with libFuzzer (clang):
-# the Chrome/Kineto JSON reader (plain and gzip), the Kineto importer, the native .ddpt reader, the manifest reader,
+# the Chrome/Kineto JSON reader (plain and gzip) and the viewer's timeline from it, the Kineto importer, the native .ddpt reader, the manifest reader,
 # the .ddpd dataset reader and the checkpoint integrity check. Seeds: tests/data (real traces) and tests/data/fuzz.
 # Seeds are the inputs under 1 MB (the hang criterion: > 1 s on a < 1 MB input). A crash, leak or slow input stops that target and leaves its input in build-fuzz/findings/<target>/; keep
 # it as a regression input in tests/data/fuzz/regressions/. Prints executions per target.

@@ -118,7 +118,10 @@ struct Job {
   std::vector<ddptest::Proc> ranks;
 };
 
-Job start_job(const TwoHosts& hosts, const std::string& name, const std::string& steps) {
+// `epochs`: the default job's 2 epochs are 156 steps, which a loaded machine can finish before a fault planted at step
+// 10 arrives; a job that must meet the fault runs many.
+Job start_job(const TwoHosts& hosts, const std::string& name, const std::string& steps,
+              const std::string& epochs = "2") {
   Job j;
   j.dir = fresh_dir(name);
   const std::string port = std::to_string(20000 + (::getpid() + static_cast<int>(name.size())) % 20000);
@@ -127,7 +130,7 @@ Job start_job(const TwoHosts& hosts, const std::string& name, const std::string&
                                       "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
                                       "MASTER_ADDR=" + TwoHosts::address(0), "MASTER_PORT=" + port,
                                       "GLOO_SOCKET_IFNAME=" + hosts.dev(r), kExe, "--worker", "--out", j.dir,
-                                      "--max-steps", steps, "--hang-timeout", "10"},
+                                      "--epochs", epochs, "--max-steps", steps, "--hang-timeout", "10"},
                                      j.dir + ".rank" + std::to_string(r) + ".log"));
   return j;
 }
@@ -155,7 +158,7 @@ TEST(MultiHost, TheLinkCutMidRunEndsTheJobWithinTheHangTimeoutAndTracesExport) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root for network namespaces";
   TwoHosts hosts;
   if (!hosts.ok()) GTEST_SKIP() << "could not create network namespaces, a veth pair or netem (ip netns, tc)";
-  Job j = start_job(hosts, "multi_host_cut", "100000");
+  Job j = start_job(hosts, "multi_host_cut", "100000", "100000");
   ASSERT_GE(ddptest::wait_for_step(j.dir, 1, 10, 120).step, 10) << ddptest::read_file(j.ranks[1].log);
   ASSERT_TRUE(hosts.cut());
   // --hang-timeout 10: the collective's timeout, plus flushing and exiting.

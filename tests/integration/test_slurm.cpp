@@ -52,6 +52,13 @@ std::vector<std::string> job(const std::string& out, const std::string& steps = 
   return {kExe, "--worker", "--out", out, "--epochs", "1", "--max-steps", steps};
 }
 
+// A job that runs until it is stopped: one epoch is only 78 steps (~0.4 s), which a loaded machine can finish between
+// the test seeing step 20 and its signal arriving (seen: the job ended whole at step 77, and "ended early" was not
+// in its summary).
+std::vector<std::string> job_until_stopped(const std::string& out) {
+  return {kExe, "--worker", "--out", out, "--epochs", "100000", "--max-steps", "1000000"};
+}
+
 std::vector<std::string> srun(std::vector<std::string> cmd, std::vector<std::string> opts = {}) {
   std::vector<std::string> args = {"/usr/bin/srun", "--ntasks", "2"};
   args.insert(args.end(), opts.begin(), opts.end());
@@ -101,7 +108,7 @@ TEST_F(SlurmCluster, ScancelLeavesCompleteTracesAndAStatusNamingIt) {
   const std::string d = ddptest::fresh_dir("slurm_scancel");
   const std::string script = d + ".sbatch";
   std::string line;
-  for (const auto& a : srun(job(d, "100000"))) line += a + " ";
+  for (const auto& a : srun(job_until_stopped(d))) line += a + " ";
   std::ofstream(script) << "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --output=" << d << ".out\n" << line << "\n";
   auto sub = run({"/usr/bin/sbatch", "--parsable", script}, d + ".submit.log", 30);
   ASSERT_EQ(sub.code, 0) << sub.output;
@@ -135,7 +142,7 @@ TEST_F(SlurmCluster, ScancelLeavesCompleteTracesAndAStatusNamingIt) {
 // A rank killed inside the step: the other rank's collective fails and the whole step ends within 5 s.
 TEST_F(SlurmCluster, ARankKilledInsideTheJobEndsTheStepQuickly) {
   const std::string d = ddptest::fresh_dir("slurm_kill");
-  auto cmd = job(d, "100000");
+  auto cmd = job_until_stopped(d);
   ddptest::Proc p = ddptest::start(srun(cmd), d + ".log", env());
   ASSERT_GE(ddptest::wait_for_step(d, 1, 10, 120).step, 10) << ddptest::read_file(d + ".log");
   const ddp::ProgressSnapshot one = ddp::read_progress(ddp::progress_file(d, 1));

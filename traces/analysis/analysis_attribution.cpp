@@ -285,8 +285,9 @@ std::vector<StallCause> attribute_stalls(const std::vector<RankData>& data, cons
       input_causes[c.stage].push_back(c);
     causes.push_back(std::move(c));
   }
-  for (const auto& [stage, same_stage] : input_causes)
+  for (const auto& [input_stage, same_stage] : input_causes)
     if (auto shared = shared_input_cause(same_stage, data.size())) {
+      const auto stage = input_stage;  // a structured binding cannot be captured in C++17 (clang refuses it)
       causes.erase(std::remove_if(causes.begin(), causes.end(),
                                   [&](const StallCause& c) { return c.rank >= 0 && c.stage == stage; }),
                    causes.end());
