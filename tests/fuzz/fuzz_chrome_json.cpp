@@ -1,5 +1,6 @@
 // The Chrome/Kineto JSON reader on any bytes: in memory (whole and in pieces), and as a file (plain, or gzip when the
-// bytes start with its magic) through the viewer's reading of it into a timeline, with spans' args read back. It must return a status, never crash, hang or leak.
+// bytes start with its magic) through the viewer's reading of it into a timeline, with spans' args read back. It
+// must return a status, never crash, hang or leak.
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -48,8 +48,8 @@ class SlurmCluster : public ::testing::Test {
 std::string SlurmCluster::dir_, SlurmCluster::log_;
 int SlurmCluster::status_ = -1;
 
-std::vector<std::string> job(const std::string& out, const std::string& steps = "12") {
-  return {kExe, "--worker", "--out", out, "--epochs", "1", "--max-steps", steps};
+std::vector<std::string> job(const std::string& out) {
+  return {kExe, "--worker", "--out", out, "--epochs", "1", "--max-steps", "12"};
 }
 
 // A job that runs until it is stopped: one epoch is only 78 steps (~0.4 s), which a loaded machine can finish between
