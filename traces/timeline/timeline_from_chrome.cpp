@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -136,11 +137,30 @@ int ChromeToTimeline::proc(const ChromeEventView& e) {
   return last_proc_ = b_.process(pid);
 }
 
+namespace {
+// Thread and process keys are a few digits: compared inline (a library call per compare cost more than the compare).
+bool same_key(const std::string& kept, std::string_view k) {
+  if (kept.size() != k.size()) return false;
+  for (size_t i = 0; i < k.size(); ++i)
+    if (kept[i] != k[i]) return false;
+  return true;
+}
+}  // namespace
+
 std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
   const std::string_view pid = e.pid.key(), tid = e.tid.key();
-  for (const RecentLane& r : recent_lanes_)  // threads take turns in a trace: a few lanes are most of its events
-    if (r.p >= 0 && r.tid == tid && r.pid == pid) return {r.p, r.l};
-  RecentLane& r = recent_lanes_[next_recent_lane_++ % recent_lanes_.size()];
+  // Threads take turns in a trace, each for a run of events: the last lane first, then the few recent ones.
+  const RecentLane& last = recent_lanes_[last_recent_lane_];
+  if (last.p >= 0 && same_key(last.tid, tid) && same_key(last.pid, pid)) return {last.p, last.l};
+  for (size_t i = 0; i < recent_lanes_.size(); ++i) {
+    const RecentLane& r = recent_lanes_[i];
+    if (r.p >= 0 && same_key(r.tid, tid) && same_key(r.pid, pid)) {
+      last_recent_lane_ = i;
+      return {r.p, r.l};
+    }
+  }
+  last_recent_lane_ = next_recent_lane_++ % recent_lanes_.size();
+  RecentLane& r = recent_lanes_[last_recent_lane_];
   r.p = proc(e);
   r.l = b_.lane(r.p, tid);
   r.pid.assign(pid);
@@ -150,29 +170,49 @@ std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
 
 namespace {
 
-// An arg the span's own fields take (shown through them, not in the args text). Every arg of every event asks:
-// the key's length picks the one or two names it can be.
-bool own_arg(const ChromeArg& a) {
-  const std::string_view k = a.key;
-  bool named = false;
+// The args a span's own fields take (shown through them, not in the args text), and two of our own export's that are
+// never shown. Every arg of every event asks, so the key's length and first letter pick the one name it can be before
+// any bytes are compared (Kineto's keys, "External id", "Ev Idx", ..., are none of them).
+enum class OwnField : uint8_t { none, hidden, step, epoch, micro, bucket, bytes };
+
+// `k` is as long as `name` (the caller switched on its size): a compare of known length, inlined.
+template <size_t N>
+bool key_is(std::string_view k, const char (&name)[N]) {
+  return std::memcmp(k.data(), name, N - 1) == 0;
+}
+
+inline OwnField own_field(std::string_view k) {
   switch (k.size()) {
     case 4:
-      named = k == "step";
-      break;
+      return k[0] == 's' && key_is(k, "step") ? OwnField::step : OwnField::none;
     case 5:
-      if (k == "batch") return true;  // part of our own export; not shown
-      named = k == "epoch" || k == "micro" || k == "bytes" || k == "Bytes";
-      break;
+      switch (k[0]) {
+        case 'b':
+          if (key_is(k, "batch")) return OwnField::hidden;  // part of our own export; not shown
+          return key_is(k, "bytes") ? OwnField::bytes : OwnField::none;
+        case 'B':
+          return key_is(k, "Bytes") ? OwnField::bytes : OwnField::none;
+        case 'e':
+          return key_is(k, "epoch") ? OwnField::epoch : OwnField::none;
+        case 'm':
+          return key_is(k, "micro") ? OwnField::micro : OwnField::none;
+        default:
+          return OwnField::none;
+      }
     case 6:
-      named = k == "bucket";
-      break;
+      return k[0] == 'b' && key_is(k, "bucket") ? OwnField::bucket : OwnField::none;
     case 7:
-      return k == "samples";  // part of our own export; not shown
+      return k[0] == 's' && key_is(k, "samples") ? OwnField::hidden : OwnField::none;  // our own export; not shown
     default:
-      return false;
+      return OwnField::none;
   }
-  uint64_t u = 0;
-  return named && arg_uint(a.value, u);
+}
+
+// The field `a` fills, none when its key names one but its value is not a count (then it is shown as text).
+inline OwnField own_field(const ChromeArg& a, uint64_t& value) {
+  const OwnField f = own_field(a.key);
+  if (f == OwnField::none || f == OwnField::hidden) return f;
+  return arg_uint(a.value, value) ? f : OwnField::none;
 }
 
 }  // namespace
@@ -186,7 +226,8 @@ bool append_shown_args(const ChromeEventView& e, std::string& out) {
   const size_t before = out.size();
   for (size_t i = 0; i < e.arg_count; ++i) {
     const ChromeArg& a = e.args[i];
-    if (own_arg(a) || out.size() - before >= 240) continue;
+    uint64_t u = 0;
+    if (own_field(a, u) != OwnField::none || out.size() - before >= 240) continue;
     if (out.size() > before) out += "\n";
     out.append(a.key);
     out += ": ";
@@ -207,22 +248,28 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
   uint8_t micro = 0;
   bool shown = false;  // an arg for the args text
   for (size_t i = 0; i < e.arg_count; ++i) {
-    const ChromeArg& a = e.args[i];
     uint64_t u = 0;
-    if (!own_arg(a)) {
-      shown = true;
-    } else if (!arg_uint(a.value, u)) {
-      // batch, samples
-    } else if (a.key == "step") {
-      s.set_step(u);
-    } else if (a.key == "epoch") {
-      epoch = static_cast<uint16_t>(std::min<uint64_t>(u, 0xFFFF));
-    } else if (a.key == "micro") {
-      micro = static_cast<uint8_t>(std::min<uint64_t>(u, 0xFF));
-    } else if (a.key == "bucket") {
-      bucket = static_cast<uint16_t>(std::min<uint64_t>(u, kNoBucket));
-    } else if (a.key == "bytes" || a.key == "Bytes") {
-      bytes = u;
+    switch (own_field(e.args[i], u)) {
+      case OwnField::none:
+        shown = true;
+        break;
+      case OwnField::hidden:
+        break;
+      case OwnField::step:
+        s.set_step(u);
+        break;
+      case OwnField::epoch:
+        epoch = static_cast<uint16_t>(std::min<uint64_t>(u, 0xFFFF));
+        break;
+      case OwnField::micro:
+        micro = static_cast<uint8_t>(std::min<uint64_t>(u, 0xFF));
+        break;
+      case OwnField::bucket:
+        bucket = static_cast<uint16_t>(std::min<uint64_t>(u, kNoBucket));
+        break;
+      case OwnField::bytes:
+        bytes = u;
+        break;
     }
   }
   if (s.step == kNoStep && s.stage == static_cast<uint8_t>(Stage::step) && e.name.rfind("ProfilerStep#", 0) == 0) {

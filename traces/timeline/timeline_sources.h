@@ -55,6 +55,7 @@ class ChromeToTimeline {
   };
   std::array<RecentLane, 8> recent_lanes_;
   size_t next_recent_lane_ = 0;
+  size_t last_recent_lane_ = 0;  // where the last event's lane was found
   std::string extra_;  // make_span's args text, one buffer for every span
   static constexpr uint32_t kNoFile = UINT32_MAX;
   static constexpr uint8_t kNotLookedUp = 0xFE;  // not a Stage, not kNoStage
