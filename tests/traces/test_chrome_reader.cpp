@@ -412,6 +412,70 @@ TEST(ChromeReader, BigDocumentsReadInPiecesLikeWhole) {
   EXPECT_NE(b.message.find("(line " + std::to_string(line) + ")"), std::string::npos) << b.message;
 }
 
+// Events not separated by line breaks (JSON written on one line, as json.dump and many tools write it, or with the
+// commas first) are still read in pieces, cut by following the nesting: strings holding "},{" and quotes do not cut
+// them; the same events in order, the members after them, errors at their byte. Read whole before, such a document
+// needed several times its size in memory, and one over 4 GiB could not be read.
+TEST(ChromeReader, DocumentsWithoutLineBreaksBetweenEventsAreReadInPiecesToo) {
+  const size_t n = 60000;  // over the 4 MiB a cut is looked for in
+  // Strings that look like the end of an event, with escaped quotes and brackets, in every 11th event.
+  const std::string looks_like_an_end = "\"text\": \"a},{\\\"b\\\": [1,2]}, \\\" ]\\\\\", ";
+  const std::string plain = big_trace(n), key = "\"External id\": ";
+  std::string lined;
+  size_t at = 0;
+  for (size_t k = 0, id; (id = plain.find(key, at)) != std::string::npos; ++k, at = id + key.size()) {
+    lined.append(plain, at, id - at);
+    if (k % 11 == 0) lined += looks_like_an_end;
+    lined += key;
+  }
+  lined.append(plain, at, std::string::npos);
+  std::string one_line, comma_first;
+  for (char c : lined)
+    if (c != '\n') one_line += c;
+  const std::string between = ",\n  {\"ph\"";
+  for (size_t from = 0, sep; from < lined.size(); from = sep + 4) {
+    sep = std::min(lined.find(between, from), lined.size());
+    comma_first.append(lined, from, sep - from);
+    if (sep < lined.size()) comma_first += "\n  , ";
+  }
+  const std::string dir = temp_dir("one_line");
+  for (const std::string* text : {&lined, &one_line, &comma_first}) {
+    ASSERT_GT(text->size(), 6u << 20);
+    const std::string path = dir + "/t.json";
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << *text;
+    for (bool from_file : {false, true}) {
+      SCOPED_TRACE(std::string(text == &lined ? "lines" : text == &one_line ? "one line" : "commas first") +
+                   (from_file ? ", file" : ", text"));
+      uint64_t next = 0, texts = 0;
+      bool in_order = true;
+      ChromeDocInfo info;
+      auto each = [&](const ChromeEventView& e) {
+        const ChromeValue* id = e.arg("External id");
+        in_order &= id && static_cast<uint64_t>(id->num) == next++;
+        const ChromeValue* t = e.arg("text");
+        texts += t && t->text == "a},{\"b\": [1,2]}, \" ]\\";
+        return true;
+      };
+      const ChromeStatus s = from_file ? parse_chrome_file(path, each, info) : parse_chrome_json(*text, each, info);
+      ASSERT_TRUE(s.ok()) << s.message;
+      EXPECT_TRUE(in_order);
+      EXPECT_EQ(next, n);
+      EXPECT_EQ(texts, (n + 10) / 11);
+      EXPECT_EQ(info.top.value("displayTimeUnit", ""), "ms");
+      EXPECT_LT(info.largest_piece, 1u << 20) << "read whole: " << text->size() << " bytes";
+    }
+  }
+  // A syntax error in a middle piece of the one-line document is named at its byte, as when read whole.
+  std::string bad = one_line;
+  const size_t bad_at = bad.find("\"dur\": 3", bad.size() / 2) + 7;
+  bad[bad_at] = '-';
+  ChromeDocInfo i2;
+  const ChromeStatus b = parse_chrome_json(bad, nullptr, i2);
+  EXPECT_EQ(b.error, ChromeError::syntax) << b.message;
+  EXPECT_EQ(b.offset, bad_at) << b.message;
+  fs::remove_all(dir);
+}
+
 namespace {
 
 std::string gzip_of(std::string_view text) {

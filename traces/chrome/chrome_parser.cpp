@@ -550,6 +550,7 @@ Reading read_text(std::string_view text, size_t capacity, size_t user, size_t si
                   uint64_t base, uint64_t skip, bool events_only, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   od::parser own;
   od::parser& parser = parser_for(text.size(), own);
+  info.largest_piece = std::max<uint64_t>(info.largest_piece, size);
   Parser p(text, text.data() + user, size, on_event, info, lines, base, skip);
   if (events_only) p.events_only();
   Reading r;

@@ -4,6 +4,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -29,10 +30,11 @@ Reading read_piece(const DocText& doc, uint64_t at, std::string_view body, std::
 
 // ---- chunked reading ----
 // A big document read whole makes simdjson index all of it first and then read it again from memory; read in pieces
-// of about 64 KiB, each piece's index and text stay in the cache. Pieces are cut only between two events where a
-// line break separates them ("},\n{": no JSON string holds a raw line break, so the cut is never inside one). A cut
-// that falls between two objects nested deeper than the events leaves a piece that does not parse: it is read again
-// twice as long, skipping the events it already handed on.
+// of about 64 KiB, each piece's index and text stay in the cache. Pieces are cut only between two events: where a
+// line break separates them ("},\n{": no JSON string holds a raw line break, so the cut is never inside one), else
+// where following the strings and nesting from the piece's start says an event ends (PieceCutter). A piece that does
+// not parse (a line-break cut between objects nested deeper than the events, or damage) is read again longer,
+// skipping the events it already handed on.
 constexpr size_t kPieceBytes = 64u << 10;
 constexpr size_t kMaxCutSearch = 4u << 20;
 constexpr size_t kMaxPieceBytes = 16u << 20;
@@ -81,15 +83,73 @@ uint64_t next_cut(std::string_view w, uint64_t at, size_t from) {
   return kNoCut;
 }
 
-// The cut ending a piece that starts at `at` and is at least `min_size` long.
-uint64_t cut_after(DocText& doc, uint64_t at, size_t min_size) {
-  return next_cut(doc.bytes(at, min_size + kMaxCutSearch), at, min_size);
+// In `w` (the document from a piece's start, between two events), the comma after the first event that ends at or
+// after w[from], found by following strings and nesting from w[0]: its offset in the document, or kNoCut (the events
+// end first, or the window does). Exact, so no cut is ever tried again, but it looks at every byte: for documents
+// whose events are not separated by line breaks (JSON written on one line, as json.dump and many tools write it).
+uint64_t next_cut_by_nesting(std::string_view w, uint64_t at, size_t from) {
+  int64_t depth = 0;  // 0: between events
+  bool in_string = false;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const char c = w[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // the escaped character, whatever it is
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '{':
+      case '[':
+        ++depth;
+        break;
+      case '}':
+      case ']':
+        if (--depth < 0) return kNoCut;  // the end of the events
+        break;
+      case ',':
+        if (depth == 0 && i >= from) return at + i;
+        break;
+      default:
+        break;
+    }
+  }
+  return kNoCut;
 }
+
+// Finds where pieces end. Events separated by line breaks (what profilers write) are cut at the first "},\n{" found
+// (memchr: the cost of the cut is nothing next to the piece's parsing). That can fall between objects nested deeper
+// than the events: the piece then does not parse, and is cut again by following the nesting. Once a window shows no
+// such line break, or a second such cut failed, the rest of the document is cut by following its nesting.
+class PieceCutter {
+ public:
+  // The cut ending a piece that starts at `at` (between two events) and is at least `min_size` long; `again`: the
+  // piece cut before did not parse.
+  uint64_t cut_after(DocText& doc, uint64_t at, size_t min_size, bool again) {
+    const std::string_view w = doc.bytes(at, min_size + kMaxCutSearch);
+    if (again && !by_nesting_ && ++failed_line_cuts_ >= 2) by_nesting_ = true;
+    if (!by_nesting_ && !again) {
+      const uint64_t cut = next_cut(w, at, min_size);
+      if (cut != kNoCut) return cut;
+      by_nesting_ = true;  // (or the events end in this window: then the one walk finds that)
+    }
+    return next_cut_by_nesting(w, at, min_size);
+  }
+
+ private:
+  bool by_nesting_ = false;
+  int failed_line_cuts_ = 0;
+};
 
 // The members after the events join those before them; the last piece's count of events is the total.
 void merge_tail(ChromeDocInfo& info, ChromeDocInfo& tail) {
   for (auto it = tail.top.begin(); it != tail.top.end(); ++it) info.top[it.key()] = std::move(it.value());
   info.events = tail.events;
+  info.largest_piece = std::max(info.largest_piece, tail.largest_piece);
 }
 
 }  // namespace
@@ -115,8 +175,9 @@ ChromeStatus parse_chunked(DocText& doc, const ChromeEventFn& on_event, ChromeDo
   trace_read_progress().advance(start);  // the members before the events
   uint64_t at = start;
   uint64_t skip = 0;  // events of a failed attempt at this piece, already handed on
+  PieceCutter cutter;
   for (;;) {
-    uint64_t cut = cut_after(doc, at, kPieceBytes);
+    uint64_t cut = cutter.cut_after(doc, at, kPieceBytes, false);
     Reading r;
     // A piece that does not parse (a cut inside an event, or damage) is tried again, twice as long, until it grows
     // past kMaxPieceBytes; the rest is then read as the last piece, which names the damage.
@@ -125,7 +186,7 @@ ChromeStatus parse_chunked(DocText& doc, const ChromeEventFn& on_event, ChromeDo
       if (r.stopped) return {};
       skip += r.handed_on;
       if (r.status.ok() || cut - at > kMaxPieceBytes) break;
-      cut = cut_after(doc, at, 2 * (cut - at));  // a damaged piece costs a few readings, not one per event
+      cut = cutter.cut_after(doc, at, 2 * (cut - at), true);  // a damaged piece costs a few readings, not one per event
     }
     if (cut == kNoCut || !r.status.ok()) break;
     trace_read_progress().advance(cut + 1 - at);

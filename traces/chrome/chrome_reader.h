@@ -78,6 +78,9 @@ struct ChromeDocInfo {
   nlohmann::json top = nlohmann::json::object();
   bool array_format = false;  // the document is a bare array of events
   uint64_t events = 0;        // events handed to the callback
+  // Bytes of the largest text parsed at once: a piece of ~64 KiB for a big document cut between its events, the
+  // whole text for a small one (or one that could not be cut).
+  uint64_t largest_piece = 0;
   // The producer: "ddp_profile" for our export, "kineto" for PyTorch profiler traces, else "".
   std::string producer() const;
 };
