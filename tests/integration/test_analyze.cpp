@@ -68,6 +68,9 @@ TEST(Analyze, BalancedRunBlamesNoRanksPipelineStage) {
   EXPECT_EQ(j["ranks"].size(), 2u);
   for (const auto& c : j["causes"]) {
     if (c["rank"].get<int>() < 0) continue;  // the collective itself (loopback Gloo on 2 shared cores is not free)
+    // A rank's untracked time is where a descheduled rank's time lands: on a loaded machine one rank's can be a
+    // tenth of what the ranks lose (13 % seen under a CPU hog). It is not a pipeline stage.
+    if (c["stage"] == "other") continue;
     EXPECT_LT(c["share"].get<double>(), 0.1) << "no rank's stage dominates a balanced run: " << c.dump();
   }
   for (const auto& f : j["flags"]) EXPECT_NE(f["id"], "loader_cannot_keep_up") << f.dump();

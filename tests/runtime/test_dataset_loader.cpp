@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "runtime/data/dataset_file.h"
 #include "runtime/data/loader.h"
@@ -14,11 +16,24 @@
 namespace {
 namespace fs = std::filesystem;
 
+// The folders this process made, removed when it exits (ctest runs each test in a process of its own); a test that
+// crashes leaves its folder to look at. Only by the process that made them: a forked loader worker exits too.
+struct MadeDirs {
+  pid_t owner = ::getpid();
+  std::vector<std::string> dirs;
+  ~MadeDirs() {
+    if (::getpid() == owner)
+      for (const std::string& d : dirs) ddp::testing::remove_tree(d);
+  }
+};
+
 std::string temp_dir() {
+  static MadeDirs made;
   auto d = fs::temp_directory_path() / ("ddp_ds_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
   ddp::testing::remove_tree(fs::path(d).string());
   fs::create_directories(d);
+  made.dirs.push_back(d.string());
   return d.string();
 }
 

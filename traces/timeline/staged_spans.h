@@ -91,7 +91,6 @@ class StagedSpans {
   // 24 MB: a lane of a few spans costs little, and a big lane's chunks are few (each one mapped, moved and unmapped
   // is a TLB shootdown on every core); pages of a chunk never written are never resident.
   static constexpr size_t kFirstChunk = 1024, kLargestChunk = 1u << 20;
-  static constexpr size_t kHugePage = 2u << 20;
   struct Chunk {
     Span* spans = nullptr;
     size_t size = 0, capacity = 0;
@@ -100,9 +99,6 @@ class StagedSpans {
     const size_t n = chunks_.empty() ? kFirstChunk : std::min(kLargestChunk, chunks_.back().capacity * 2);
     void* p = ::mmap(nullptr, n * sizeof(Span), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-    // A big lane's chunks fill at hundreds of MB/s: in 2 MB pages they fault 512 times less often (where the system
-    // lends huge pages on request; a refusal is fine, the pages stay small).
-    if (n * sizeof(Span) >= kHugePage) ::madvise(p, n * sizeof(Span), MADV_HUGEPAGE);
     chunks_.push_back(Chunk{static_cast<Span*>(p), 0, n});
   }
   static void unmap(Chunk& c) {
