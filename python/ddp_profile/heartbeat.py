@@ -21,6 +21,13 @@ STARTING, RUNNING, DONE, FAILED, TERMINATED = 0, 1, 2, 3, 4
 WAIT_DATA, FORWARD, BACKWARD, OPTIMIZER, CHECKPOINT, STEP = 4, 5, 6, 9, 10, 11
 
 
+def _put(m: mmap.mmap, offset: int, fmt: str, *values: int) -> None:
+    # One copy of the packed bytes: struct.pack_into would zero the field first and then write it byte by byte, and
+    # the supervisor, polling the mapped file, could read a time of 0 from a rank descheduled in between.
+    b = struct.pack(fmt, *values)
+    m[offset : offset + len(b)] = b
+
+
 class Heartbeat:
     def __init__(self, run: str, rank: int) -> None:
         d = os.path.join(run, "progress")
@@ -40,16 +47,16 @@ class Heartbeat:
 
     def stage(self, s: int) -> None:
         if self._m is not None:
-            struct.pack_into("<i", self._m, 28, s)
-            struct.pack_into("<q", self._m, 32, time.monotonic_ns())
+            _put(self._m, 28, "<i", s)
+            _put(self._m, 32, "<q", time.monotonic_ns())
 
     def step(self, step: int, epoch: int) -> None:
         if self._m is not None:
-            struct.pack_into("<qiiq", self._m, 16, step, epoch, STEP, time.monotonic_ns())
+            _put(self._m, 16, "<qiiq", step, epoch, STEP, time.monotonic_ns())
 
     def epoch(self, epoch: int) -> None:
         if self._m is not None:
-            struct.pack_into("<i", self._m, 24, epoch)
+            _put(self._m, 24, "<i", epoch)
 
     def step_time(self, ns: int) -> None:
         if self._m is None:
@@ -59,19 +66,19 @@ class Heartbeat:
         else:
             self._recent[self._next % 64] = ns
             self._next += 1
-        struct.pack_into("<q", self._m, 48, int(statistics.median(self._recent)))
+        _put(self._m, 48, "<q", int(statistics.median(self._recent)))
 
     def set_state(self, s: int) -> None:
         if self._m is not None:
-            struct.pack_into("<i", self._m, 12, s)
-            struct.pack_into("<q", self._m, 32, time.monotonic_ns())
+            _put(self._m, 12, "<i", s)
+            _put(self._m, 32, "<q", time.monotonic_ns())
 
     def reason(self, text: str) -> None:
         if self._m is not None:
             b = text.encode("utf-8", "replace")[: REASON_LEN - 1]
             self._m[REASON_OFF : REASON_OFF + REASON_LEN] = b + b"\0" * (REASON_LEN - len(b))
             # When it said why: of several failed ranks the supervisor blames the first (a cause precedes its effects).
-            struct.pack_into("<q", self._m, 32, time.monotonic_ns())
+            _put(self._m, 32, "<q", time.monotonic_ns())
 
     def has_reason(self) -> bool:
         return self._m is not None and self._m[REASON_OFF] != 0

@@ -31,6 +31,11 @@ constexpr double kTeardownGraceS = 12;
 // or two later (the peer's death, its own reason): it is named the culprit when no cause has shown for this long.
 constexpr double kLostPeerGraceS = 1;
 constexpr double kLauncherGraceS = 5;  // a launcher sent SIGTERM has this long to end its ranks' step before SIGKILL
+// The companion writes its heartbeat field by field, and Python's struct zeroes a field before writing its bytes: a
+// poll can read a rank's time half-written while the rank is descheduled in between on a loaded machine (seen: a
+// last_ns of 0, "hung" 70 s into a job of a 120 s timeout). A hang is called when a second poll this much later still
+// sees the same newest progress.
+constexpr double kHangConfirmS = 0.5;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -207,6 +212,10 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
   int first = -1;
   std::string first_why;
   Clock::time_point first_seen{};
+  // A hang seen by a poll: the newest progress then, and when (kHangConfirmS).
+  bool hang_seen = false;
+  int64_t hang_seen_ns = 0;
+  Clock::time_point hang_seen_at{};
   for (;;) {
     if (!exited && ::waitpid(child, &status, WNOHANG) == child) exited = true;
     // Ranks that failed or vanished since the last poll; when several did (a loaded machine polls late), the culprit
@@ -255,7 +264,13 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
         newest_ns = std::max(newest_ns, w.beat.last_ns);
         if (oldest < 0 || behind(w.beat, ranks[oldest].beat)) oldest = r;
       }
-      if (oldest >= 0 && (now - newest_ns) / 1e9 > launch.hang_timeout_s) {
+      const bool stalled = oldest >= 0 && (now - newest_ns) / 1e9 > launch.hang_timeout_s;
+      if (!stalled || !hang_seen || hang_seen_ns != newest_ns) {
+        hang_seen = stalled;
+        hang_seen_ns = newest_ns;
+        hang_seen_at = Clock::now();
+      }
+      if (stalled && seconds_since(hang_seen_at) >= kHangConfirmS) {
         std::string m = "rank " + std::to_string(oldest) + " hung at " + where_of(ranks[oldest].beat) +
                         " (no progress for " + std::to_string(static_cast<int>(launch.hang_timeout_s)) + " s";
         if (!ranks[oldest].beat.reason.empty()) m += ": " + ranks[oldest].beat.reason;

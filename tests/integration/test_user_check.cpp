@@ -157,6 +157,17 @@ TEST_F(UserCheck, OneAndThreeRanks) {
   }
 }
 
+// A poll that reads a heartbeat half-written (a rank descheduled between zeroing its time and writing it, on a loaded
+// machine) is not a hang: the supervisor calls one only when a second look still sees no progress. Planted: the
+// script zeroes its own time for 0.3 s at step 5 (the supervisor before killed it at once as hung).
+TEST_F(UserCheck, AHeartbeatReadHalfWrittenIsNotAHang) {
+  Checked c = check("stalled_write", {"--checks", "env.manifest"},
+                    torchrun_cmd(torchrun_, 1, kScripts + "/stalled_heartbeat_write.py"), torchrun_);
+  EXPECT_EQ(c.code, 0) << c.output;
+  EXPECT_EQ(c.status("env.manifest"), "pass") << c.summary("env.manifest");
+  EXPECT_EQ(c.output.find("hung"), std::string::npos) << c.output;
+}
+
 TEST_F(UserCheck, BadInputEndsEarlyWithOneLine) {
   const std::string out = fresh_dir("bad");
   auto env = companion_env(torchrun_);
