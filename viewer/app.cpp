@@ -1,6 +1,7 @@
 #include "viewer/app.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <future>
 
@@ -64,27 +65,38 @@ bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map
     }
     return load(inputs.front(), error, opts);
   }
-  RunTrace run;
+  auto run = std::make_shared<RunTrace>();
   // Each file read once, the timeline built in the import's reading; with --steps the window's files are read again
   // for only the window's events (the window is known once the steps are read).
   KinetoTimelineParts parts;
   const KinetoFileEvents each_file = parts.reader();
-  if (!load_kineto_run(inputs, map, run, error, opts.cycle, opts.steps.everything() ? &each_file : nullptr) ||
-      !keep_steps(run, opts.steps, error))
+  if (!load_kineto_run(inputs, map, *run, error, opts.cycle, opts.steps.everything() ? &each_file : nullptr) ||
+      !keep_steps(*run, opts.steps, error))
     return false;
-  // The analysis (the stalls panel) and the timeline each only read the run: made side by side.
-  std::future<Analysis> analysis = std::async(std::launch::async, [&run] { return analyze(run); });
+  // The analysis (the stalls panel) and the timeline each only read the run: made side by side, and the timeline
+  // shown without waiting for the analysis (take_analysis).
+  std::future<Analysis> analysis = std::async(std::launch::async, [run] { return analyze(*run); });
   Timeline t;
-  const bool built = timeline_from_kineto_run(run, parts, t, error);
-  Analysis a = analysis.get();
-  if (!built) return false;
+  if (!timeline_from_kineto_run(*run, parts, t, error)) return false;  // the analysis' future waits for it
   set_timeline(std::move(t));
-  load_stalls(*this, run, a);
-  clock_report = kineto_report_text(run);
+  clock_report = kineto_report_text(*run);
+  analysed_run_ = std::move(run);
+  pending_analysis_ = std::move(analysis);
   return true;
 }
 
+void App::take_analysis(bool wait) {
+  if (!pending_analysis_.valid()) return;
+  if (!wait && pending_analysis_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  const Analysis a = pending_analysis_.get();
+  load_stalls(*this, *analysed_run_, a);
+  analysed_run_.reset();
+}
+
 void App::set_timeline(Timeline t) {
+  if (pending_analysis_.valid()) pending_analysis_.wait();  // an analysis of the timeline replaced: not shown
+  pending_analysis_ = {};
+  analysed_run_.reset();
   tl = std::move(t);
   view.set_data_range(tl.t_begin, tl.t_end);
   view.fit_all();
@@ -169,6 +181,7 @@ void toolbar(App& app) {
 }  // namespace
 
 void App::frame(float width, float height) {
+  take_analysis(false);
   last = FrameInfo{};
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(ImVec2(width, height));

@@ -2,11 +2,14 @@
 // The viewer application state and the frame builder. Everything here builds ImGui draw lists and needs no GL, so
 // tests and benchmarks drive whole frames headless (an ImGui context with a built font atlas is enough).
 #include <cstdint>
+#include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "traces/analysis/analysis_types.h"
 #include "traces/kineto/kineto_map.h"
+#include "traces/model/run_trace.h"
 #include "traces/model/step_window.h"
 #include "traces/timeline/timeline.h"
 #include "viewer/view_state.h"
@@ -70,6 +73,13 @@ class App {
   static bool opens_as_kineto_run(const std::vector<std::string>& inputs);
   void set_timeline(Timeline tl);
 
+  // Per-rank traces: load() returns once the timeline is built, while the run's analysis may still be running (on
+  // 2 x 10 M events it ends ~0.5 s after the timeline): the timeline is on screen meanwhile, the stalls panel says
+  // it is analysing, and the first frame after the analysis ends takes it (frame() calls take_analysis).
+  bool analysis_pending() const { return pending_analysis_.valid(); }
+  // Moves a finished analysis into the stalls panel; with `wait`, waits for it first (headless use, tests).
+  void take_analysis(bool wait);
+
   // Builds one ImGui frame covering `width` x `height` (call between ImGui::NewFrame and ImGui::Render).
   void frame(float width, float height);
 
@@ -98,6 +108,10 @@ class App {
   uint32_t stats_name = 0;
   SpanStats stats_all;
   std::vector<SpanStats> stats_per_process;
+
+ private:
+  std::shared_ptr<const RunTrace> analysed_run_;  // what the pending analysis reads, kept until it is taken
+  std::future<Analysis> pending_analysis_;
 };
 
 // Views, one file each.

@@ -96,6 +96,10 @@ bool load_stalls_json(App& app, const std::string& path, std::string& error) {
 void draw_stalls_panel(App& app) {
   ImGui::TextUnformatted("Stalls: root causes");
   ImGui::Separator();
+  if (app.analysis_pending()) {  // the timeline is shown before its analysis ends
+    ImGui::TextDisabled("analysing the run ...");
+    return;
+  }
   if (!app.stall_verdict.empty()) {
     ImGui::PushTextWrapPos(0);
     ImGui::TextUnformatted(app.stall_verdict.c_str());

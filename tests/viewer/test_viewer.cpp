@@ -2,6 +2,7 @@
 // (screenshots whose pixels show the lanes, error exits).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -194,6 +195,11 @@ TEST(ViewerStalls, PerRankKinetoTracesAreOneRunWithItsStalls) {
     std::set<int> ranks;
     for (const Process& p : app.tl.processes) ranks.insert(p.rank);
     EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+    // The timeline is there before the analysis ends; frames drawn meanwhile take it once it has.
+    HeadlessImGui pending_ui(1400, 800);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (app.analysis_pending() && std::chrono::steady_clock::now() < deadline) pending_ui.frame(app);
+    ASSERT_FALSE(app.analysis_pending()) << "no frame took the finished analysis";
     ASSERT_FALSE(app.stalls.empty()) << app.stall_source;
     EXPECT_EQ(app.stalls.front().rank, 1);
     EXPECT_EQ(app.stalls.front().stage, "wait_data");
