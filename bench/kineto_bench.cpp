@@ -31,6 +31,9 @@
 #include "traces/kineto/kineto_import.h"
 #include "traces/timeline/timeline.h"
 #include "traces/timeline/timeline_kineto.h"
+#ifdef DDP_HAVE_VIEWER
+#include "viewer/app.h"
+#endif
 
 namespace fs = std::filesystem;
 using namespace ddp;
@@ -336,8 +339,13 @@ std::string rss_now() {
   return out;
 }
 
-// The viewer's load as viewer/app.cpp does it: `ready` when the timeline is built (the viewer shows it then), the
-// analysis (the stalls panel) waited for after.
+// The viewer's load of the traces in `dir`, its own (viewer/app.cpp): `ready` when load returns (the viewer shows the
+// timeline then), the analysis (the stalls panel) waited for after. Built without the viewer: its steps done here.
+ChildResult viewer_app_load(const std::string& dir);
+
+// The viewer's load step by step, each step timed (for a profiler, and reading every file again): read and align
+// (every event into the timeline in the same reading, or not with `read_again`), then the analysis beside the
+// timeline.
 ChildResult viewer_load(const std::string& dir, bool read_again) {
   auto t0 = std::chrono::steady_clock::now();
   KinetoTimelineParts parts;
@@ -362,6 +370,20 @@ ChildResult viewer_load(const std::string& dir, bool read_again) {
   std::fflush(stdout);
   return r;
 }
+
+#ifdef DDP_HAVE_VIEWER
+ChildResult viewer_app_load(const std::string& dir) {
+  viewer::App app;
+  std::string err;
+  if (!app.load({dir}, KinetoStageMap{}, err)) die(err);
+  ChildResult r{app.tl.span_count, std::chrono::steady_clock::now()};
+  app.take_analysis(true);
+  if (app.stall_source.empty()) die("the viewer's analysis did not arrive");
+  return r;
+}
+#else
+ChildResult viewer_app_load(const std::string& dir) { return viewer_load(dir, false); }
+#endif
 
 // The viewer opening per-rank traces (what ddp_viewer TRACES does) against --analyze of the same files, each in a
 // process of its own.
@@ -399,7 +421,7 @@ void measure_viewer_against_analyze(const std::string& dir, const std::vector<st
       Analysis a = analyze(run);
       return ChildResult{a.ranks.size()};  // the command's whole time, to its exit
     });
-    const ChildCost viewer_cost = in_child([&] { return viewer_load(dir, false); });
+    const ChildCost viewer_cost = in_child([&] { return viewer_app_load(dir); });
     std::printf("  round %d: viewer %.3f s (the stalls panel %.3f s), --analyze %.3f s = %.3fx (%.3fx)\n", r + 1,
                 viewer_cost.ready_s, viewer_cost.seconds, analyze_cost.seconds,
                 viewer_cost.ready_s / analyze_cost.seconds, viewer_cost.seconds / analyze_cost.seconds);

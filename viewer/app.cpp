@@ -6,6 +6,8 @@
 #include <future>
 
 #include <imgui.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "traces/analysis/analysis.h"
 #include "traces/native/load_run.h"
@@ -13,6 +15,9 @@
 #include "traces/timeline/timeline_kineto.h"
 
 namespace ddp::viewer {
+namespace {
+constexpr int kAnalysisNice = 10;  // the analysis of per-rank traces, made while the timeline finishes
+}  // namespace
 
 bool App::load(const std::string& path, std::string& error, const LoadOptions& opts) {
   std::error_code ec;
@@ -74,8 +79,12 @@ bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map
       !keep_steps(*run, opts.steps, error))
     return false;
   // The analysis (the stalls panel) and the timeline each only read the run: made side by side, and the timeline
-  // shown without waiting for the analysis (take_analysis).
-  std::future<Analysis> analysis = std::async(std::launch::async, [run] { return analyze(*run); });
+  // shown without waiting for the analysis (take_analysis). The timeline's finish is what the user waits for, on a
+  // thread per rank: the analysis yields the cores to it (at nice 10; once the timeline is up it has one to itself).
+  std::future<Analysis> analysis = std::async(std::launch::async, [run] {
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kAnalysisNice);  // best effort: a failure changes nothing
+    return analyze(*run);
+  });
   Timeline t;
   if (!timeline_from_kineto_run(*run, parts, t, error)) return false;  // the analysis' future waits for it
   set_timeline(std::move(t));

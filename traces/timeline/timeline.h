@@ -227,6 +227,8 @@ class TimelineBuilder {
     staged_[p][l].add(s);
     span_lo_ = std::min(span_lo_, s.t0);  // kept as they come: finish needs no pass of its own for the range
     span_hi_ = std::max(span_hi_, s.t1());
+    // ... nor for whether a process has step spans (finish_process: where its steps come from)
+    if (s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep) has_step_spans_[p] = 1;
   }
   void add_counter(int p, std::string_view name, int64_t t, double v);
   void problem(std::string line) { tl_.problems.push_back(std::move(line)); }
@@ -253,6 +255,7 @@ class TimelineBuilder {
   std::vector<Process> procs_;
   std::vector<std::string> labels_;
   std::vector<std::vector<LaneStaging>> staged_;  // [process][lane]
+  std::vector<char> has_step_spans_;              // [process]: a span of stage step with its step number
   int64_t span_lo_ = std::numeric_limits<int64_t>::max(), span_hi_ = std::numeric_limits<int64_t>::min();
   std::unordered_map<std::string, int> proc_index_;
   std::vector<std::unordered_map<std::string, int>> lane_index_;

@@ -27,6 +27,7 @@ int TimelineBuilder::process(std::string_view key) {
   procs_.push_back(std::move(p));
   labels_.emplace_back();
   staged_.emplace_back();
+  has_step_spans_.push_back(0);
   lane_index_.emplace_back();
   counter_index_.emplace_back();
   return id;
@@ -80,15 +81,6 @@ namespace {
 struct TimeRange {
   int64_t lo = 0, hi = 0;
 };
-
-// A process gets its steps from its step spans; a trace without them (e.g. Kineto without ProfilerStep) gets each
-// step's extent from the spans that carry that step arg.
-bool has_step_spans(const std::vector<LaneStaging>& lanes) {
-  bool found = false;
-  for (const LaneStaging& spans : lanes)
-    spans.for_each([&](const Span& s) { found |= s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep; });
-  return found;
-}
 
 class StepCollector {
  public:
@@ -258,7 +250,9 @@ void TimelineBuilder::finish_processes(int64_t shift) {
 void TimelineBuilder::finish_process(size_t p, int64_t shift) {
   Process& proc = procs_[p];
   if (!labels_[p].empty()) proc.name += " [" + labels_[p] + "]";
-  StepCollector steps(has_step_spans(staged_[p]));
+  // A process gets its steps from its step spans; a trace without them (e.g. Kineto without ProfilerStep) gets each
+  // step's extent from the spans that carry that step arg.
+  StepCollector steps(has_step_spans_[p] != 0);
   for (size_t l = 0; l < proc.lanes.size(); ++l) finish_lane(proc, proc.lanes[l], staged_[p][l], shift, steps);
   proc.steps = steps.take();
   std::stable_sort(proc.lanes.begin(), proc.lanes.end(), [](const Lane& a, const Lane& b) { return a.sort < b.sort; });
@@ -344,6 +338,7 @@ void TimelineBuilder::absorb_all(const std::vector<std::pair<TimelineBuilder*, i
       into.rank = from.rank;
       into.sort = from.sort;
       labels_[mine] = std::move(other.labels_[p]);
+      has_step_spans_[mine] |= other.has_step_spans_[p];
       for (CounterSeries& c : from.counters) {
         for (int64_t& t : c.t) t += shift;
         into.counters.push_back(std::move(c));
@@ -374,6 +369,7 @@ Timeline TimelineBuilder::finish() {
   assign_name_colors(tl_);
   procs_.clear();
   staged_.clear();
+  has_step_spans_.clear();
   labels_.clear();
   proc_index_.clear();
   lane_index_.clear();
