@@ -14,12 +14,13 @@ constexpr size_t kTextBlockBytes = 64u << 10;
 constexpr size_t kPlaceBlockBytes = 4u << 10;
 constexpr int kZstdLevel = 1;  // loading speed first: args text still shrinks about 5-fold
 
+// Appended at once, not a byte at a time (a place is written per span: each push_back checked the capacity).
 void put_varint(std::string& out, uint64_t n) {
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>(0x80 | (n & 0x7F)));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
+  char bytes[10];
+  size_t len = 0;
+  for (; n >= 0x80; n >>= 7) bytes[len++] = static_cast<char>(0x80 | (n & 0x7F));
+  bytes[len++] = static_cast<char>(n);
+  out.append(bytes, len);
 }
 
 // Reads a varint at `pos`; false when the block is damaged (never, for blocks we wrote).
@@ -74,7 +75,11 @@ uint32_t ExtraTexts::add_file(const std::string& path) {
 }
 
 uint32_t ExtraTexts::add_place(uint32_t file, uint64_t offset) {
-  open_block(Kind::places, file, offset);
+  // Nearly every span of a Kineto trace comes here: the block being filled is checked inline (a block is sealed or
+  // opened once in ~2500 places).
+  if (!(open_count_ > 0 && open_kind_ == Kind::places && open_file_ == file && offset >= open_end_ &&
+        open_.size() < kPlaceBlockBytes))
+    open_block(Kind::places, file, offset);
   put_varint(open_, offset - open_end_);  // events follow each other in the file: the gap is an event's length
   open_end_ = offset;
   ++open_count_;
