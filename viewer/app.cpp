@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <new>
 
 #include <imgui.h>
 #include <sys/resource.h>
@@ -97,9 +98,15 @@ bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map
 void App::take_analysis(bool wait) {
   if (!pending_analysis_.valid()) return;
   if (!wait && pending_analysis_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-  const Analysis a = pending_analysis_.get();
-  load_stalls(*this, *analysed_run_, a);
-  analysed_run_.reset();
+  const std::shared_ptr<const RunTrace> run = std::move(analysed_run_);
+  try {
+    const Analysis a = pending_analysis_.get();
+    load_stalls(*this, *run, a);
+  } catch (const std::bad_alloc&) {  // the timeline is shown; the panel says why it has no causes
+    stall_source = "no analysis: out of memory while analysing the run";
+  } catch (const std::exception& e) {
+    stall_source = std::string("no analysis: ") + e.what();
+  }
 }
 
 void App::set_timeline(Timeline t) {
