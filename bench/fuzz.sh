@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes every reader of outside bytes for N seconds each (default 60) under ASan + UBSan, with libFuzzer (clang):
-# the Chrome/Kineto JSON reader (plain and gzip) and the viewer's timeline from it, the Kineto importer, the native .ddpt reader, the manifest reader,
+# the Chrome/Kineto JSON reader (plain and gzip) and the viewer's timeline from it, its cutting of big documents into pieces, the Kineto importer, the native .ddpt reader, the manifest reader,
 # the .ddpd dataset reader and the checkpoint integrity check. Seeds: tests/data (real traces) and tests/data/fuzz.
 # Seeds are the inputs under 1 MB (the hang criterion: > 1 s on a < 1 MB input). A crash, leak or slow input stops that target and leaves its input in build-fuzz/findings/<target>/; keep
 # it as a regression input in tests/data/fuzz/regressions/. Prints executions per target.
@@ -15,12 +15,13 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMP
   -DDDP_PROFILE_FUZZ=ON -DDDP_PROFILE_RUNTIME=OFF -DDDP_PROFILE_VIEWER=OFF -DDDP_PROFILE_BENCH=OFF \
   -DDDP_PROFILE_TESTS=OFF > /dev/null
 # FUZZ_TARGETS="fuzz_dataset fuzz_checkpoint" runs only those.
-targets=(${FUZZ_TARGETS:-fuzz_chrome_json fuzz_kineto_file fuzz_native_trace fuzz_manifest fuzz_dataset fuzz_checkpoint})
+targets=(${FUZZ_TARGETS:-fuzz_chrome_json fuzz_chrome_pieces fuzz_kineto_file fuzz_native_trace fuzz_manifest fuzz_dataset fuzz_checkpoint})
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
 
 seed() {  # target -> seed files
   case $1 in
     fuzz_chrome_json|fuzz_kineto_file) find tests/data/kineto -type f \( -name '*.json' -o -name '*.json.gz' \) -size -1024k ;;
+    fuzz_chrome_pieces) find tests/data/fuzz/pieces -type f ;;
     fuzz_native_trace) find tests/data/fuzz/native -type f ;;
     fuzz_manifest) find tests/data/fuzz/manifest -type f ;;
     fuzz_dataset) find tests/data/fuzz/dataset -type f ;;
