@@ -47,10 +47,13 @@ bool file_stamp(const std::string& path, uint64_t& size, int64_t& mtime_ns) {
 
 void ExtraTexts::FreeContext::operator()(ZSTD_CCtx_s* c) const { ZSTD_freeCCtx(c); }
 
+bool ExtraTexts::open_block_takes(Kind kind, uint32_t file, uint64_t start) const {
+  const size_t limit = kind == Kind::places ? kPlaceBlockBytes : kTextBlockBytes;
+  return open_count_ > 0 && open_kind_ == kind && open_file_ == file && start >= open_end_ && open_.size() < limit;
+}
+
 void ExtraTexts::open_block(Kind kind, uint32_t file, uint64_t start) {
-  const size_t limit = open_kind_ == Kind::places ? kPlaceBlockBytes : kTextBlockBytes;
-  if (open_count_ > 0 && (open_kind_ != kind || open_file_ != file || start < open_end_ || open_.size() >= limit))
-    seal();
+  if (open_count_ > 0 && !open_block_takes(kind, file, start)) seal();
   if (open_count_ == 0) {
     open_kind_ = kind;
     open_file_ = file;
@@ -75,11 +78,9 @@ uint32_t ExtraTexts::add_file(const std::string& path) {
 }
 
 uint32_t ExtraTexts::add_place(uint32_t file, uint64_t offset) {
-  // Nearly every span of a Kineto trace comes here: the block being filled is checked inline (a block is sealed or
-  // opened once in ~2500 places).
-  if (!(open_count_ > 0 && open_kind_ == Kind::places && open_file_ == file && offset >= open_end_ &&
-        open_.size() < kPlaceBlockBytes))
-    open_block(Kind::places, file, offset);
+  // Nearly every span of a Kineto trace comes here: open_block only when the open block cannot take it (a block is
+  // sealed or opened once in ~2500 places).
+  if (!open_block_takes(Kind::places, file, offset)) open_block(Kind::places, file, offset);
   put_varint(open_, offset - open_end_);  // events follow each other in the file: the gap is an event's length
   open_end_ = offset;
   ++open_count_;
