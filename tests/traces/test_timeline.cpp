@@ -388,6 +388,30 @@ TEST(Timeline, RowsAreTheSameWhateverOrderTheSpansCameIn) {
   EXPECT_EQ(rows_of(a.finish()), expected);
 }
 
+// A process's steps come from its step spans when it has any, else from the spans carrying a step arg. Whether it
+// has any is kept as spans are added, and joins with the process: a process whose step spans all came from an
+// absorbed builder (a rank's file) still takes its steps from them, not from the operator that runs past the step.
+TEST(Timeline, StepsComeFromStepSpansAlsoWhenTheyCameFromAJoinedBuilder) {
+  for (const bool joined : {false, true}) {
+    TimelineBuilder into, other;
+    const int pi = into.process("r0"), li = into.lane(pi, "main");
+    const int po = other.process("r0"), lo = other.lane(po, "main");
+    TimelineBuilder& with_steps = joined ? other : into;
+    const int ps = joined ? po : pi, ls = joined ? lo : li;
+    Span step = mk(1000, 2000, static_cast<uint8_t>(Stage::step));
+    step.step = 7;
+    with_steps.add_span(ps, ls, step);
+    Span op = mk(2500, 3000);  // an operator with step arg 7 that runs after the step span ended
+    op.step = 7;
+    with_steps.add_span(ps, ls, op);
+    if (joined) into.absorb(std::move(other));
+    const Timeline tl = into.finish();
+    ASSERT_EQ(tl.processes.size(), 1u);
+    ASSERT_EQ(tl.processes[0].steps.size(), 1u) << joined;
+    EXPECT_EQ(tl.processes[0].steps[0].t1 - tl.processes[0].steps[0].t0, 1000) << "joined " << joined;
+  }
+}
+
 // An empty name (a Chrome event with "name": "" or none) may come as a view with a null pointer; interning it must
 // not hand that pointer to memcpy or memcmp (UBSan stopped CI's fuzzed-mutation test on it), and it is one name.
 TEST(StringTable, EmptyNamesInternAsOneWhateverTheirPointer) {
