@@ -25,13 +25,16 @@ std::string filler(size_t bytes, bool lined, int64_t& ts) {
   return out;
 }
 
+// One reading's outcome: whether it succeeded, how many events it handed on and a digest of them, in order.
 struct Read {
   bool ok = false;
   uint64_t events = 0;
-  uint64_t digest = 0;  // of what was handed on, in order
+  uint64_t digest = 0;
+  void take(const ddp::ChromeEventView& e) {
+    ++events;
+    digest = digest * 1000003u + static_cast<uint64_t>(e.ts_ns) + e.name.size();
+  }
 };
-
-Read count(const ddp::ChromeStatus& st, uint64_t events, uint64_t digest) { return Read{st.ok(), events, digest}; }
 
 }  // namespace
 
@@ -51,17 +54,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   doc.append(reinterpret_cast<const char*>(data) + 1, size - 1);
   doc += after;
 
-  uint64_t events = 0, digest = 0;
-  const ddp::ChromeEventFn take = [&](const ddp::ChromeEventView& e) {
-    ++events;
-    digest = digest * 1000003u + static_cast<uint64_t>(e.ts_ns) + e.name.size();
-    return true;
-  };
+  Read in_memory, from_file;
   ddp::ChromeDocInfo in_memory_info, file_info;
-  const Read in_memory = count(ddp::parse_chrome_json(std::string_view(doc), take, in_memory_info), events, digest);
-  events = digest = 0;
+  in_memory.ok = ddp::parse_chrome_json(std::string_view(doc), [&](const ddp::ChromeEventView& e) {
+                   in_memory.take(e);
+                   return true;
+                 }, in_memory_info).ok();
   const std::string path = ddpfuzz::write_input("pieces.json", reinterpret_cast<const uint8_t*>(doc.data()), doc.size());
-  const Read from_file = count(ddp::parse_chrome_file(path, take, file_info), events, digest);
+  from_file.ok = ddp::parse_chrome_file(path, [&](const ddp::ChromeEventView& e) {
+                   from_file.take(e);
+                   return true;
+                 }, file_info).ok();
   if (in_memory.ok && from_file.ok && (in_memory.events != from_file.events || in_memory.digest != from_file.digest))
     std::abort();  // two readings of one valid document disagree on its events
   return 0;
