@@ -339,11 +339,16 @@ TEST(Timeline, RowsAreTheSameWhateverOrderTheSpansCameIn) {
   }
   auto rows_of = [](Timeline tl) {
     std::vector<std::string> out;
-    for (const Process& p : tl.processes)
+    for (const Process& p : tl.processes) {
+      for (size_t st = 0; st < p.stages.size(); ++st)  // the stage totals, counted as spans came, come along
+        if (p.stages[st].count)
+          out.push_back("stage " + std::to_string(st) + " " + std::to_string(p.stages[st].count) + " " +
+                        std::to_string(p.stages[st].total_ns));
       for (const Lane& l : p.lanes)
         for (size_t d = 0; d < l.rows.size(); ++d)
           for (const Span& s : l.rows[d].spans)
             out.push_back(std::to_string(d) + " " + std::to_string(s.t0) + " " + std::to_string(s.t1()));
+    }
     return out;
   };
   auto build = [](const std::vector<Span>& in) {
@@ -422,4 +427,96 @@ TEST(StringTable, EmptyNamesInternAsOneWhateverTheirPointer) {
   EXPECT_EQ(t.intern(std::string_view{}), null_view);
   EXPECT_EQ(t.at(null_view), "");
   EXPECT_NE(t.intern("aten::mm"), null_view);
+}
+
+// Names are told apart by every byte, whatever their length: the recent-names cache compares most of them by their
+// ends (timeline.cpp, name_ends), which must never take two names for one.
+TEST(StringTable, NamesDifferingInAnyOneByteAreDifferentNames) {
+  StringTable t;
+  std::vector<std::string> names;
+  for (size_t size = 1; size <= 40; ++size) {
+    const std::string base(size, 'a');
+    names.push_back(base);
+    for (size_t at = 0; at < size; ++at) {
+      std::string v = base;
+      v[at] = 'b';
+      names.push_back(v);
+    }
+  }
+  std::vector<uint32_t> ids;
+  for (const std::string& n : names) ids.push_back(t.intern(n));
+  std::vector<uint32_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end()) << "two names got one id";
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string again = names[i];  // the same text at another address
+    EXPECT_EQ(t.intern(again), ids[i]) << names[i];
+    EXPECT_EQ(t.at(ids[i]), names[i]);
+  }
+}
+
+// A lane is its pid and tid, every byte of them: keys of up to 8 bytes are compared as one number each
+// (ChromeToTimeline::ShortKey), longer ones as text, and two keys differing in one byte are two lanes.
+TEST(Timeline, LanesWhoseKeysDifferInAnyOneByteAreDifferentLanes) {
+  std::vector<std::string> tids;
+  for (size_t size = 1; size <= 12; ++size) {
+    const std::string base(size, '1');
+    tids.push_back(base);
+    for (size_t at = 0; at < size; ++at) {
+      std::string v = base;
+      v[at] = '2';
+      tids.push_back(v);
+    }
+  }
+  std::string json = "{\"traceEvents\": [";
+  int64_t ts = 0;
+  for (int round = 0; round < 2; ++round)  // each lane met again after the others: not only the last one remembered
+    for (const std::string& tid : tids) {
+      json += std::string(ts ? "," : "") + "{\"ph\": \"X\", \"name\": \"op\", \"pid\": \"" + tid + "\", \"tid\": \"" +
+              tid + "\", \"ts\": " + std::to_string(ts) + ", \"dur\": 1}";
+      ts += 2;
+    }
+  json += "]}";
+  Timeline tl;
+  std::string error;
+  ASSERT_TRUE(timeline_from_chrome_text(json, tl, error)) << error;
+  size_t lanes = 0;
+  for (const Process& p : tl.processes)
+    for (const Lane& l : p.lanes) {
+      ++lanes;
+      EXPECT_EQ(l.span_count, 2u) << p.key << " " << l.key;
+      EXPECT_EQ(p.key, l.key);
+    }
+  EXPECT_EQ(lanes, tids.size());
+}
+
+// A row of a big lane is made of the staged chunks' pages moved into place, its last part-filled chunk too (up to its
+// last span's page): every span comes out where it was, in order, and the stage totals count each once.
+TEST(Timeline, ABigRowComesOutWholeFromItsMovedChunks) {
+  constexpr int64_t kSpans = 200'000;  // staged in chunks of 1 Ki, 2 Ki, ... 128 Ki spans: the last ~70 Ki part-filled
+  TimelineBuilder b;
+  const int p = b.process("1"), l = b.lane(p, "1");
+  for (int64_t i = 0; i < kSpans; ++i) {
+    Span s = mk(i * 10, i * 10 + 1 + i % 7);
+    s.name = static_cast<uint32_t>(i % 1000);  // a mark of each span's own
+    b.add_span(p, l, s);
+  }
+  const Timeline tl = b.finish();
+  ASSERT_EQ(tl.processes.size(), 1u);
+  ASSERT_EQ(tl.processes[0].lanes.size(), 1u);
+  const Lane& lane = tl.processes[0].lanes[0];
+  ASSERT_EQ(lane.rows.size(), 1u);
+  const SpanArray& row = lane.rows[0].spans;
+  ASSERT_EQ(row.size(), static_cast<size_t>(kSpans));
+  int64_t total = 0;
+  for (int64_t i = 0; i < kSpans; ++i) {
+    ASSERT_EQ(row[i].t0, i * 10) << i;
+    ASSERT_EQ(row[i].duration(), 1 + i % 7) << i;
+    ASSERT_EQ(row[i].name, static_cast<uint32_t>(i % 1000)) << i;
+    total += 1 + i % 7;
+  }
+  EXPECT_EQ(lane.rows[0].max_dur, 7);
+  const StageStat& kernel = tl.processes[0].stages[static_cast<size_t>(Stage::kernel)];
+  EXPECT_EQ(kernel.count, static_cast<uint64_t>(kSpans));
+  EXPECT_EQ(kernel.total_ns, total);
 }

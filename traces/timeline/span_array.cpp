@@ -46,16 +46,25 @@ SpanArray& SpanArray::operator=(const std::vector<Span>& spans) {
 }
 
 SpanArray SpanArray::from_staged(StagedSpans& staged) {
-  SpanArray a = with_capacity(staged.size());
+  const size_t total = staged.size();
+  SpanArray a = with_capacity(total);
   const size_t page = page_size();
   staged.take_chunks([&](Span* spans, size_t count, size_t capacity) {
     if (!spans) return;
     const size_t bytes = capacity * sizeof(Span);
     Span* at = a.data_ + a.size_;
-    // A full chunk landing on a page boundary is moved: its pages replace the placeholder's (MREMAP_FIXED unmaps
-    // what was there). Anything else (a part-filled chunk, a chunk after one) is copied.
-    const bool movable = count == capacity && bytes % page == 0 && reinterpret_cast<uintptr_t>(at) % page == 0;
-    if (movable && ::mremap(spans, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED) {
+    // A chunk landing on a page boundary is moved: its pages replace the placeholder's (MREMAP_FIXED unmaps what was
+    // there). A full one whole; the last one, part-filled most often (up to 24 MB: copied, it was written to fresh
+    // pages again), up to its last span's page, which ends where the placeholder does, unless it is small (a copy
+    // costs less than moving pages then). Anything else (a part-filled chunk inside the row, a chunk after one) is
+    // copied.
+    constexpr size_t kSmallestMovedTail = 64 << 10;
+    const bool last = a.size_ + count == total;
+    const size_t moved = count == capacity ? bytes : round_to_pages(count * sizeof(Span));
+    const bool movable = (count == capacity || (last && moved >= kSmallestMovedTail)) && moved % page == 0 &&
+                         moved <= bytes && reinterpret_cast<uintptr_t>(at) % page == 0;
+    if (movable && count && ::mremap(spans, moved, moved, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED) {
+      if (moved < bytes) ::munmap(reinterpret_cast<char*>(spans) + moved, bytes - moved);  // the chunk's unused end
       a.size_ += count;
       return;
     }

@@ -22,67 +22,72 @@ class StagedSpans {
   StagedSpans() = default;
   StagedSpans(const StagedSpans&) = delete;
   StagedSpans& operator=(const StagedSpans&) = delete;
-  StagedSpans(StagedSpans&& o) noexcept : chunks_(std::move(o.chunks_)), size_(o.size_) { o.size_ = 0; }
+  StagedSpans(StagedSpans&& o) noexcept { take(o); }
   StagedSpans& operator=(StagedSpans&& o) noexcept {
     if (this != &o) {
       release();
-      chunks_ = std::move(o.chunks_);
-      size_ = o.size_;
-      o.size_ = 0;
+      take(o);
     }
     return *this;
   }
   ~StagedSpans() { release(); }
 
+  // The hot path of every loader: a compare and a copy (the open chunk's end is kept beside it).
   void push_back(const Span& s) {
-    if (chunks_.empty() || chunks_.back().size == chunks_.back().capacity) grow();
-    Chunk& c = chunks_.back();
-    new (&c.spans[c.size++]) Span(s);
-    ++size_;
+    if (next_ == end_) grow();
+    new (next_++) Span(s);
   }
-  size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
+  size_t size() const { return closed_size_ + open_size(); }
+  bool empty() const { return size() == 0; }
 
   // Moves `other`'s chunks after this one's (no span is copied).
   void append(StagedSpans&& other) {
+    close_open();
+    other.close_open();
     for (Chunk& c : other.chunks_) chunks_.push_back(c);
-    size_ += other.size_;
+    closed_size_ += other.closed_size_;
     other.chunks_.clear();
-    other.size_ = 0;
+    other.closed_size_ = 0;
   }
 
   template <class F>
   void for_each(F&& f) {
-    for (Chunk& c : chunks_)
-      for (size_t i = 0; i < c.size; ++i) f(c.spans[i]);
+    for (size_t k = 0; k < chunks_.size(); ++k) {
+      Chunk& c = chunks_[k];
+      for (size_t i = 0, n = chunk_size(k); i < n; ++i) f(c.spans[i]);
+    }
   }
   template <class F>
   void for_each(F&& f) const {
-    for (const Chunk& c : chunks_)
-      for (size_t i = 0; i < c.size; ++i) f(static_cast<const Span&>(c.spans[i]));
+    for (size_t k = 0; k < chunks_.size(); ++k) {
+      const Chunk& c = chunks_[k];
+      for (size_t i = 0, n = chunk_size(k); i < n; ++i) f(static_cast<const Span&>(c.spans[i]));
+    }
   }
   // Hands every chunk to `f(spans, count, capacity)`, in order, with its mapping (f unmaps or moves it): the spans
   // are gone after. For SpanArray::from_staged.
   template <class F>
   void take_chunks(F&& f) {
+    close_open();
     for (Chunk& c : chunks_) {
       f(c.spans, c.size, c.capacity);
       c = Chunk{};
     }
     chunks_.clear();
-    size_ = 0;
+    closed_size_ = 0;
   }
 
   // Hands every span to `f` in order, returning each chunk's memory to the system once it is done: the spans are
   // gone after.
   template <class F>
   void consume(F&& f) {
+    close_open();
     for (Chunk& c : chunks_) {
       for (size_t i = 0; i < c.size; ++i) f(static_cast<const Span&>(c.spans[i]));
       unmap(c);
     }
     chunks_.clear();
-    size_ = 0;
+    closed_size_ = 0;
   }
 
  private:
@@ -93,13 +98,25 @@ class StagedSpans {
   static constexpr size_t kFirstChunk = 1024, kLargestChunk = 1u << 20;
   struct Chunk {
     Span* spans = nullptr;
-    size_t size = 0, capacity = 0;
+    size_t size = 0, capacity = 0;  // size: of a closed chunk (the open one, the last, is filled up to next_)
   };
+  size_t open_size() const { return next_ ? static_cast<size_t>(next_ - chunks_.back().spans) : 0; }
+  size_t chunk_size(size_t k) const { return k + 1 == chunks_.size() && next_ ? open_size() : chunks_[k].size; }
+  // The open chunk's size written into it: every chunk is closed after (push_back opens a new one when it comes).
+  void close_open() {
+    if (!next_) return;
+    chunks_.back().size = open_size();
+    closed_size_ += chunks_.back().size;
+    next_ = end_ = nullptr;
+  }
   void grow() {
     const size_t n = chunks_.empty() ? kFirstChunk : std::min(kLargestChunk, chunks_.back().capacity * 2);
     void* p = ::mmap(nullptr, n * sizeof(Span), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
+    close_open();
     chunks_.push_back(Chunk{static_cast<Span*>(p), 0, n});
+    next_ = chunks_.back().spans;
+    end_ = next_ + n;
   }
   static void unmap(Chunk& c) {
     if (c.spans) ::munmap(c.spans, c.capacity * sizeof(Span));
@@ -108,10 +125,22 @@ class StagedSpans {
   void release() {
     for (Chunk& c : chunks_) unmap(c);
     chunks_.clear();
-    size_ = 0;
+    closed_size_ = 0;
+    next_ = end_ = nullptr;
+  }
+  void take(StagedSpans& o) {
+    chunks_ = std::move(o.chunks_);
+    closed_size_ = o.closed_size_;
+    next_ = o.next_;
+    end_ = o.end_;
+    o.chunks_.clear();
+    o.closed_size_ = 0;
+    o.next_ = o.end_ = nullptr;
   }
   std::vector<Chunk> chunks_;
-  size_t size_ = 0;
+  size_t closed_size_ = 0;  // spans in the closed chunks
+  Span* next_ = nullptr;    // where the open chunk takes its next span; null when no chunk is open
+  Span* end_ = nullptr;     // the open chunk's end
 };
 
 // Display order: by start, longest first on ties (so parents precede the children that start with them).
@@ -141,13 +170,17 @@ class NestingDepth {
 
 class LaneStaging {
  public:
-  void add(const Span& s) {
-    const int64_t t1 = s.t1();
+  // `t1`: s.t1(), which the caller has already.
+  void add(const Span& s, int64_t t1) {
     // In display order unless it starts before the last one (durations compare as their codes: same order).
     if (ordered_ && (count_ == 0 || s.t0 > last_.t0 || (s.t0 == last_.t0 && s.dur_code <= last_.dur_code))) {
       const size_t d = depth_.next(s.t0, t1);
-      if (rows_.size() <= d) rows_.resize(d + 1);
+      if (rows_.size() <= d) {
+        rows_.resize(d + 1);
+        row_max_dur_.resize(d + 1, 0);
+      }
       rows_[d].push_back(s);
+      row_max_dur_[d] = std::max(row_max_dur_[d], t1 - s.t0);
     } else {
       ordered_ = false;  // from here on finish sorts the lane
       rest_.push_back(s);
@@ -160,6 +193,7 @@ class LaneStaging {
   size_t size() const { return count_; }
   bool ordered() const { return ordered_; }
   std::vector<StagedSpans>& rows() { return rows_; }  // by depth, while ordered()
+  int64_t row_max_dur(size_t d) const { return row_max_dur_[d]; }  // the longest span of rows()[d]
   StagedSpans& rest() { return rest_; }                // the spans from the first one out of order on
 
   template <class F>
@@ -172,7 +206,8 @@ class LaneStaging {
     for (const StagedSpans& r : rows_) r.for_each(f);
     rest_.for_each(f);
   }
-  // After every span was moved by `d` (for_each): the order state moves with them.
+  // After every span was moved by `d` (for_each), or before they are (TimelineBuilder::absorb_all moves them at
+  // finish): the order state moves with them.
   void shifted(int64_t d) {
     first_.t0 += d;
     last_.t0 += d;
@@ -188,14 +223,21 @@ class LaneStaging {
       return;
     }
     if (ordered_ && other.ordered_ && other.first_.t0 >= max_t1_ && !starts_before(other.first_, last_)) {
-      if (rows_.size() < other.rows_.size()) rows_.resize(other.rows_.size());
-      for (size_t d = 0; d < other.rows_.size(); ++d) rows_[d].append(std::move(other.rows_[d]));
+      if (rows_.size() < other.rows_.size()) {
+        rows_.resize(other.rows_.size());
+        row_max_dur_.resize(other.rows_.size(), 0);
+      }
+      for (size_t d = 0; d < other.rows_.size(); ++d) {
+        rows_[d].append(std::move(other.rows_[d]));
+        row_max_dur_[d] = std::max(row_max_dur_[d], other.row_max_dur_[d]);
+      }
       depth_ = std::move(other.depth_);  // this lane's spans all ended before other's first: none is open
     } else {
       ordered_ = false;
       for (StagedSpans& r : rows_) rest_.append(std::move(r));
       for (StagedSpans& r : other.rows_) rest_.append(std::move(r));
       rows_.clear();
+      row_max_dur_.clear();
       rest_.append(std::move(other.rest_));
     }
     last_ = other.last_;
@@ -206,6 +248,7 @@ class LaneStaging {
 
  private:
   std::vector<StagedSpans> rows_;
+  std::vector<int64_t> row_max_dur_;  // per row of rows_
   StagedSpans rest_;
   NestingDepth depth_;
   Span first_, last_;

@@ -19,6 +19,7 @@
 #include "traces/model/event.h"
 #include "traces/model/run_folder.h"
 #include "traces/model/stages.h"
+#include "traces/timeline/process_tally.h"
 #include "traces/timeline/span_array.h"
 #include "traces/timeline/staged_spans.h"
 #include "traces/timeline/timeline_span.h"
@@ -46,9 +47,10 @@ class StringTable {
   std::deque<std::string> strings_;  // a deque keeps addresses stable, so the index can hold views
   std::unordered_map<std::string_view, uint32_t> index_;
   // The names met lately, by a hash of their ends: a trace repeats a few hundred names millions of times, and this
-  // answers most of them with one compare instead of hashing every byte for the index.
+  // answers most of them with a few compares instead of hashing every byte for the index.
   struct Recent {
     const char* data = nullptr;
+    uint64_t head = 0, tail = 0;  // the name's ends (timeline.cpp, name_ends)
     size_t size = 0;
     uint32_t id = 0;
   };
@@ -99,7 +101,11 @@ class ExtraTexts {
 
   std::vector<Block> blocks_;
   std::vector<SourceFile> files_;
-  std::string open_;  // the block being filled, uncompressed
+  std::string open_;  // the block being filled, uncompressed, of texts
+  // The block being filled, of places: room for a whole block made once and written a byte at a time (a place is
+  // written per span: a string's append checked its room and called memcpy for a byte or two each time).
+  std::unique_ptr<char[]> places_;
+  size_t places_size_ = 0;
   uint32_t open_count_ = 0;
   Kind open_kind_ = Kind::texts;
   uint32_t open_file_ = 0;
@@ -135,16 +141,6 @@ struct CounterSeries {
   std::vector<double> v;
   double vmin = 0, vmax = 0;
   bool bytes = false;  // values are byte counts (name ends with "_bytes" or is a Kineto memory counter)
-};
-
-struct StepMark {
-  int64_t t0 = 0, t1 = 0;
-  uint32_t step = 0;
-};
-
-struct StageStat {
-  uint64_t count = 0;
-  int64_t total_ns = 0;
 };
 
 struct Process {
@@ -226,11 +222,12 @@ class TimelineBuilder {
   uint32_t add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id, uint16_t epoch = 0, uint8_t micro = 0);
   ExtraTexts& extras() { return tl_.extras; }
   void add_span(int p, int l, const Span& s) {
-    staged_[p][l].add(s);
-    span_lo_ = std::min(span_lo_, s.t0);  // kept as they come: finish needs no pass of its own for the range
-    span_hi_ = std::max(span_hi_, s.t1());
-    // ... nor for whether a process has step spans (finish_process: where its steps come from)
-    if (s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep) has_step_spans_[p] = 1;
+    if (!remaps_.empty()) apply_remaps();  // spans absorbed before wait for theirs: they go first
+    const int64_t t1 = s.t1();
+    staged_[p][l].add(s, t1);
+    tallies_[p].add(s, t1);  // counted as they come, as is the range: finish takes no pass of its own for them
+    span_lo_ = std::min(span_lo_, s.t0);
+    span_hi_ = std::max(span_hi_, t1);
   }
   void add_counter(int p, std::string_view name, int64_t t, double v);
   void problem(std::string line) { tl_.problems.push_back(std::move(line)); }
@@ -239,7 +236,8 @@ class TimelineBuilder {
   // and texts, every time moved by `shift_ns` (that file's clock onto this one's). A process whose key this builder
   // has already gets the other's spans and counters too (one rank's profiling cycles, one file each).
   void absorb(TimelineBuilder&& other, int64_t shift_ns = 0);
-  // absorb of each (builder, shift) in order, their spans remapped in parallel.
+  // absorb of each (builder, shift) in order. Their spans are remapped at finish, in the pass that moves every span
+  // to time zero (a lane joined to spans it already has is remapped now).
   void absorb_all(const std::vector<std::pair<TimelineBuilder*, int64_t>>& others);
   // Makes every process so far one file's among several (per-rank Kineto traces): keys and names get the prefixes
   // (two ranks' "pid 0" stay two processes), each process the rank, and the sort order sort_base + its own sort
@@ -250,6 +248,23 @@ class TimelineBuilder {
   Timeline finish();
 
  private:
+  // An absorbed builder's clock and ids onto this one's, for its spans.
+  struct SpanRemap {
+    int64_t shift = 0;
+    std::vector<uint32_t> name_of;
+    uint32_t text_offset = 0, detail_offset = 0;
+    void operator()(Span& s) const {
+      s.t0 += shift;
+      s.name = name_of[s.name];
+      if (s.detail & Timeline::kDetailBit)
+        s.detail = Timeline::kDetailBit | ((s.detail & ~Timeline::kDetailBit) + detail_offset);
+      else if (s.detail)
+        s.detail += text_offset;
+    }
+  };
+  static constexpr int kNoRemap = -1;
+  void apply_remap(size_t p, size_t l);  // lane l of process p remapped now, if its spans wait for a remap
+  void apply_remaps();                   // every lane's
   void finish_processes(int64_t shift);
   void finish_process(size_t p, int64_t shift);  // rows, steps, totals and counters of process p (its own data only)
 
@@ -257,7 +272,9 @@ class TimelineBuilder {
   std::vector<Process> procs_;
   std::vector<std::string> labels_;
   std::vector<std::vector<LaneStaging>> staged_;  // [process][lane]
-  std::vector<char> has_step_spans_;              // [process]: a span of stage step with its step number
+  std::vector<ProcessTally> tallies_;             // [process]
+  std::vector<SpanRemap> remaps_;                 // of the builders absorbed
+  std::vector<std::vector<int>> remap_of_;        // [process][lane]: the remaps_ index its spans wait for, or kNoRemap
   int64_t span_lo_ = std::numeric_limits<int64_t>::max(), span_hi_ = std::numeric_limits<int64_t>::min();
   std::unordered_map<std::string, int> proc_index_;
   std::vector<std::unordered_map<std::string, int>> lane_index_;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "traces/base/parse_int.h"
 #include "traces/timeline/timeline.h"
@@ -27,7 +28,8 @@ int TimelineBuilder::process(std::string_view key) {
   procs_.push_back(std::move(p));
   labels_.emplace_back();
   staged_.emplace_back();
-  has_step_spans_.push_back(0);
+  tallies_.emplace_back();
+  remap_of_.emplace_back();
   lane_index_.emplace_back();
   counter_index_.emplace_back();
   return id;
@@ -46,6 +48,7 @@ int TimelineBuilder::lane(int p, std::string_view key) {
   l.sort = parse_decimal(key, n) ? n : std::numeric_limits<int64_t>::max() / 2 + id;
   procs_[p].lanes.push_back(std::move(l));
   staged_[p].emplace_back();
+  remap_of_[p].push_back(kNoRemap);
   return id;
 }
 
@@ -81,49 +84,6 @@ namespace {
 struct TimeRange {
   int64_t lo = 0, hi = 0;
 };
-
-class StepCollector {
- public:
-  explicit StepCollector(bool from_step_spans) : from_step_spans_(from_step_spans) {}
-
-  void add(const Span& s) {
-    if (from_step_spans_) {
-      if (s.stage == static_cast<uint8_t>(Stage::step) && s.step != kNoStep) steps_.push_back({s.t0, s.t1(), s.step});
-      return;
-    }
-    if (s.step >= kMaxDerivedStep) return;  // kNoStep, or a step arg too large to index
-    if (derived_.size() <= s.step) derived_.resize(s.step + 1, StepMark{0, -1, 0});
-    StepMark& m = derived_[s.step];
-    if (m.t1 < m.t0) {
-      m = StepMark{s.t0, s.t1(), s.step};
-    } else {
-      m.t0 = std::min(m.t0, s.t0);
-      m.t1 = std::max(m.t1, s.t1());
-    }
-  }
-
-  // The steps sorted by start.
-  std::vector<StepMark> take() {
-    for (const StepMark& m : derived_)
-      if (m.t1 >= m.t0) steps_.push_back(m);
-    std::sort(steps_.begin(), steps_.end(),
-              [](const StepMark& a, const StepMark& b) { return a.t0 < b.t0 || (a.t0 == b.t0 && a.step < b.step); });
-    return std::move(steps_);
-  }
-
- private:
-  static constexpr uint32_t kMaxDerivedStep = 1u << 22;
-  bool from_step_spans_;
-  std::vector<StepMark> steps_;
-  std::vector<StepMark> derived_;  // indexed by step; t1 < t0 marks a step not seen
-};
-
-void add_stage_stat(const Span& s, Process& proc) {
-  if (!s.has_stage()) return;
-  StageStat& st = proc.stages[s.stage];
-  ++st.count;
-  st.total_ns += s.duration();
-}
 
 // A lane whose spans came out of order: gathered (freeing chunks as they are copied), sorted, then split into rows
 // by nesting depth; the lane is briefly in memory twice.
@@ -194,29 +154,22 @@ TimeRange time_range(int64_t lo, int64_t hi, const std::vector<Process>& procs) 
   return {lo, hi};
 }
 
-// One lane's staged spans -> its rows, moved to time zero, adding to the process's stage totals and steps. A lane
-// whose spans came in display order has its rows already: one pass over them, then their chunks moved into place.
-void finish_lane(Process& proc, Lane& lane, LaneStaging& spans, int64_t shift, StepCollector& steps) {
+// One lane's staged spans -> its rows, each span through `visit` first (moved to time zero, and remapped when it
+// came from an absorbed builder). A lane whose spans came in display order has its rows already: one pass over them,
+// then their chunks moved into place.
+template <class Visit>
+void finish_lane(Process& proc, Lane& lane, LaneStaging& spans, Visit&& visit) {
   lane.span_count = spans.size();
   proc.span_count += spans.size();
-  auto visit = [&](Span& s) {
-    s.t0 -= shift;
-    add_stage_stat(s, proc);
-    steps.add(s);
-  };
+  if constexpr (!std::is_same_v<std::decay_t<Visit>, std::nullptr_t>) spans.for_each(visit);
   if (!spans.ordered()) {
-    spans.for_each(visit);
     rows_from_unordered(lane, spans);
     return;
   }
   lane.rows.resize(spans.rows().size());
   for (size_t d = 0; d < lane.rows.size(); ++d) {
-    Row& row = lane.rows[d];
-    spans.rows()[d].for_each([&](Span& s) {
-      visit(s);
-      row.max_dur = std::max(row.max_dur, s.duration());
-    });
-    row.spans = SpanArray::from_staged(spans.rows()[d]);
+    lane.rows[d].max_dur = spans.row_max_dur(d);
+    lane.rows[d].spans = SpanArray::from_staged(spans.rows()[d]);
   }
 }
 
@@ -250,11 +203,24 @@ void TimelineBuilder::finish_processes(int64_t shift) {
 void TimelineBuilder::finish_process(size_t p, int64_t shift) {
   Process& proc = procs_[p];
   if (!labels_[p].empty()) proc.name += " [" + labels_[p] + "]";
-  // A process gets its steps from its step spans; a trace without them (e.g. Kineto without ProfilerStep) gets each
-  // step's extent from the spans that carry that step arg.
-  StepCollector steps(has_step_spans_[p] != 0);
-  for (size_t l = 0; l < proc.lanes.size(); ++l) finish_lane(proc, proc.lanes[l], staged_[p][l], shift, steps);
-  proc.steps = steps.take();
+  for (size_t l = 0; l < proc.lanes.size(); ++l) {
+    const int r = remap_of_[p][l];
+    if (r != kNoRemap) {
+      const SpanRemap& remap = remaps_[r];
+      finish_lane(proc, proc.lanes[l], staged_[p][l], [&remap, shift](Span& s) {
+        remap(s);
+        s.t0 -= shift;
+      });
+    } else if (shift != 0) {
+      finish_lane(proc, proc.lanes[l], staged_[p][l], [shift](Span& s) { s.t0 -= shift; });
+    } else {
+      finish_lane(proc, proc.lanes[l], staged_[p][l], nullptr);  // at time zero already: no pass
+    }
+  }
+  ProcessTally& tally = tallies_[p];
+  tally.shift(-shift);
+  proc.stages = tally.stages();
+  proc.steps = tally.take_steps();
   std::stable_sort(proc.lanes.begin(), proc.lanes.end(), [](const Lane& a, const Lane& b) { return a.sort < b.sort; });
   for (CounterSeries& c : proc.counters) finish_counter(c, shift);
 }
@@ -275,31 +241,30 @@ void TimelineBuilder::scope_processes(const std::string& key_prefix, const std::
 
 void TimelineBuilder::absorb(TimelineBuilder&& other, int64_t shift_ns) { absorb_all({{&other, shift_ns}}); }
 
-namespace {
-// What one absorbed builder's spans change to: its clock onto this one's, its ids into this one's tables.
-struct SpanRemap {
-  int64_t shift = 0;
-  std::vector<uint32_t> name_of;
-  uint32_t text_offset = 0, detail_offset = 0;
-  void operator()(Span& s) const {
-    s.t0 += shift;
-    s.name = name_of[s.name];
-    if (s.detail & Timeline::kDetailBit)
-      s.detail = Timeline::kDetailBit | ((s.detail & ~Timeline::kDetailBit) + detail_offset);
-    else if (s.detail)
-      s.detail += text_offset;
-  }
-};
-}  // namespace
+void TimelineBuilder::apply_remap(size_t p, size_t l) {
+  int& r = remap_of_[p][l];
+  if (r == kNoRemap) return;
+  staged_[p][l].for_each(remaps_[r]);  // its order state was moved when it was absorbed
+  r = kNoRemap;
+}
+
+void TimelineBuilder::apply_remaps() {
+  for (size_t p = 0; p < staged_.size(); ++p)
+    for (size_t l = 0; l < staged_[p].size(); ++l) apply_remap(p, l);
+  remaps_.clear();
+}
 
 void TimelineBuilder::absorb_all(const std::vector<std::pair<TimelineBuilder*, int64_t>>& others) {
-  // The tables first, one builder after the other (ids depend on the order); then every builder's spans remapped
-  // on a thread each, up to the cores (a pass over every span: the bulk of the work); then their chunks moved here.
-  std::vector<SpanRemap> remaps(others.size());
+  // The tables, one builder after the other (ids depend on the order); each builder's lanes then move here as they
+  // are, their spans remapped at finish in the pass that moves them to time zero (a pass over every span is the
+  // bulk of the work: one instead of two). A lane that joins spans already here is remapped now.
   for (size_t i = 0; i < others.size(); ++i) {
     TimelineBuilder& other = *others[i].first;
-    SpanRemap& r = remaps[i];
-    r.shift = others[i].second;
+    other.apply_remaps();  // what it absorbed itself
+    const int64_t shift = others[i].second;
+    const int remap = static_cast<int>(remaps_.size());
+    SpanRemap& r = remaps_.emplace_back();
+    r.shift = shift;
     r.text_offset = tl_.extras.append(std::move(other.tl_.extras));
     r.detail_offset = static_cast<uint32_t>(tl_.details.size());
     for (SpanDetail d : other.tl_.details) {
@@ -308,24 +273,6 @@ void TimelineBuilder::absorb_all(const std::vector<std::pair<TimelineBuilder*, i
     }
     r.name_of.resize(other.tl_.names.size());
     for (uint32_t n = 0; n < r.name_of.size(); ++n) r.name_of[n] = tl_.names.intern(other.tl_.names.at(n));
-  }
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < others.size(); i = next++)
-      for (auto& lanes : others[i].first->staged_)
-        for (LaneStaging& spans : lanes) {
-          spans.for_each(remaps[i]);
-          spans.shifted(remaps[i].shift);
-        }
-  };
-  const size_t threads = std::min<size_t>(others.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();  // no allocation inside: nothing to throw
-  for (auto& t : pool) t.join();
-  for (size_t i = 0; i < others.size(); ++i) {
-    TimelineBuilder& other = *others[i].first;
-    const int64_t shift = others[i].second;
     if (other.span_lo_ <= other.span_hi_) {
       span_lo_ = std::min(span_lo_, other.span_lo_ + shift);
       span_hi_ = std::max(span_hi_, other.span_hi_ + shift);
@@ -338,7 +285,8 @@ void TimelineBuilder::absorb_all(const std::vector<std::pair<TimelineBuilder*, i
       into.rank = from.rank;
       into.sort = from.sort;
       labels_[mine] = std::move(other.labels_[p]);
-      has_step_spans_[mine] |= other.has_step_spans_[p];
+      other.tallies_[p].shift(shift);
+      tallies_[mine].join(std::move(other.tallies_[p]));
       for (CounterSeries& c : from.counters) {
         for (int64_t& t : c.t) t += shift;
         into.counters.push_back(std::move(c));
@@ -347,7 +295,17 @@ void TimelineBuilder::absorb_all(const std::vector<std::pair<TimelineBuilder*, i
         const int lane_id = lane(mine, from.lanes[l].key);
         into.lanes[lane_id].name = std::move(from.lanes[l].name);
         into.lanes[lane_id].sort = from.lanes[l].sort;
-        staged_[mine][lane_id].append(std::move(other.staged_[p][l]));
+        LaneStaging& here = staged_[mine][lane_id];
+        LaneStaging& coming = other.staged_[p][l];
+        coming.shifted(shift);  // its order state now, its spans at finish (or just below)
+        if (here.size() == 0) {
+          here = std::move(coming);
+          remap_of_[mine][lane_id] = remap;
+        } else {  // one rank's profiling cycles, one file each: joined now, in one clock and one set of ids
+          apply_remap(mine, lane_id);
+          coming.for_each(r);
+          here.append(std::move(coming));
+        }
       }
     }
     for (std::string& line : other.tl_.problems) tl_.problems.push_back(std::move(line));
@@ -369,7 +327,9 @@ Timeline TimelineBuilder::finish() {
   assign_name_colors(tl_);
   procs_.clear();
   staged_.clear();
-  has_step_spans_.clear();
+  tallies_.clear();
+  remaps_.clear();
+  remap_of_.clear();
   labels_.clear();
   proc_index_.clear();
   lane_index_.clear();

@@ -14,13 +14,19 @@ constexpr size_t kTextBlockBytes = 64u << 10;
 constexpr size_t kPlaceBlockBytes = 4u << 10;
 constexpr int kZstdLevel = 1;  // loading speed first: args text still shrinks about 5-fold
 
-// Appended at once, not a byte at a time (a place is written per span: each push_back checked the capacity).
-void put_varint(std::string& out, uint64_t n) {
-  char bytes[10];
+constexpr size_t kMaxVarintBytes = 10;
+
+// Writes `n` at `out` (room for kMaxVarintBytes); the bytes written.
+size_t write_varint(char* out, uint64_t n) {
   size_t len = 0;
-  for (; n >= 0x80; n >>= 7) bytes[len++] = static_cast<char>(0x80 | (n & 0x7F));
-  bytes[len++] = static_cast<char>(n);
-  out.append(bytes, len);
+  for (; n >= 0x80; n >>= 7) out[len++] = static_cast<char>(0x80 | (n & 0x7F));
+  out[len++] = static_cast<char>(n);
+  return len;
+}
+
+void put_varint(std::string& out, uint64_t n) {
+  char bytes[kMaxVarintBytes];
+  out.append(bytes, write_varint(bytes, n));
 }
 
 // Reads a varint at `pos`; false when the block is damaged (never, for blocks we wrote).
@@ -49,7 +55,8 @@ void ExtraTexts::FreeContext::operator()(ZSTD_CCtx_s* c) const { ZSTD_freeCCtx(c
 
 bool ExtraTexts::open_block_takes(Kind kind, uint32_t file, uint64_t start) const {
   const size_t limit = kind == Kind::places ? kPlaceBlockBytes : kTextBlockBytes;
-  return open_count_ > 0 && open_kind_ == kind && open_file_ == file && start >= open_end_ && open_.size() < limit;
+  const size_t size = kind == Kind::places ? places_size_ : open_.size();
+  return open_count_ > 0 && open_kind_ == kind && open_file_ == file && start >= open_end_ && size < limit;
 }
 
 void ExtraTexts::open_block(Kind kind, uint32_t file, uint64_t start) {
@@ -58,6 +65,9 @@ void ExtraTexts::open_block(Kind kind, uint32_t file, uint64_t start) {
     open_kind_ = kind;
     open_file_ = file;
     open_start_ = open_end_ = start;
+    // a block takes places while under kPlaceBlockBytes: one more may pass it by a varint
+    if (kind == Kind::places && !places_) places_.reset(new char[kPlaceBlockBytes + kMaxVarintBytes]);
+    places_size_ = 0;
   }
 }
 
@@ -81,7 +91,8 @@ uint32_t ExtraTexts::add_place(uint32_t file, uint64_t offset) {
   // Nearly every span of a Kineto trace comes here: open_block only when the open block cannot take it (a block is
   // sealed or opened once in ~2500 places).
   if (!open_block_takes(Kind::places, file, offset)) open_block(Kind::places, file, offset);
-  put_varint(open_, offset - open_end_);  // events follow each other in the file: the gap is an event's length
+  // events follow each other in the file: the gap is an event's length
+  places_size_ += write_varint(places_.get() + places_size_, offset - open_end_);
   open_end_ = offset;
   ++open_count_;
   return ++count_;
@@ -92,12 +103,13 @@ void ExtraTexts::seal() {
   Block b;
   b.first = count_ - open_count_ + 1;
   b.count = open_count_;
-  b.raw_size = static_cast<uint32_t>(open_.size());
+  b.raw_size = static_cast<uint32_t>(open_kind_ == Kind::places ? places_size_ : open_.size());
   b.kind = open_kind_;
   b.file = open_file_;
   b.start = open_start_;
   if (open_kind_ == Kind::places) {
-    b.packed = open_;  // varints already: nothing left to squeeze cheaply
+    b.packed.assign(places_.get(), places_size_);  // varints already: nothing left to squeeze cheaply
+    places_size_ = 0;
   } else {
     const size_t bound = ZSTD_compressBound(open_.size());
     if (scratch_size_ < bound) {
@@ -186,7 +198,7 @@ std::string ExtraTexts::at(uint32_t id) const {
     open.kind = open_kind_ == Kind::places ? Kind::places : Kind::raw_texts;
     open.file = open_file_;
     open.start = open_start_;
-    open.packed = open_;
+    open.packed = open_kind_ == Kind::places ? std::string(places_.get(), places_size_) : open_;
     return open.kind == Kind::places ? place_at(open, id) : text_at(open, id);
   }
   // The block holding `id`: the last one whose first id is not after it.
@@ -200,7 +212,8 @@ std::string ExtraTexts::at(uint32_t id) const {
 }
 
 size_t ExtraTexts::memory_bytes() const {
-  size_t n = open_.capacity() + blocks_.capacity() * sizeof(Block) + files_.capacity() * sizeof(SourceFile);
+  size_t n = open_.capacity() + blocks_.capacity() * sizeof(Block) + files_.capacity() * sizeof(SourceFile) +
+             (places_ ? kPlaceBlockBytes + kMaxVarintBytes : 0);
   for (const Block& b : blocks_) n += b.packed.capacity();
   return n;
 }

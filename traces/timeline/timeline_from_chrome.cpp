@@ -147,14 +147,37 @@ bool same_key(const std::string& kept, std::string_view k) {
 }
 }  // namespace
 
+ChromeToTimeline::ShortKey ChromeToTimeline::short_key(std::string_view k) {
+  ShortKey key;
+  if (k.size() > 8) return key;
+  key.size = static_cast<uint32_t>(k.size());
+  const char* d = k.data();
+  if (k.size() >= 4) {  // its first four bytes and its last four (overlapping when shorter than 8): every byte
+    uint32_t head = 0, tail = 0;
+    std::memcpy(&head, d, 4);
+    std::memcpy(&tail, d + k.size() - 4, 4);
+    key.bits = (static_cast<uint64_t>(head) << 32) | tail;
+  } else {
+    for (size_t i = 0; i < k.size(); ++i) key.bits = (key.bits << 8) | static_cast<unsigned char>(d[i]);
+  }
+  return key;
+}
+
 std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
   const std::string_view pid = e.pid.key(), tid = e.tid.key();
+  const ShortKey pid_key = short_key(pid), tid_key = short_key(tid);
+  const bool short_keys = pid_key.size != ShortKey::kLong && tid_key.size != ShortKey::kLong;
+  auto same_lane = [&](const RecentLane& r) {
+    if (r.p < 0) return false;
+    if (short_keys) return r.tid_key == tid_key && r.pid_key == pid_key;  // a long key's size never matches
+    return same_key(r.tid, tid) && same_key(r.pid, pid);
+  };
   // Threads take turns in a trace, each for a run of events: the last lane first, then the few recent ones.
   const RecentLane& last = recent_lanes_[last_recent_lane_];
-  if (last.p >= 0 && same_key(last.tid, tid) && same_key(last.pid, pid)) return {last.p, last.l};
+  if (same_lane(last)) return {last.p, last.l};
   for (size_t i = 0; i < recent_lanes_.size(); ++i) {
     const RecentLane& r = recent_lanes_[i];
-    if (r.p >= 0 && same_key(r.tid, tid) && same_key(r.pid, pid)) {
+    if (same_lane(r)) {
       last_recent_lane_ = i;
       return {r.p, r.l};
     }
@@ -165,6 +188,8 @@ std::pair<int, int> ChromeToTimeline::where(const ChromeEventView& e) {
   r.l = b_.lane(r.p, tid);
   r.pid.assign(pid);
   r.tid.assign(tid);
+  r.pid_key = pid_key;
+  r.tid_key = tid_key;
   return {r.p, r.l};
 }
 
@@ -181,7 +206,7 @@ bool key_is(std::string_view k, const char (&name)[N]) {
   return std::memcmp(k.data(), name, N - 1) == 0;
 }
 
-inline OwnField own_field(std::string_view k) {
+[[gnu::always_inline]] inline OwnField own_field(std::string_view k) {
   switch (k.size()) {
     case 4:
       return k[0] == 's' && key_is(k, "step") ? OwnField::step : OwnField::none;
@@ -209,7 +234,7 @@ inline OwnField own_field(std::string_view k) {
 }
 
 // The field `a` fills, none when its key names one but its value is not a count (then it is shown as text).
-inline OwnField own_field(const ChromeArg& a, uint64_t& value) {
+[[gnu::always_inline]] inline OwnField own_field(const ChromeArg& a, uint64_t& value) {
   const OwnField f = own_field(a.key);
   if (f == OwnField::none || f == OwnField::hidden) return f;
   return arg_uint(a.value, value) ? f : OwnField::none;
