@@ -429,20 +429,28 @@ TEST(StringTable, EmptyNamesInternAsOneWhateverTheirPointer) {
   EXPECT_NE(t.intern("aten::mm"), null_view);
 }
 
+namespace {
+// Texts of every size from 1 to `max_size`: `base` repeated, and each of those with one byte `other` instead.
+std::vector<std::string> one_byte_apart(size_t max_size, char base, char other) {
+  std::vector<std::string> out;
+  for (size_t size = 1; size <= max_size; ++size) {
+    const std::string text(size, base);
+    out.push_back(text);
+    for (size_t at = 0; at < size; ++at) {
+      std::string v = text;
+      v[at] = other;
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+}  // namespace
+
 // Names are told apart by every byte, whatever their length: the recent-names cache compares most of them by their
 // ends (timeline.cpp, name_ends), which must never take two names for one.
 TEST(StringTable, NamesDifferingInAnyOneByteAreDifferentNames) {
   StringTable t;
-  std::vector<std::string> names;
-  for (size_t size = 1; size <= 40; ++size) {
-    const std::string base(size, 'a');
-    names.push_back(base);
-    for (size_t at = 0; at < size; ++at) {
-      std::string v = base;
-      v[at] = 'b';
-      names.push_back(v);
-    }
-  }
+  const std::vector<std::string> names = one_byte_apart(40, 'a', 'b');
   std::vector<uint32_t> ids;
   for (const std::string& n : names) ids.push_back(t.intern(n));
   std::vector<uint32_t> sorted = ids;
@@ -458,16 +466,7 @@ TEST(StringTable, NamesDifferingInAnyOneByteAreDifferentNames) {
 // A lane is its pid and tid, every byte of them: keys of up to 8 bytes are compared as one number each
 // (ChromeToTimeline::ShortKey), longer ones as text, and two keys differing in one byte are two lanes.
 TEST(Timeline, LanesWhoseKeysDifferInAnyOneByteAreDifferentLanes) {
-  std::vector<std::string> tids;
-  for (size_t size = 1; size <= 12; ++size) {
-    const std::string base(size, '1');
-    tids.push_back(base);
-    for (size_t at = 0; at < size; ++at) {
-      std::string v = base;
-      v[at] = '2';
-      tids.push_back(v);
-    }
-  }
+  const std::vector<std::string> tids = one_byte_apart(12, '1', '2');
   std::string json = "{\"traceEvents\": [";
   int64_t ts = 0;
   for (int round = 0; round < 2; ++round)  // each lane met again after the others: not only the last one remembered

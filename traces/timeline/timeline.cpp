@@ -1,6 +1,7 @@
 // The timeline model itself: interned names, step lookup and colours. Building it is in timeline_builder.cpp, the
 // loaders in timeline_from_run.cpp and timeline_from_chrome.cpp, queries in timeline_lod.cpp and timeline_stats.cpp.
 #include "traces/timeline/timeline.h"
+#include "traces/timeline/short_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,13 +26,8 @@ NameEnds name_ends(std::string_view s) {
   if (s.size() >= 8) {
     std::memcpy(&e.head, d, 8);
     std::memcpy(&e.tail, d + s.size() - 8, 8);
-  } else if (s.size() >= 4) {
-    uint32_t first = 0, last = 0;
-    std::memcpy(&first, d, 4);
-    std::memcpy(&last, d + s.size() - 4, 4);
-    e.head = (static_cast<uint64_t>(first) << 32) | last;
   } else {
-    for (size_t i = 0; i < s.size(); ++i) e.head = (e.head << 8) | static_cast<unsigned char>(d[i]);
+    e.head = short_text_bits(s);
   }
   return e;
 }

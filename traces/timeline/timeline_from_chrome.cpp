@@ -12,6 +12,7 @@
 #include "traces/base/parse_int.h"
 #include "traces/chrome/chrome_reader.h"
 #include "traces/timeline/timeline.h"
+#include "traces/timeline/short_text.h"
 #include "traces/timeline/timeline_sources.h"
 
 namespace ddp {
@@ -151,15 +152,7 @@ ChromeToTimeline::ShortKey ChromeToTimeline::short_key(std::string_view k) {
   ShortKey key;
   if (k.size() > 8) return key;
   key.size = static_cast<uint32_t>(k.size());
-  const char* d = k.data();
-  if (k.size() >= 4) {  // its first four bytes and its last four (overlapping when shorter than 8): every byte
-    uint32_t head = 0, tail = 0;
-    std::memcpy(&head, d, 4);
-    std::memcpy(&tail, d + k.size() - 4, 4);
-    key.bits = (static_cast<uint64_t>(head) << 32) | tail;
-  } else {
-    for (size_t i = 0; i < k.size(); ++i) key.bits = (key.bits << 8) | static_cast<unsigned char>(d[i]);
-  }
+  key.bits = short_text_bits(k);
   return key;
 }
 
