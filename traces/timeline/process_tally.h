@@ -40,14 +40,8 @@ class ProcessTally {
       return;
     }
     if (has_step_spans_ || s.step >= kMaxDerivedStep) return;  // a step arg too large to index
-    if (derived_.size() <= s.step) derived_.resize(s.step + 1, StepMark{0, -1, 0});
-    StepMark& m = derived_[s.step];
-    if (m.t1 < m.t0) {
-      m = StepMark{s.t0, t1, s.step};
-    } else {
-      m.t0 = std::min(m.t0, s.t0);
-      m.t1 = std::max(m.t1, t1);
-    }
+    if (derived_.size() <= s.step) derived_.resize(s.step + 1, kUnseen);
+    widen(derived_[s.step], StepMark{s.t0, t1, s.step});
   }
   bool has_step_spans() const { return has_step_spans_; }
   const std::array<StageStat, kStageCount>& stages() const { return stages_; }
@@ -56,7 +50,7 @@ class ProcessTally {
   void shift(int64_t d) {
     for (StepMark& m : step_spans_) m.t0 += d, m.t1 += d;
     for (StepMark& m : derived_)
-      if (m.t1 >= m.t0) m.t0 += d, m.t1 += d;
+      if (seen(m)) m.t0 += d, m.t1 += d;
   }
   // `other`'s spans counted here too (on this one's clock already).
   void join(ProcessTally&& other) {
@@ -68,13 +62,9 @@ class ProcessTally {
     has_step_spans_ |= other.has_step_spans_;
     step_spans_.insert(step_spans_.end(), other.step_spans_.begin(), other.step_spans_.end());
     if (!has_step_spans_) {
-      if (derived_.size() < other.derived_.size()) derived_.resize(other.derived_.size(), StepMark{0, -1, 0});
-      for (size_t i = 0; i < other.derived_.size(); ++i) {
-        const StepMark& o = other.derived_[i];
-        if (o.t1 < o.t0) continue;
-        StepMark& m = derived_[i];
-        m = m.t1 < m.t0 ? o : StepMark{std::min(m.t0, o.t0), std::max(m.t1, o.t1), o.step};
-      }
+      if (derived_.size() < other.derived_.size()) derived_.resize(other.derived_.size(), kUnseen);
+      for (size_t i = 0; i < other.derived_.size(); ++i)
+        if (seen(other.derived_[i])) widen(derived_[i], other.derived_[i]);
     }
     other = ProcessTally{};
   }
@@ -83,7 +73,7 @@ class ProcessTally {
     std::vector<StepMark> steps = std::move(step_spans_);
     if (!has_step_spans_)
       for (const StepMark& m : derived_)
-        if (m.t1 >= m.t0) steps.push_back(m);
+        if (seen(m)) steps.push_back(m);
     std::vector<StepMark>().swap(derived_);
     std::sort(steps.begin(), steps.end(),
               [](const StepMark& a, const StepMark& b) { return a.t0 < b.t0 || (a.t0 == b.t0 && a.step < b.step); });
@@ -92,10 +82,21 @@ class ProcessTally {
 
  private:
   static constexpr uint32_t kMaxDerivedStep = 1u << 22;
+  static constexpr StepMark kUnseen{0, -1, 0};  // a derived step no span carried yet
+  static bool seen(const StepMark& m) { return m.t1 >= m.t0; }
+  // `m` grown to hold `more` (of the same step), or taken from it when no span carried the step yet.
+  static void widen(StepMark& m, const StepMark& more) {
+    if (!seen(m)) {
+      m = more;
+      return;
+    }
+    m.t0 = std::min(m.t0, more.t0);
+    m.t1 = std::max(m.t1, more.t1);
+  }
   std::array<StageStat, kStageCount> stages_{};
   bool has_step_spans_ = false;
   std::vector<StepMark> step_spans_;  // the step spans that carry their step number
-  std::vector<StepMark> derived_;     // by step number, until a step span is seen; t1 < t0 marks a step not seen
+  std::vector<StepMark> derived_;     // by step number, until a step span is seen (kUnseen: no span carried it)
 };
 
 }  // namespace ddp

@@ -63,7 +63,7 @@ SpanArray SpanArray::from_staged(StagedSpans& staged) {
     const size_t moved = count == capacity ? bytes : round_to_pages(count * sizeof(Span));
     const bool movable = (count == capacity || (last && moved >= kSmallestMovedTail)) && moved % page == 0 &&
                          moved <= bytes && reinterpret_cast<uintptr_t>(at) % page == 0;
-    if (movable && count && ::mremap(spans, moved, moved, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED) {
+    if (movable && ::mremap(spans, moved, moved, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED) {
       if (moved < bytes) ::munmap(reinterpret_cast<char*>(spans) + moved, bytes - moved);  // the chunk's unused end
       a.size_ += count;
       return;

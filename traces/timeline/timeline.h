@@ -96,6 +96,7 @@ class ExtraTexts {
   // Whether the block being filled takes one more entry of `kind` (same kind and file, places in file order, room).
   bool open_block_takes(Kind kind, uint32_t file, uint64_t start) const;
   void open_block(Kind kind, uint32_t file, uint64_t start);  // seals the open block unless it takes the entry
+  std::string_view open_bytes() const;                          // the open block's, of either kind
   std::string text_at(const Block& b, uint32_t id) const;
   std::string place_at(const Block& b, uint32_t id) const;
 

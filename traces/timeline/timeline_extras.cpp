@@ -55,8 +55,12 @@ void ExtraTexts::FreeContext::operator()(ZSTD_CCtx_s* c) const { ZSTD_freeCCtx(c
 
 bool ExtraTexts::open_block_takes(Kind kind, uint32_t file, uint64_t start) const {
   const size_t limit = kind == Kind::places ? kPlaceBlockBytes : kTextBlockBytes;
-  const size_t size = kind == Kind::places ? places_size_ : open_.size();
-  return open_count_ > 0 && open_kind_ == kind && open_file_ == file && start >= open_end_ && size < limit;
+  return open_count_ > 0 && open_kind_ == kind && open_file_ == file && start >= open_end_ &&
+         open_bytes().size() < limit;
+}
+
+std::string_view ExtraTexts::open_bytes() const {
+  return open_kind_ == Kind::places ? std::string_view(places_.get(), places_size_) : std::string_view(open_);
 }
 
 void ExtraTexts::open_block(Kind kind, uint32_t file, uint64_t start) {
@@ -103,12 +107,12 @@ void ExtraTexts::seal() {
   Block b;
   b.first = count_ - open_count_ + 1;
   b.count = open_count_;
-  b.raw_size = static_cast<uint32_t>(open_kind_ == Kind::places ? places_size_ : open_.size());
+  b.raw_size = static_cast<uint32_t>(open_bytes().size());
   b.kind = open_kind_;
   b.file = open_file_;
   b.start = open_start_;
   if (open_kind_ == Kind::places) {
-    b.packed.assign(places_.get(), places_size_);  // varints already: nothing left to squeeze cheaply
+    b.packed = open_bytes();  // varints already: nothing left to squeeze cheaply
     places_size_ = 0;
   } else {
     const size_t bound = ZSTD_compressBound(open_.size());
@@ -198,7 +202,7 @@ std::string ExtraTexts::at(uint32_t id) const {
     open.kind = open_kind_ == Kind::places ? Kind::places : Kind::raw_texts;
     open.file = open_file_;
     open.start = open_start_;
-    open.packed = open_kind_ == Kind::places ? std::string(places_.get(), places_size_) : open_;
+    open.packed = open_bytes();
     return open.kind == Kind::places ? place_at(open, id) : text_at(open, id);
   }
   // The block holding `id`: the last one whose first id is not after it.
