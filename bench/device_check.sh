@@ -124,6 +124,45 @@ else
   fail "checks"
 fi
 
+# ---- the Python side on the GPU: real GPU Kineto traces of our test job, the companion's ladder and recording ---------
+# PyTorch's own profiler with CUDA activity around tests/python/kineto_job.py (two ranks sharing the GPU through Gloo
+# with CUDA tensors, and one rank on NCCL): real GPU Kineto traces (kernels, memcpys, NCCL kernels) that --analyze,
+# the clock alignment and the viewer are then tested on (tests/data/kineto/pytorch-2.11-gpu/). Then the companion on
+# examples/seed_job.py (NCCL, AMP fp16 with GradScaler): the whole --check ladder and --record.
+py_torchrun() { python3 -m torch.distributed.run --master-port "$(( 29600 + RANDOM % 2000 ))" "$@"; }
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+for k in gloo2:2 nccl1:1; do
+  name=kineto-${k%%:*}; n=${k##*:}
+  t0=$(date +%s)
+  if timeout 120 bash -c "$(declare -f py_torchrun); py_torchrun --nproc-per-node $n tests/python/kineto_job.py \
+      --device cuda --out '$out/$name' --steps 20 --workers 2 --record-shapes" > "$out/$name.log" 2>&1; then
+    say "$name: ok ($(( $(date +%s) - t0 )) s, $(ls "$out/$name" | wc -l) trace file(s))"
+    timeout 60 "$exe" --analyze "$out/$name" > "$out/$name.analyze.txt" 2>&1 || fail "--analyze $name"
+    head -12 "$out/$name.analyze.txt"
+  else
+    tail -15 "$out/$name.log"
+    fail "$name (python kineto job)"
+  fi
+done
+seed=(examples/seed_job.py --epochs 2 --amp fp16 --ckpt "$out/py-ckpt.pt")
+t0=$(date +%s)
+if timeout 300 "$exe" --check --out "$out/py-check" --resume-arg '--resume {ckpt}' -- \
+    python3 -m torch.distributed.run --nproc-per-node 1 --master-port 29811 "${seed[@]}" > "$out/py-check.log" 2>&1; then
+  say "companion --check of seed_job.py (NCCL, fp16 + GradScaler): ok ($(( $(date +%s) - t0 )) s)"
+else
+  fail "companion --check of seed_job.py (NCCL, fp16 + GradScaler) ($(( $(date +%s) - t0 )) s)"
+fi
+grep -E '^(env|data|numerics|comm|checkpoint|faults)\.' "$out/py-check.log" | cut -c1-240
+t0=$(date +%s)
+if timeout 180 "$exe" --record --out "$out/py-record" -- \
+    python3 -m torch.distributed.run --nproc-per-node 1 --master-port 29812 "${seed[@]}" > "$out/py-record.log" 2>&1; then
+  say "companion --record of seed_job.py: ok ($(( $(date +%s) - t0 )) s)"
+  tail -8 "$out/py-record.log"
+else
+  tail -15 "$out/py-record.log"
+  fail "companion --record of seed_job.py"
+fi
+
 # ---- table ---------------------------------------------------------------------------------------------------------
 python3 - "$out" <<'PY' | tee "$out/table.txt"
 import json, os, statistics, sys
@@ -220,6 +259,11 @@ if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
   cp "$out/table.txt" "$OUT/device_table.txt" 2>/dev/null
   (cd "$out" && find . -maxdepth 3 \( -name '*.log' -o -name '*.txt' -o -name 'manifest.json' -o -name 'checks.json' \
      -o -name 'run_status.json' -o -name 'analysis.json' \) -print0 | tar czf "$OUT/device_check_logs.tgz" --null -T -)
+  # The real GPU traces: the Python job's per-rank Kineto traces, and two of our recorded runs (for the viewer).
+  (cd "$out" && tar czf "$OUT/device_kineto_traces.tgz" kineto-gloo2 kineto-nccl1 2>/dev/null)
+  (cd "$out" && tar czf "$OUT/device_runs.tgz" nccl1-fp16/trace.json nccl1-fp16/manifest.json gloo2-fp16/trace.json \
+     gloo2-fp16/manifest.json 2>/dev/null)
+  (cd "$out" && tar czf "$OUT/device_py_runs.tgz" --exclude='*.pt' py-record 2>/dev/null)
 fi
 [ "$fails" -eq 0 ] && say "ALL PASSED" || say "$fails problem(s)"
 exit $((fails > 0))

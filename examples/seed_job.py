@@ -39,6 +39,8 @@ ap.add_argument("--accum", type=int, default=1)
 ap.add_argument("--ckpt", default=None)
 ap.add_argument("--resume", default=None)
 ap.add_argument("--plant", choices=PLANTS, default=None)
+ap.add_argument("--amp", choices=["off", "fp16", "bf16"], default="off",
+                help="on CUDA: autocast in this dtype; fp16 with torch.amp.GradScaler (saved in the checkpoint)")
 args = ap.parse_args()
 plant = args.plant
 accum = max(args.accum, 2 if plant == "accum-no-sync" else 1)
@@ -54,11 +56,18 @@ if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:
     os.environ.setdefault("MASTER_ADDR", first_host.group(1) + (first_host.group(2) or ""))
     os.environ.setdefault("MASTER_PORT", str(15000 + int(os.environ["SLURM_JOB_ID"]) % 10000))
 cuda = torch.cuda.is_available()
-dist.init_process_group("nccl" if cuda else "gloo")
+# One GPU per local rank takes NCCL; more ranks than GPUs share them through Gloo with CUDA tensors (NCCL refuses two
+# ranks on one GPU).
+gpus = torch.cuda.device_count() if cuda else 0
+local_rank, local_world = int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+nccl = cuda and local_world <= gpus
+dist.init_process_group("nccl" if nccl else "gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
-device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
+device = torch.device("cuda", local_rank % gpus) if cuda else torch.device("cpu")
 if cuda:
     torch.cuda.set_device(device)
+amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.amp) if cuda else None
+scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
 
 # ---- data: 10,000 x 128, labels from a fixed random linear rule
 g = torch.Generator().manual_seed(1234)
@@ -76,15 +85,21 @@ else:
 # ---- model, optimizer, loss
 torch.manual_seed(0)
 model = DDP(nn.Sequential(nn.Linear(128, 512), nn.ReLU(), nn.Linear(512, 2)).to(device),
-            device_ids=[device.index] if cuda else None)
+            device_ids=[device.index] if nccl else None)
 if plant == "rank-param" and rank == 1:
     with torch.no_grad():
         next(model.module.parameters()).view(-1)[0] += 1e-3
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 criterion = nn.CrossEntropyLoss(reduction="sum" if plant == "sum-loss" else "mean")
 
-dp = ddp_profile.attach(model, optimizer,  # ddp_profile
-                        loss_fn=lambda m, b: criterion(m(b[0].to(device)), b[1].to(device)), sampler=sampler)
+
+
+def loss_of(m, batch):  # the reference's loss on a batch: the training step's forward, autocast included
+    with torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
+        return criterion(m(batch[0].to(device)), batch[1].to(device))
+
+
+dp = ddp_profile.attach(model, optimizer, loss_fn=loss_of, sampler=sampler, scaler=scaler)  # ddp_profile
 
 # ---- resume
 start_epoch, step = 0, 0
@@ -98,6 +113,8 @@ if args.resume:
         random.setstate(state["rng"]["random"])
         if cuda and "cuda" in state["rng"]:
             torch.cuda.set_rng_state(state["rng"]["cuda"])
+        if scaler is not None and "scaler" in state:
+            scaler.load_state_dict(state["scaler"])
 
 # ---- training
 for epoch in range(start_epoch, args.epochs):
@@ -110,13 +127,19 @@ for epoch in range(start_epoch, args.epochs):
         x, y = x.to(device), y.to(device)
         last = (i + 1) % accum == 0
         sync = contextlib.nullcontext() if last or plant == "accum-no-sync" else model.no_sync()
+        autocast = torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
         with sync:
-            loss = criterion(model(x), y) / accum
-            loss.backward()
+            with autocast:
+                loss = criterion(model(x), y) / accum
+            (scaler.scale(loss) if scaler else loss).backward()
         if last:
             if plant == "crash" and rank == 1 and step == 3:
                 raise RuntimeError("planted crash at step 3")
-            optimizer.step()
+            if scaler:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
         total, n = total + loss.item(), n + 1
@@ -131,6 +154,8 @@ for epoch in range(start_epoch, args.epochs):
                      "rng": {"torch": torch.get_rng_state(), "random": random.getstate()}}
             if cuda:
                 state["rng"]["cuda"] = torch.cuda.get_rng_state()
+            if scaler is not None:
+                state["scaler"] = scaler.state_dict()
         dp.save(state, args.ckpt)  # ddp_profile (instead of torch.save)
     dist.barrier()
 

@@ -74,6 +74,9 @@ def main():
                     help="tensorboard_trace_handler's own worker name (<host>_<pid>): the rank is only in "
                          "distributedInfo, as the PyTorch docs' snippet writes it")
     ap.add_argument("--record-shapes", action="store_true", help="record_shapes=True: collectives carry sizes")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: the model and batches on cuda:<LOCAL_RANK mod GPUs>, CUDA activity profiled too; "
+                         "NCCL when every rank has a GPU of its own, else Gloo with CUDA tensors")
     ap.add_argument("--pin", action="store_true",
                     help="pin each local rank to its own share of the cores before Gloo starts its threads (with "
                          "`chrt -b 0 torchrun ...`: the remedy docs/stalls.md gives for the collective_tail flag)")
@@ -84,7 +87,17 @@ def main():
         local, nlocal = int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         share = max(1, len(cpus) // nlocal)
         os.sched_setaffinity(0, cpus[local * share:(local + 1) * share] or cpus)
-    dist.init_process_group("gloo")
+    cuda = args.device == "cuda"
+    device = torch.device("cpu")
+    backend = "gloo"
+    if cuda:
+        local, nlocal = int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        gpus = torch.cuda.device_count()
+        device = torch.device("cuda", local % gpus)
+        torch.cuda.set_device(device)
+        # NCCL refuses two ranks on one GPU: then the ranks share it through Gloo with CUDA tensors.
+        backend = "nccl" if nlocal <= gpus else "gloo"
+    dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -93,9 +106,10 @@ def main():
     # committed slow-data-rank1 traces were recorded at 0.4 ms, on a quiet machine: tests/data/README.md).
     data = Synthetic(10000, 128, 0, 0.0016 if p.get("slow-data") else 0.0)
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=0)
-    loader = DataLoader(data, batch_size=64, sampler=sampler, num_workers=args.workers, drop_last=True,
+    loader = DataLoader(data, batch_size=64, sampler=sampler, num_workers=args.workers, drop_last=True, pin_memory=cuda,
                         persistent_workers=args.workers > 0)
-    model = DDP(MLP(128, 512, 0.004 if p.get("slow-forward") else 0.0))
+    model = DDP(MLP(128, 512, 0.004 if p.get("slow-forward") else 0.0).to(device),
+                device_ids=[device.index] if backend == "nccl" else None)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     slow_opt = 0.004 if p.get("slow-optimizer") else 0.0
@@ -104,7 +118,8 @@ def main():
     active = args.steps
     worker = None if args.default_worker_name else f"rank{rank}"
     handler = None if args.export_name else tensorboard_trace_handler(args.out, worker_name=worker)
-    prof = profile(activities=[ProfilerActivity.CPU],
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    prof = profile(activities=activities,
                    schedule=schedule(wait=1, warmup=1, active=active, repeat=args.cycles),
                    on_trace_ready=handler, record_shapes=args.record_shapes)
     total = args.cycles * (active + 2)
@@ -114,6 +129,8 @@ def main():
         while steps < total:
             sampler.set_epoch(epoch)
             for x, y in loader:
+                if cuda:
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 opt.zero_grad()
                 loss = loss_fn(model(x), y)
                 loss.backward()
