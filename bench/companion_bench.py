@@ -34,6 +34,7 @@ def run(variant: str, mode: str = "", epochs: int = 2, full: bool = False):
     if mode:
         e["DDP_PROFILE_RUN"] = tempfile.mkdtemp(prefix="companion_bench_")
         e["DDP_PROFILE_MODE"] = mode
+        e["DDP_PROFILE_FORMAT"] = "2"  # what ddp_profile sets (python/ddp_profile/layout.py HEARTBEAT_FORMAT_VERSION)
     out = subprocess.run([torchrun, "--nproc-per-node", "2", os.path.join(ROOT, "bench", "companion_step.py"),
                           "--variant", variant, "--epochs", str(epochs)], env=e, capture_output=True, text=True,
                          check=True).stdout

@@ -14,7 +14,7 @@
 #include "runtime/launch/cli.h"
 #include "runtime/launch/launch_env.h"
 #include "runtime/launch/offline_commands.h"
-#include "runtime/user/user_job.h"
+#include "runtime/launch/user_job.h"
 
 namespace {
 // The runtime's file name, beside this executable (the build and an install put them together).

@@ -5,14 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "runtime/check/our_job.h"
+#include "runtime/check/user_script.h"
 #include "runtime/launch/cli.h"
 #include "runtime/launch/launch_env.h"
 #include "runtime/launch/offline_commands.h"
 #include "runtime/launch/supervisor.h"
+#include "runtime/launch/user_job.h"
 #include "runtime/train/model_preflight.h"
 #include "runtime/train/worker.h"
-#include "runtime/user/user_job.h"
-#include "runtime/verify/checks_run.h"
 
 int main(int argc, char** argv) {
   // The user's own script: `--check|--record [options] -- LAUNCH...` (docs/python.md).

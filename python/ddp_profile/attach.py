@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch
 
-from . import env, files, hashing, heartbeat as hb
+from . import env, files, hashing, heartbeat as hb, layout
 from .env import Config
 
 __version__ = "0.1.0"
@@ -104,7 +104,7 @@ class Companion:
         self.stream: Any = None
         self.t_step = time.monotonic_ns()
         self.start_time = datetime.datetime.now(datetime.timezone.utc).isoformat()
-        self.verify = os.path.join(cfg.run, "verify")
+        self.verify = os.path.join(cfg.run, layout.VERIFY_DIR)
         os.makedirs(self.verify, exist_ok=True)
         self.hb = hb.Heartbeat(cfg.run, self.rank)
         self.numerics: Any = None
@@ -116,9 +116,10 @@ class Companion:
             from .numerics import Numerics
             from .sampling import record
 
-            j = lambda name: files.Jsonl(os.path.join(self.verify, "rank%d.%s.jsonl" % (r, name)))  # noqa: E731
-            self.samples, self.replicas, self.summaries = j("samples"), j("replicas"), j("summaries")
-            self.checkpoints, self.coll_out = j("checkpoints"), j("collectives")
+            j = lambda kind: files.Jsonl(os.path.join(cfg.run, layout.verify_log_file(r, kind)))  # noqa: E731
+            self.samples, self.replicas = j(layout.SAMPLES), j(layout.REPLICAS)
+            self.summaries, self.checkpoints = j(layout.SUMMARIES), j(layout.CHECKPOINTS)
+            self.coll_out = j(layout.COLLECTIVES)
             self.numerics = Numerics(self.module, loss_fn, cfg.run, r, cfg.verify_steps, self.summaries)
             self.coll = Collectives(model, self.coll_out)
             if sampler is not None:
@@ -161,7 +162,7 @@ class Companion:
         if self.cfg.check:
             from .checkpoint_items import Items
 
-            copy_rel = "checkpoints/save%d/rank%d.pt" % (k, self.rank)
+            copy_rel = layout.companion_save_copy_file(k, self.rank)
             if path is not None:
                 files.copy(path, os.path.join(self.cfg.run, copy_rel))
             else:
@@ -306,12 +307,12 @@ class Companion:
         }
         if exit_ok:
             meta["exit"] = "ok"
-        files.write_json(os.path.join(self.verify, "rank%d.meta.json" % self.rank), meta)
+        files.write_json(os.path.join(self.cfg.run, layout.companion_meta_file(self.rank)), meta)
 
     def _final(self) -> None:
         import json
 
-        out = files.Jsonl(os.path.join(self.verify, "rank%d.final.jsonl" % self.rank))
+        out = files.Jsonl(os.path.join(self.cfg.run, layout.verify_log_file(self.rank, layout.FINAL)))
         jh = lambda v: hashing.bytes_hash(json.dumps(v, sort_keys=True, default=str).encode())  # noqa: E731
         for n, p in self.named_params:
             out.write({"name": "param:" + n, "hash": hashing.tensors_hash([p])})
@@ -363,6 +364,7 @@ def attach(model: torch.nn.Module, optimizer: Any, loss_fn: Optional[Callable[[t
     cfg = env.read()
     if cfg is None:
         return Passthrough()
+    env.check_format()
     if not hasattr(optimizer, "register_step_pre_hook"):
         sys.stderr.write("ddp_profile: torch %s has no optimizer step hooks (needs >= 2.0): not recording\n"
                          % torch.__version__)

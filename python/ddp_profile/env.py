@@ -5,6 +5,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from . import layout
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -53,21 +55,35 @@ def _schedule(spec: str) -> Tuple[int, int, int]:
         return (1, 1, 5)
 
 
+class FormatMismatch(RuntimeError):
+    """The ddp_profile running this job reads another heartbeat format than this companion writes."""
+
+
+def check_format() -> None:
+    """Refuses, naming both versions, a companion whose records the running ddp_profile would misread."""
+    theirs = os.environ.get(layout.ENV_FORMAT, "").strip()
+    if theirs != str(layout.HEARTBEAT_FORMAT_VERSION):
+        raise FormatMismatch(
+            "this ddp_profile companion writes heartbeat format %d, but the ddp_profile running the job reads format "
+            "%s: install the companion of that ddp_profile (pip install <its checkout>/python)"
+            % (layout.HEARTBEAT_FORMAT_VERSION, theirs or "unknown (it set no %s)" % layout.ENV_FORMAT))
+
+
 def read() -> Optional[Config]:
     """The contract, or None when DDP_PROFILE_RUN is unset (the companion is then a passthrough)."""
-    run = os.environ.get("DDP_PROFILE_RUN", "").strip()
+    run = os.environ.get(layout.ENV_RUN, "").strip()
     if not run:
         return None
-    mode = os.environ.get("DDP_PROFILE_MODE", "check").strip() or "check"
+    mode = os.environ.get(layout.ENV_MODE, "check").strip() or "check"
     if mode not in ("check", "record"):
         mode = "check"
     return Config(
         run=os.path.abspath(run),
         mode=mode,
-        verify_steps=max(_int("DDP_PROFILE_VERIFY_STEPS", 3), 0),
-        fault=_fault(os.environ.get("DDP_PROFILE_FAULT", "")),
-        hold_after_save=_int("DDP_PROFILE_HOLD_AFTER_SAVE", 0),
-        schedule=_schedule(os.environ.get("DDP_PROFILE_SCHEDULE", "1,1,5")),
+        verify_steps=max(_int(layout.ENV_VERIFY_STEPS, 3), 0),
+        fault=_fault(os.environ.get(layout.ENV_FAULT, "")),
+        hold_after_save=_int(layout.ENV_HOLD_AFTER_SAVE, 0),
+        schedule=_schedule(os.environ.get(layout.ENV_SCHEDULE, "1,1,5")),
     )
 
 

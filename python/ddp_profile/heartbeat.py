@@ -1,7 +1,5 @@
-"""The rank's heartbeat: the C++ runtime's 520-byte ProgressRecord (runtime/launch/progress.h), memory-mapped at
-<run>/progress/rank<R>.bin, little endian. Offsets: magic u32 @0, rank i32 @4, pid i32 @8, state i32 @12,
-step i64 @16, epoch i32 @24, stage i32 @28, last_ns i64 @32, bucket i32 @40, unused i32 @44,
-median_step_ns i64 @48, reason char[464] @56."""
+"""The rank's heartbeat: the C++ runtime's ProgressRecord, memory-mapped at <run>/progress/rank<R>.bin. Its size,
+offsets, magic and format version come from layout.py (checked against runtime/launch/progress.h by the C++ test)."""
 from __future__ import annotations
 
 import mmap
@@ -11,14 +9,17 @@ import struct
 import time
 from typing import List, Optional
 
-SIZE = 520
-MAGIC = 0x50524F47
-REASON_OFF, REASON_LEN = 56, 464
+from . import layout
 
-# RankState
-STARTING, RUNNING, DONE, FAILED, TERMINATED = 0, 1, 2, 3, 4
-# Stage ids from traces/stages.def
-WAIT_DATA, FORWARD, BACKWARD, OPTIMIZER, CHECKPOINT, STEP = 4, 5, 6, 9, 10, 11
+SIZE = layout.HEARTBEAT_SIZE
+MAGIC = layout.HEARTBEAT_MAGIC
+F = layout.HEARTBEAT_FIELDS
+REASON_OFF, REASON_LEN = F["reason"][0], int(F["reason"][1][:-1])
+
+STARTING, RUNNING, DONE, FAILED, TERMINATED = (layout.STARTING, layout.RUNNING, layout.DONE, layout.FAILED,
+                                               layout.TERMINATED)
+WAIT_DATA, FORWARD, BACKWARD = layout.STAGES["wait_data"], layout.STAGES["forward"], layout.STAGES["backward"]
+OPTIMIZER, CHECKPOINT, STEP = layout.STAGES["optimizer"], layout.STAGES["checkpoint"], layout.STAGES["step"]
 
 
 def _put(m: mmap.mmap, offset: int, fmt: str, *values: int) -> None:
@@ -28,11 +29,15 @@ def _put(m: mmap.mmap, offset: int, fmt: str, *values: int) -> None:
     m[offset : offset + len(b)] = b
 
 
+def _field(m: mmap.mmap, name: str, value: int) -> None:
+    off, fmt = F[name]
+    _put(m, off, "<" + fmt, value)
+
+
 class Heartbeat:
     def __init__(self, run: str, rank: int) -> None:
-        d = os.path.join(run, "progress")
-        os.makedirs(d, exist_ok=True)
-        self.path = os.path.join(d, "rank%d.bin" % rank)
+        self.path = os.path.join(run, layout.progress_file(rank))
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
         fd = os.open(self.path, os.O_CREAT | os.O_TRUNC | os.O_RDWR | os.O_CLOEXEC, 0o644)
         try:
             os.ftruncate(fd, SIZE)
@@ -42,21 +47,27 @@ class Heartbeat:
         self._recent: List[int] = []
         self._next = 0
         m = self._m
-        struct.pack_into("<iiiqiiqiiq", m, 4, rank, os.getpid(), STARTING, 0, 0, -1, time.monotonic_ns(), -1, 0, 0)
-        struct.pack_into("<I", m, 0, MAGIC)  # last, as the C++ writer does
+        for name, value in (("rank", rank), ("pid", os.getpid()), ("state", STARTING), ("step", 0), ("epoch", 0),
+                            ("stage", -1), ("last_ns", time.monotonic_ns()), ("bucket", -1),
+                            ("format_version", layout.HEARTBEAT_FORMAT_VERSION), ("median_step_ns", 0)):
+            _field(m, name, value)
+        _field(m, "magic", MAGIC)  # last, as the C++ writer does
 
     def stage(self, s: int) -> None:
         if self._m is not None:
-            _put(self._m, 28, "<i", s)
-            _put(self._m, 32, "<q", time.monotonic_ns())
+            _field(self._m, "stage", s)
+            _field(self._m, "last_ns", time.monotonic_ns())
 
     def step(self, step: int, epoch: int) -> None:
         if self._m is not None:
-            _put(self._m, 16, "<qiiq", step, epoch, STEP, time.monotonic_ns())
+            # step, epoch, stage and last_ns lie side by side: one copy.
+            assert (F["epoch"][0], F["stage"][0], F["last_ns"][0]) == (F["step"][0] + 8, F["step"][0] + 12,
+                                                                       F["step"][0] + 16)
+            _put(self._m, F["step"][0], "<qiiq", step, epoch, STEP, time.monotonic_ns())
 
     def epoch(self, epoch: int) -> None:
         if self._m is not None:
-            _put(self._m, 24, "<i", epoch)
+            _field(self._m, "epoch", epoch)
 
     def step_time(self, ns: int) -> None:
         if self._m is None:
@@ -66,19 +77,19 @@ class Heartbeat:
         else:
             self._recent[self._next % 64] = ns
             self._next += 1
-        _put(self._m, 48, "<q", int(statistics.median(self._recent)))
+        _field(self._m, "median_step_ns", int(statistics.median(self._recent)))
 
     def set_state(self, s: int) -> None:
         if self._m is not None:
-            _put(self._m, 12, "<i", s)
-            _put(self._m, 32, "<q", time.monotonic_ns())
+            _field(self._m, "state", s)
+            _field(self._m, "last_ns", time.monotonic_ns())
 
     def reason(self, text: str) -> None:
         if self._m is not None:
             b = text.encode("utf-8", "replace")[: REASON_LEN - 1]
             self._m[REASON_OFF : REASON_OFF + REASON_LEN] = b + b"\0" * (REASON_LEN - len(b))
             # When it said why: of several failed ranks the supervisor blames the first (a cause precedes its effects).
-            _put(self._m, 32, "<q", time.monotonic_ns())
+            _field(self._m, "last_ns", time.monotonic_ns())
 
     def has_reason(self) -> bool:
         return self._m is not None and self._m[REASON_OFF] != 0
@@ -92,7 +103,6 @@ def read(path: str) -> dict:
     """A snapshot of a record (for tests and tools)."""
     with open(path, "rb") as f:
         b = f.read(SIZE)
-    magic, rank, pid, state, step, epoch, stage, last_ns, bucket, _, median = struct.unpack_from("<Iiiiqiiqiiq", b, 0)
-    reason = b[REASON_OFF : REASON_OFF + REASON_LEN].split(b"\0", 1)[0].decode("utf-8", "replace")
-    return {"magic": magic, "rank": rank, "pid": pid, "state": state, "step": step, "epoch": epoch, "stage": stage,
-            "last_ns": last_ns, "bucket": bucket, "median_step_ns": median, "reason": reason}
+    out = {name: struct.unpack_from("<" + fmt, b, off)[0] for name, (off, fmt) in F.items() if name != "reason"}
+    out["reason"] = b[REASON_OFF : REASON_OFF + REASON_LEN].split(b"\0", 1)[0].decode("utf-8", "replace")
+    return out

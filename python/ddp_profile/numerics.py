@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import torch
 import torch.nn as nn
 
-from . import files, hashing
+from . import files, hashing, layout
 
 LossFn = Callable[[nn.Module, Any], torch.Tensor]
 
@@ -151,9 +151,8 @@ class Numerics:
         params = {n: _cpu(p) for n, p in named_params}
         grads = {n: _cpu(p.grad) for n, p in named_params if p.grad is not None}
         acts = {str(m): a for m, a in sorted(self.acts.items())}
-        d = os.path.join(self.run, "verify")
         files.tensors_save(_flat({"params": params, "grads": grads, "acts": acts}),
-                           os.path.join(d, "rank%d_step%d.pt" % (self.rank, step)))
+                           os.path.join(self.run, layout.verify_step_file(self.rank, step)))
         w = self.summaries.write
         for n, t in params.items():
             w({"step": step, "kind": "param", "name": n, "stats": hashing.tensor_summary(t)})
@@ -163,9 +162,9 @@ class Numerics:
         for n, t in grads.items():
             w({"step": step, "kind": "grad", "name": n, "stats": hashing.tensor_summary(t)})
         if self.rank == 0 and self.snapshot is not None and self.unions and self.loss_fn is not None:
-            self._reference(step, d)
+            self._reference(step)
 
-    def _reference(self, step: int, d: str) -> None:
+    def _reference(self, step: int) -> None:
         ref, loss_fn = self.snapshot, self.loss_fn
         assert ref is not None and loss_fn is not None
         _unsync_batchnorm(ref)
@@ -205,8 +204,8 @@ class Numerics:
         grads = {k: _cpu(p.grad) for k, p in ref.named_parameters() if p.grad is not None}
         # The layers' module classes: the judge names the kind of the first diverging layer (BatchNorm -> SyncBatchNorm).
         kinds = {n: type(x).__name__ for n, x in leaves(ref)}
-        files.tensors_save(_flat({"grads": grads, "acts": acts}), os.path.join(d, "reference_step%d.pt" % step))
-        files.write_json(os.path.join(d, "reference_step%d.json" % step), {"batch_sizes": sizes, "kinds": kinds})
+        files.tensors_save(_flat({"grads": grads, "acts": acts}), os.path.join(self.run, layout.reference_step_file(step)))
+        files.write_json(os.path.join(self.run, layout.reference_meta_file(step)), {"batch_sizes": sizes, "kinds": kinds})
 
     def step_done(self, step: int) -> None:
         self.acts, self.unions, self.snapshot = {}, [], None

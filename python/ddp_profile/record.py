@@ -7,12 +7,14 @@ from typing import Any, Optional, Tuple
 
 import torch
 
+from . import layout
+
 
 class Recorder:
     def __init__(self, run: str, rank: int, sched: Tuple[int, int, int]) -> None:
         from torch.profiler import ProfilerActivity, profile, schedule
 
-        self.path = os.path.join(run, "rank%d.pt.trace.json" % rank)
+        self.path = os.path.join(run, layout.kineto_rank_trace_file(rank))
         self.total = sum(sched)
         self.steps = 0
         acts = [ProfilerActivity.CPU]

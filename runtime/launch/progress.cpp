@@ -13,10 +13,6 @@
 #include "traces/base/stats.h"
 
 namespace ddp {
-namespace {
-constexpr uint32_t kMagic = 0x50524F47;  // "PROG"
-}
-
 std::string progress_file(const std::string& run_dir, int rank) {
   return in_run(run_dir, rank_progress_file(rank));
 }
@@ -48,7 +44,8 @@ bool ProgressWriter::open(const std::string& path, int rank, std::string& error)
   rec_->bucket.store(-1);
   rec_->median_step_ns.store(0);
   rec_->state.store(static_cast<int32_t>(RankState::starting));
-  rec_->magic = kMagic;
+  rec_->format_version = kProgressFormatVersion;
+  rec_->magic = kProgressMagic;
   return true;
 }
 
@@ -105,9 +102,11 @@ ProgressSnapshot read_progress(const std::string& path) {
   ProgressRecord r;
   ssize_t n = ::pread(fd, &r, sizeof(r), 0);
   ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof(r)) || r.magic != kMagic) return s;
+  if (n != static_cast<ssize_t>(sizeof(r)) || r.magic != kProgressMagic) return s;
   s.present = true;
-  s.pid = r.pid;
+  s.format_version = r.format_version;
+  s.pid = r.pid;  // the record's head (magic, rank, pid) is the same in every format: the process can still be ended
+  if (s.format_version != kProgressFormatVersion) return s;  // the rest is not ours to read: the watcher says so
   s.state = static_cast<RankState>(r.state.load());
   s.step = r.step.load();
   s.epoch = r.epoch.load();

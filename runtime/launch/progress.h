@@ -3,6 +3,7 @@
 // the compute thread stores its step and stage at every stage boundary (a few relaxed stores, no syscalls), and the
 // supervisor reads them to tell a hung rank from its waiting peers and to name the step and stage of a failure.
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,6 +13,12 @@
 namespace ddp {
 
 enum class RankState : int32_t { starting = 0, running = 1, done = 2, failed = 3, terminated = 4 };
+
+// The record is written by our ranks and by the Python companion (python/ddp_profile/layout.py mirrors every offset
+// below; tests/runtime/test_companion_contract.cpp compares the two). A reader refuses a record of another format,
+// naming both versions, rather than misreading it. Format 2 added the version itself (0 before).
+inline constexpr uint32_t kProgressMagic = 0x50524F47;  // "PROG"
+inline constexpr int32_t kProgressFormatVersion = 2;
 
 struct ProgressRecord {
   uint32_t magic;
@@ -24,12 +31,19 @@ struct ProgressRecord {
   std::atomic<int64_t> last_ns;  // CLOCK_MONOTONIC of the last update
   // Carved out of the front of the former reason[480], so the record keeps its size and offsets.
   std::atomic<int32_t> bucket;           // the gradient bucket whose allreduce the rank waits for, -1 none
-  int32_t unused;
+  int32_t format_version;                // kProgressFormatVersion of the writer
   std::atomic<int64_t> median_step_ns;   // median of the recent steps' durations, 0 before the first step
   char reason[464];
 };
 static_assert(std::atomic<int64_t>::is_always_lock_free, "progress is shared between processes");
 static_assert(sizeof(ProgressRecord) == 520, "the heartbeat's layout is shared with running ranks: keep its size");
+static_assert(offsetof(ProgressRecord, magic) == 0 && offsetof(ProgressRecord, rank) == 4 &&
+                  offsetof(ProgressRecord, pid) == 8 && offsetof(ProgressRecord, state) == 12 &&
+                  offsetof(ProgressRecord, step) == 16 && offsetof(ProgressRecord, epoch) == 24 &&
+                  offsetof(ProgressRecord, stage) == 28 && offsetof(ProgressRecord, last_ns) == 32 &&
+                  offsetof(ProgressRecord, bucket) == 40 && offsetof(ProgressRecord, format_version) == 44 &&
+                  offsetof(ProgressRecord, median_step_ns) == 48 && offsetof(ProgressRecord, reason) == 56,
+              "the heartbeat's offsets are python/ddp_profile/layout.py's HEARTBEAT_FIELDS: change both");
 
 std::string progress_file(const std::string& run_dir, int rank);
 
@@ -55,6 +69,7 @@ class ProgressWriter {
 // The supervisor's side: a read-only snapshot of a rank's record (all fields zero when missing).
 struct ProgressSnapshot {
   bool present = false;
+  int32_t format_version = 0;  // the writer's; a record of another format than ours holds only its pid here
   int32_t pid = 0;
   RankState state = RankState::starting;
   int64_t step = 0;

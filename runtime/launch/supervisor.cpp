@@ -20,7 +20,7 @@
 #include "runtime/launch/loopback_port.h"
 #include "runtime/launch/progress.h"
 #include "runtime/data/dataset_cache.h"
-#include "runtime/launch/run_folder_setup.h"
+#include "runtime/common/run_folder_setup.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"

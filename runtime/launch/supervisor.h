@@ -5,27 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/run_outcome.h"
 #include "runtime/launch/cli.h"
 
 namespace ddp {
-
-struct RankOutcome {
-  int rank = 0;
-  int pid = 0;
-  bool exited = false;
-  int exit_code = 0;  // when exited normally
-  int signal = 0;     // when killed by a signal
-  double ended_after_fault_s = -1;  // seconds from the culprit's failure to this rank's exit
-  std::string description;
-};
-
-struct RunOutcome {
-  int exit_code = 0;
-  int culprit = -1;  // -1: no failure
-  std::string message;
-  std::vector<RankOutcome> ranks;
-  std::string run_dir;
-};
 
 // Runs one supervised job into cmd.out_dir (created). worker_args are the user's job options, passed to workers.
 RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& worker_args, bool quiet);

@@ -30,7 +30,7 @@
 #include "runtime/launch/cpu_sets.h"
 #include "runtime/launch/launch_env.h"
 #include "runtime/launch/progress.h"
-#include "runtime/launch/run_folder_setup.h"
+#include "runtime/common/run_folder_setup.h"
 #include "runtime/train/amp.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/cuda_path.h"

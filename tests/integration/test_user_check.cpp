@@ -185,6 +185,17 @@ TEST_F(UserCheck, BadInputEndsEarlyWithOneLine) {
   EXPECT_NE(crash.output.find("ValueError: bad config: --data points nowhere"), std::string::npos) << crash.output;
 }
 
+// A companion of another heartbeat format (a stale install) is refused, both formats named, before its records are
+// misread: planted by a script that writes format 0 (before the record had a version) into its own heartbeat.
+TEST_F(UserCheck, ACompanionOfAnotherHeartbeatFormatIsRefusedNamingBoth) {
+  Checked c = check("old_companion", {"--checks", "env.manifest"},
+                    torchrun_cmd(torchrun_, 1, kScripts + "/old_companion.py"), torchrun_);
+  EXPECT_EQ(c.code, 1) << c.output;
+  EXPECT_NE(c.output.find("writes heartbeat format 0 (before versions), this ddp_profile reads format 2"),
+            std::string::npos)
+      << c.output;
+}
+
 TEST_F(UserCheck, RecordWritesPerRankProfilerTracesThatTheOfflineCommandsRead) {
   const std::string out = fresh_dir("user_record");
   auto env = companion_env(torchrun_);

@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "runtime/data/sampler.h"
-#include "runtime/verify/checks.h"
+#include "runtime/check/check_table.h"
+#include "runtime/check/judges.h"
 #include "traces/model/event.h"
+#include "traces/model/run_folder.h"
 #include "traces/native/trace_writer.h"
 #include "tests/support/remove_tree.h"
 
@@ -202,5 +205,76 @@ TEST(Checks, JsonShapeIsTheStableInterface) {
   EXPECT_TRUE(j["checks"][0].contains("summary"));
   EXPECT_TRUE(j["checks"][0]["details"].is_object());
   EXPECT_EQ(j["failed"], 1);
+}
+}  // namespace
+
+namespace {
+using namespace ddp;
+
+// Our job's comm.no_sync evidence from its trace: allreduce spans per (step, micro-step) and per bucket. Accumulation
+// over 2 micro-steps with 2 buckets of 100 bytes each; planted: an allreduce on the first micro-step (no_sync not in
+// effect), a bucket never reduced, a bucket reduced twice.
+RunTrace accumulation_trace(bool early_allreduce, bool missing_bucket, bool twice) {
+  RunTrace run;
+  RankTrace r;
+  r.rank = 0;
+  for (uint32_t step = 0; step < 3; ++step) {
+    Event s = make_span(Stage::step, 0, step * 100, step * 100 + 90);
+    s.step = step;
+    r.events.push_back(s);
+    auto reduce = [&](uint16_t bucket, uint8_t micro) {
+      Event a = make_span(Stage::allreduce, 1, step * 100 + 10, step * 100 + 20);
+      a.step = step;
+      a.micro = micro;
+      a.bucket = bucket;
+      a.value = 100;
+      r.events.push_back(a);
+    };
+    if (early_allreduce && step == 1) reduce(0, 0);
+    reduce(0, 1);
+    if (!(missing_bucket && step == 2)) reduce(1, 1);
+    if (twice && step == 2) reduce(1, 1);
+  }
+  run.ranks.push_back(r);
+  return run;
+}
+
+TEST(Checks, NoSyncFromOurTraceNeedsOneAllreducePerBucketOnTheLastMicroStep) {
+  auto ok = judge_no_sync(no_sync_from_trace(accumulation_trace(false, false, false), 2, 2, 200));
+  EXPECT_EQ(ok.status, CheckStatus::pass) << ok.summary;
+  EXPECT_NE(ok.summary.find("3 accumulated step(s)"), std::string::npos) << ok.summary;
+  auto early = judge_no_sync(no_sync_from_trace(accumulation_trace(true, false, false), 2, 2, 200));
+  EXPECT_EQ(early.status, CheckStatus::fail);
+  EXPECT_NE(early.summary.find("rank 0, step 1: micro-step 0 of 2 ran 1 gradient allreduce(s)"), std::string::npos)
+      << early.summary;
+  EXPECT_NE(early.summary.find("no_sync was not in effect"), std::string::npos) << early.summary;
+  auto missing = judge_no_sync(no_sync_from_trace(accumulation_trace(false, true, false), 2, 2, 200));
+  EXPECT_EQ(missing.status, CheckStatus::fail);
+  EXPECT_NE(missing.summary.find("1 of 2 buckets reduced"), std::string::npos) << missing.summary;
+  auto twice = judge_no_sync(no_sync_from_trace(accumulation_trace(false, false, true), 2, 2, 200));
+  EXPECT_EQ(twice.status, CheckStatus::fail);
+  EXPECT_NE(twice.summary.find("each must be exactly once"), std::string::npos) << twice.summary;
+  EXPECT_EQ(judge_no_sync(no_sync_from_trace(accumulation_trace(false, false, false), 2, 2, 300)).status,
+            CheckStatus::fail)
+      << "the bytes must be the parameters'";
+  EXPECT_EQ(judge_no_sync(no_sync_from_trace(RunTrace{}, 2, 2, 200)).status, CheckStatus::fail) << "no traces";
+}
+
+// A verification log damaged mid-line (a rank killed while writing) is named, file and line, not read as less data.
+TEST(Checks, ADamagedVerificationLogIsNamedNotSkipped) {
+  namespace fs = std::filesystem;
+  const std::string dir = (fs::temp_directory_path() / ("ddp_damaged_log_" + std::to_string(::getpid()))).string();
+  ddp::testing::remove_tree(dir);
+  fs::create_directories(dir + "/verify");
+  std::ofstream(in_run(dir, verify_replicas_file(0))) << "{\"step\":-1,\"param_hash\":\"aa\"}\n{\"step\":0,\"par";
+  std::string err;
+  EXPECT_TRUE(read_replica_hashes(dir, 0, err).empty());
+  EXPECT_NE(err.find("rank0.replicas.jsonl: 1 unreadable line(s), first at line 2"), std::string::npos) << err;
+  std::ofstream(in_run(dir, verify_samples_file(0))) << "{\"epoch\":0,\"step\":0,\"micro\":0,\"batch\":0,\"indices\":[1]}\n"
+                                                     << "not json\n";
+  err.clear();
+  EXPECT_TRUE(read_consumed(dir, 0, err).empty());
+  EXPECT_NE(err.find("first at line 2"), std::string::npos) << err;
+  ddp::testing::remove_tree(dir);
 }
 }  // namespace

@@ -1,14 +1,21 @@
-// The judgements only the user's job needs (runtime/user/user_judges.h), each shown to fail on its planted fault,
-// and the parsing of `--check/--record -- LAUNCH...`.
+// The judges as the user's script's evidence reaches them (runtime/check/judges.h), each shown to fail on its planted
+// fault, and the parsing of `--check/--record -- LAUNCH...`.
 #include <gtest/gtest.h>
 
-#include "runtime/user/user_job.h"
-#include "runtime/user/user_judges.h"
-#include "runtime/user/user_manifest.h"
+#include "runtime/launch/user_job.h"
+#include "runtime/check/check_table.h"
+#include "runtime/check/judges.h"
+#include "runtime/launch/user_manifest.h"
 
 namespace {
 using ddp::CheckStatus;
 using ddp::MicroComm;
+
+ddp::CheckResult judge_micro_steps(std::vector<std::vector<MicroComm>> per_rank) {
+  ddp::NoSyncEvidence e;
+  e.per_rank = std::move(per_rank);
+  return ddp::judge_no_sync(e);
+}
 
 std::vector<MicroComm> steps(int n, int micros, bool sync_every_micro) {
   std::vector<MicroComm> v;
@@ -24,13 +31,13 @@ std::vector<MicroComm> steps(int n, int micros, bool sync_every_micro) {
 }
 
 TEST(UserNoSync, AccumulationThatCommunicatesOnlyOnTheLastMicroStepPasses) {
-  auto r = ddp::judge_user_no_sync({steps(3, 4, false), steps(3, 4, false)});
+  auto r = judge_micro_steps({steps(3, 4, false), steps(3, 4, false)});
   EXPECT_EQ(r.status, CheckStatus::pass) << r.summary;
   EXPECT_EQ(r.details["accumulating_steps"], 6);
 }
 
 TEST(UserNoSync, AccumulationWithoutNoSyncFailsNamingTheMicroStep) {
-  auto r = ddp::judge_user_no_sync({steps(3, 4, true), steps(3, 4, true)});
+  auto r = judge_micro_steps({steps(3, 4, true), steps(3, 4, true)});
   EXPECT_EQ(r.status, CheckStatus::fail);
   EXPECT_NE(r.summary.find("micro-step 0 of 4"), std::string::npos) << r.summary;
   EXPECT_NE(r.summary.find("no_sync"), std::string::npos) << r.summary;
@@ -39,7 +46,7 @@ TEST(UserNoSync, AccumulationWithoutNoSyncFailsNamingTheMicroStep) {
 TEST(UserNoSync, ALastMicroStepWithoutSyncFails) {
   auto v = steps(2, 2, false);
   v.back().collectives = 0;
-  auto r = ddp::judge_user_no_sync({v});
+  auto r = judge_micro_steps({v});
   EXPECT_EQ(r.status, CheckStatus::fail);
   EXPECT_NE(r.summary.find("did not synchronise"), std::string::npos) << r.summary;
 }
@@ -50,9 +57,9 @@ TEST(UserNoSync, FallsBackToDdpsSyncFlagWhenNotCounted) {
   v[0].sync_flag = true;  // accumulating with sync on
   v[1].micro = 1;
   for (auto& c : v) c.collectives = -1;
-  EXPECT_EQ(ddp::judge_user_no_sync({v}).status, CheckStatus::fail);
+  EXPECT_EQ(judge_micro_steps({v}).status, CheckStatus::fail);
   v[0].sync_flag = false;
-  auto r = ddp::judge_user_no_sync({v});
+  auto r = judge_micro_steps({v});
   EXPECT_EQ(r.status, CheckStatus::pass) << r.summary;
   EXPECT_NE(r.summary.find("sync flag"), std::string::npos);
 }
@@ -66,17 +73,25 @@ TEST(UserShard, ALoaderWithoutDistributedSamplerFailsCountingTheSharedIndices) {
   EXPECT_NE(res.summary.find("DistributedSampler"), std::string::npos);
 }
 
+ddp::CheckResult judge_states(const std::vector<std::map<std::string, std::string>>& straight,
+                              const std::vector<std::map<std::string, std::string>>& resumed) {
+  ddp::ResumeEvidence e;
+  e.killed = "killed right after checkpoint 1 (step 78)";
+  e.ranks = ddp::compare_final_states(straight, resumed);
+  return ddp::judge_resume(e);
+}
+
 TEST(UserResume, EqualFinalStatesPassAndTheFirstDifferenceIsNamed) {
   std::map<std::string, std::string> a = {{"param:fc1.weight", "aa"}, {"optimizer:fc1.weight.exp_avg", "bb"}};
-  EXPECT_EQ(ddp::judge_resume_states({a, a}, {a, a}, 1, 78).status, CheckStatus::pass);
+  EXPECT_EQ(judge_states({a, a}, {a, a}).status, CheckStatus::pass);
   auto b = a;
   b["optimizer:fc1.weight.exp_avg"] = "cc";
-  auto r = ddp::judge_resume_states({a, a}, {a, b}, 1, 78);
+  auto r = judge_states({a, a}, {a, b});
   EXPECT_EQ(r.status, CheckStatus::fail);
   EXPECT_NE(r.summary.find("rank 1: optimizer:fc1.weight.exp_avg differs"), std::string::npos) << r.summary;
-  EXPECT_NE(r.summary.find("optimizer"), std::string::npos);
-  EXPECT_EQ(ddp::judge_resume_states({a}, {{}}, 1, 78).status, CheckStatus::fail);
-  EXPECT_EQ(ddp::judge_resume_states({{}}, {{}}, 1, 78).status, CheckStatus::fail);  // nothing compared is no pass
+  EXPECT_NE(r.summary.find("does not restore the optimizer"), std::string::npos) << r.summary;
+  EXPECT_EQ(judge_states({a}, {{}}).status, CheckStatus::fail);
+  EXPECT_EQ(judge_states({{}}, {{}}).status, CheckStatus::fail);  // nothing compared is no pass
 }
 
 TEST(UserManifest, TheScriptsArgvBecomesConfigOptionsTheDiffCanName) {
@@ -86,6 +101,15 @@ TEST(UserManifest, TheScriptsArgvBecomesConfigOptionsTheDiffCanName) {
   EXPECT_EQ(c["args"]["--amp"], true);
   EXPECT_EQ(c["args"]["--epochs"], "2");
   EXPECT_EQ(c["args"]["positional.0"], "data");
+}
+
+// An unknown id is a usage error the ladder reports before anything starts (the table owns the ids).
+TEST(CheckTable, UnknownIdsAreNamedAndTheTableIsTheLadderOrder) {
+  EXPECT_EQ(ddp::unknown_check_id({"env.manifest", "faults.exit"}), "");
+  EXPECT_NE(ddp::unknown_check_id({"env.manifest", "nope"}).find("'nope'"), std::string::npos);
+  EXPECT_EQ(ddp::check_ids(), (std::vector<std::string>{"env.manifest", "data.shard_rule", "numerics.reference",
+                                                         "numerics.rank_sync", "comm.no_sync", "checkpoint.complete",
+                                                         "checkpoint.resume", "faults.exit"}));
 }
 
 TEST(UserCli, SplitsOurOptionsFromTheLaunchCommand) {
@@ -112,7 +136,6 @@ TEST(UserCli, UsageErrorsExitTwo) {
   EXPECT_EQ(parse({"ddp_profile", "--check", "--"}), 2);                                   // nothing to launch
   EXPECT_EQ(parse({"ddp_profile", "--check", "--resume-arg", "--resume", "--", "python"}), 2);  // no {ckpt}
   EXPECT_EQ(parse({"ddp_profile", "--record", "--resume-arg", "{ckpt}", "--", "python"}), 2);
-  EXPECT_EQ(parse({"ddp_profile", "--check", "--checks", "nope", "--", "python"}), 2);
   EXPECT_EQ(parse({"ddp_profile", "--check", "--", "python", "/no/such/train.py"}), 2);
   const char* ours[] = {"ddp_profile", "--analyze", "x"};
   EXPECT_FALSE(ddp::is_user_job_command(3, ours));

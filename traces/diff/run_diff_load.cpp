@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "traces/base/json_lines.h"
 #include "traces/diff/run_diff.h"
 #include "traces/model/step_window.h"
 #include "traces/native/load_run.h"
@@ -24,28 +25,21 @@ std::map<int, fs::path> verify_files(const fs::path& dir, const char* kind) {
   return out;
 }
 
-// Calls `line_fn(json)` for every parseable line; counts the others into `problems`.
+// Calls `line_fn(json)` for every object line (the shared reader counts lines that are not); a line whose fields
+// `line_fn` refuses is counted the same way. Both land in `problems`, named by the file.
 template <class F>
 void read_jsonl(const fs::path& path, std::vector<std::string>& problems, F line_fn) {
-  std::ifstream in(path);
-  if (!in) {
-    problems.push_back("cannot read " + path.string());
+  JsonLines lines;
+  std::string err;
+  if (!read_json_lines(path.string(), lines, err)) {
+    problems.push_back(err);
     return;
   }
-  std::string line;
-  size_t bad = 0, lineno = 0, first_bad = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !line_fn(j)) {
-      if (!bad++) first_bad = lineno;
-      continue;
-    }
-  }
-  if (bad)
-    problems.push_back(path.filename().string() + ": " + std::to_string(bad) + " unreadable line(s), first at line " +
-                       std::to_string(first_bad));
+  size_t refused = 0;
+  for (const auto& j : lines.objects) refused += !line_fn(j);
+  if (lines.bad_lines) problems.push_back(lines.problem(path.filename().string()));
+  if (refused)
+    problems.push_back(path.filename().string() + ": " + std::to_string(refused) + " line(s) without the fields read");
 }
 
 bool has_rank_trace(const fs::path& dir) {

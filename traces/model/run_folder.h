@@ -39,6 +39,16 @@ bool is_verify_log_file(const std::string& name, const char* kind, int* rank = n
 inline std::string verify_samples_file(int rank) { return verify_log_file(rank, kVerifySamples); }
 inline std::string verify_replicas_file(int rank) { return verify_log_file(rank, kVerifyReplicas); }
 inline std::string verify_summaries_file(int rank) { return verify_log_file(rank, kVerifySummaries); }
+// Kinds only the Python companion writes (a user's script): gradient collectives per micro-step, checkpoint saves,
+// the final state's hashes.
+inline const char* kVerifyCollectives = "collectives";
+inline const char* kVerifyCheckpoints = "checkpoints";
+inline const char* kVerifyFinal = "final";
+std::string companion_meta_file(int rank);        // verify/rank<R>.meta.json: what the companion found (world, sampler...)
+std::string reference_step_file(int64_t step);    // verify/reference_step<S>.pt: the companion's single-process reference
+std::string reference_meta_file(int64_t step);    // verify/reference_step<S>.json: its layer kinds and batch sizes
+inline const char* kLaunchLogFile = "logs/launch.log";  // a user's launch command's combined output
+std::string companion_save_copy_file(int save, int rank);  // checkpoints/save<k>/rank<R>.pt: a script's k-th save
 std::string verify_step_file(int rank, int64_t step);  // verify/rank<R>_step<S>.pt
 bool is_verify_step_file(const std::string& name, int* rank = nullptr, int64_t* step = nullptr);
 std::string checkpoint_folder(int64_t step);  // checkpoints/step<k>

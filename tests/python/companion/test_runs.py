@@ -26,7 +26,10 @@ def load_dump(path):
 
     with torch.serialization.safe_globals([torch.jit._pickle.restore_type_tag]):
         return torch.load(str(path), weights_only=True)
-from ddp_profile import heartbeat  # noqa: E402
+from ddp_profile import heartbeat, layout  # noqa: E402
+
+# What the outer ddp_profile sets: the heartbeat format it reads (the companion refuses another).
+FORMAT = {layout.ENV_FORMAT: str(layout.HEARTBEAT_FORMAT_VERSION)}
 
 SEED = os.path.join(ROOT, "examples", "seed_job.py")
 
@@ -40,7 +43,7 @@ def _torchrun():
 
 
 def run(tmp, *args, timeout=240, **env):
-    e = dict(os.environ, PYTHONPATH=PYDIR, DDP_PROFILE_RUN=str(tmp), OMP_NUM_THREADS="1", **env)
+    e = dict(os.environ, PYTHONPATH=PYDIR, DDP_PROFILE_RUN=str(tmp), OMP_NUM_THREADS="1", **FORMAT, **env)
     cmd = [_torchrun(), "--standalone", "--nproc-per-node", "2", SEED] + list(args)
     return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
 
@@ -141,7 +144,7 @@ dp = ddp_profile.attach(m, opt, loss_fn=lambda mod, b: crit(mod(b[0]), b[1]))
 for x, y in dp.loader(loader):
     crit(m(x), y).backward(); opt.step(); opt.zero_grad()
 """
-    e = dict(os.environ, PYTHONPATH=PYDIR, DDP_PROFILE_RUN=str(tmp_path), DDP_PROFILE_MODE="check")
+    e = dict(os.environ, PYTHONPATH=PYDIR, DDP_PROFILE_RUN=str(tmp_path), DDP_PROFILE_MODE="check", **FORMAT)
     for k in ("RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID"):
         e.pop(k, None)
     p = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=120)
@@ -165,7 +168,7 @@ def test_hold_after_save(tmp_path):
     import time
 
     e = dict(os.environ, PYTHONPATH=PYDIR, DDP_PROFILE_RUN=str(tmp_path), DDP_PROFILE_MODE="check",
-             DDP_PROFILE_VERIFY_STEPS="0", DDP_PROFILE_HOLD_AFTER_SAVE="1", OMP_NUM_THREADS="1")
+             DDP_PROFILE_VERIFY_STEPS="0", DDP_PROFILE_HOLD_AFTER_SAVE="1", OMP_NUM_THREADS="1", **FORMAT)
     cmd = [_torchrun(), "--standalone", "--nproc-per-node", "2", SEED, "--epochs", "2", "--ckpt",
            str(tmp_path / "ck.pt")]
     p = subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -75,7 +75,20 @@ def test_heartbeat_layout(tmp_path):
     assert r["magic"] == 0x50524F47 and r["rank"] == 3 and r["pid"] == os.getpid()
     assert (r["state"], r["step"], r["epoch"], r["stage"], r["bucket"]) == (1, 7, 2, 9, -1)
     assert r["median_step_ns"] == 20 and r["reason"] == "injected hang at step 7"
-    assert r["last_ns"] > 0
+    assert r["last_ns"] > 0 and r["format_version"] == 2
+
+
+def test_a_ddp_profile_of_another_heartbeat_format_is_refused_naming_both(monkeypatch):
+    from ddp_profile import env
+
+    monkeypatch.setenv("DDP_PROFILE_FORMAT", "1")
+    with pytest.raises(env.FormatMismatch, match="writes heartbeat format 2.*reads format 1"):
+        env.check_format()
+    monkeypatch.delenv("DDP_PROFILE_FORMAT")
+    with pytest.raises(env.FormatMismatch, match="unknown"):
+        env.check_format()
+    monkeypatch.setenv("DDP_PROFILE_FORMAT", "2")
+    env.check_format()
 
 
 def _beat_forever(run: str, seconds: float) -> None:

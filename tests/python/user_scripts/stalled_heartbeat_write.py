@@ -1,7 +1,7 @@
 """A small DDP job whose rank, at optimizer step 5, leaves its heartbeat's time half-written (zeros) for 0.3 s, as a
 rank descheduled in the middle of writing it does on a loaded machine; then it goes on and ends normally. The
 supervisor must not call that a hang (it once did: "rank 0 hung ... no progress for 120 s", 70 s into a job).
-Offsets: python/ddp_profile/heartbeat.py (last_ns, an int64 at byte 32)."""
+Offsets: python/ddp_profile/layout.py (last_ns, an int64 at byte 32)."""
 import mmap
 import time
 

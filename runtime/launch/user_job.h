@@ -8,13 +8,15 @@
 
 namespace ddp {
 
-// The companion's switches: the one list of the variables both sides read (docs/python.md mirrors it).
+// The companion's switches: the one list of the variables both sides read (python/ddp_profile/layout.py mirrors it,
+// tests/runtime/test_companion_contract.cpp compares the two; docs/python.md lists them).
 inline const char* kEnvRun = "DDP_PROFILE_RUN";                   // the run folder; unset: the companion does nothing
 inline const char* kEnvMode = "DDP_PROFILE_MODE";                 // check | record
 inline const char* kEnvVerifySteps = "DDP_PROFILE_VERIFY_STEPS";  // optimizer steps with tensor dumps
 inline const char* kEnvFault = "DDP_PROFILE_FAULT";               // kind,rank,step
 inline const char* kEnvHoldAfterSave = "DDP_PROFILE_HOLD_AFTER_SAVE";  // k: stop after the k-th dp.save
 inline const char* kEnvSchedule = "DDP_PROFILE_SCHEDULE";              // record: wait,warmup,active
+inline const char* kEnvFormat = "DDP_PROFILE_FORMAT";  // the heartbeat format we read (progress.h); the companion checks it
 
 struct UserJobCommand {
   bool check = false;               // --check (else --record)
@@ -29,7 +31,7 @@ bool is_user_job_command(int argc, const char* const* argv);
 // Parses it; on a usage error prints it and returns false with exit_code 2 (0 for --help).
 bool parse_user_job_command(int argc, const char* const* argv, UserJobCommand& out, int& exit_code);
 
-int run_user_check(const UserJobCommand& cmd);
+// `--record -- LAUNCH...` (user_record.cpp); `--check -- LAUNCH...` is the ladder's (runtime/check/user_script.h).
 int run_user_record(const UserJobCommand& cmd);
 
 }  // namespace ddp

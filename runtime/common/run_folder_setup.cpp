@@ -1,4 +1,4 @@
-#include "runtime/launch/run_folder_setup.h"
+#include "runtime/common/run_folder_setup.h"
 #include "traces/model/run_folder.h"
 
 #include <ctime>

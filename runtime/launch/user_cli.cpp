@@ -8,8 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/common/check_ids.h"
-#include "runtime/user/user_job.h"
+#include "runtime/launch/user_job.h"
 
 namespace ddp {
 
@@ -50,7 +49,7 @@ bool parse_user_job_command(int argc, const char* const* argv, UserJobCommand& o
   app.add_option("--out", out.out_dir, "run folder to write (default: runs/<timestamp>)");
   app.add_option("--resume-arg", out.resume_arg,
                  "with --check: the arguments that make the script resume, {ckpt} = the checkpoint's path");
-  app.add_option("--checks", out.checks, "with --check: run only these check ids (comma separated)")->delimiter(',');
+  app.add_option("--checks", out.checks, "with --check: run only these check ids (comma separated; docs/checks.md)")->delimiter(',');
   std::vector<const char*> ours(argv, argv + split);
   try {
     app.parse(static_cast<int>(ours.size()), ours.data());
@@ -79,9 +78,6 @@ bool parse_user_job_command(int argc, const char* const* argv, UserJobCommand& o
     return usage("--resume-arg and --checks go with --check");
   if (!out.resume_arg.empty() && out.resume_arg.find("{ckpt}") == std::string::npos)
     return usage("--resume-arg '" + out.resume_arg + "' does not name {ckpt}, the checkpoint to resume from");
-  const std::vector<std::string> ids = check_ids();
-  for (const auto& c : out.checks)
-    if (std::find(ids.begin(), ids.end(), c) == ids.end()) return usage("--checks: unknown check id '" + c + "'");
   return true;
 }
 

@@ -45,7 +45,4 @@ struct UserLaunchResult {
 
 UserLaunchResult run_user_launch(const UserLaunch& launch);
 
-// The log of the job's combined output inside the run folder.
-std::string user_launch_log(const std::string& run_dir);
-
 }  // namespace ddp

@@ -5,10 +5,10 @@
 
 #include "runtime/launch/cli.h"
 #include "runtime/launch/offline_commands.h"
-#include "runtime/launch/run_folder_setup.h"
-#include "runtime/user/user_job.h"
-#include "runtime/user/user_launch.h"
-#include "runtime/user/user_manifest.h"
+#include "runtime/common/run_folder_setup.h"
+#include "runtime/launch/user_job.h"
+#include "runtime/launch/user_launch.h"
+#include "runtime/launch/user_manifest.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {

@@ -1,4 +1,4 @@
-#include "runtime/user/user_launch.h"
+#include "runtime/launch/user_launch.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "runtime/launch/progress.h"
+#include "runtime/launch/user_job.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {
@@ -130,16 +131,12 @@ std::string last_exception_line(const std::string& log) {
 }
 }  // namespace
 
-std::string user_launch_log(const std::string& run_dir) {
-  return in_run(run_dir, std::string(kLogsDir) + "/launch.log");
-}
-
 UserLaunchResult run_user_launch(const UserLaunch& launch) {
   UserLaunchResult res;
   std::error_code ec;
   fs::create_directories(in_run(launch.run_dir, kLogsDir), ec);
   fs::create_directories(in_run(launch.run_dir, kProgressDir), ec);
-  const std::string log = user_launch_log(launch.run_dir);
+  const std::string log = in_run(launch.run_dir, kLaunchLogFile);
   int exec_pipe[2], out_pipe[2];
   if (::pipe2(exec_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
     res.error = std::string("pipe: ") + std::strerror(errno);
@@ -159,6 +156,7 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(out_pipe[1], STDERR_FILENO);
     for (const auto& [k, v] : launch.env) ::setenv(k.c_str(), v.c_str(), 1);
+    ::setenv(kEnvFormat, std::to_string(kProgressFormatVersion).c_str(), 1);  // the companion refuses another
     ::execvp(argv[0], argv.data());
     const int err = errno;
     (void)!::write(exec_pipe[1], &err, sizeof err);
@@ -225,6 +223,15 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
     for (auto& [r, b] : read_beats(launch.run_dir)) {
       Watched& w = ranks[r];
       w.beat = b;
+      if (b.format_version != kProgressFormatVersion && !faulted) {
+        // A companion of another version: its record would be misread, so the job is refused, naming both.
+        note_fault(r, "rank " + std::to_string(r) + "'s companion writes heartbeat format " +
+                          std::to_string(b.format_version) + (b.format_version == 0 ? " (before versions)" : "") +
+                          ", this ddp_profile reads format " + std::to_string(kProgressFormatVersion) +
+                          ": use the companion of this ddp_profile (pip install python/ from its checkout)");
+        res.killed_by_us = true;
+        kill_group();
+      }
       std::string why;
       if (!w.gone && b.pid > 0 && !process_alive(b.pid)) {
         w.gone = true;

@@ -9,7 +9,6 @@
 
 namespace ddp {
 
-std::string user_meta_file(int rank);  // verify/rank<R>.meta.json
 // Every rank's meta, in rank order; stops at the first rank without one.
 std::vector<nlohmann::json> read_user_metas(const std::string& run_dir);
 // The script's argv as config: {"script", "args": {"--lr": "3e-4", ...}, "argv"}, so --diff names an option.

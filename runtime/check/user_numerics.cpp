@@ -1,7 +1,5 @@
-#include "runtime/user/user_numerics.h"
+#include "runtime/check/user_numerics.h"
 
-#include <ATen/core/Dict.h>
-#include <torch/serialize.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -10,25 +8,14 @@
 
 #include "runtime/data/sampler.h"
 #include "runtime/train/epoch_batches.h"
-#include "runtime/user/user_judges.h"
+#include "runtime/check/judges.h"
+#include "runtime/check/tensor_files.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
 namespace {
-// float32 defaults of torch.testing.assert_close, as for our own job.
-constexpr double kRtol = 1.3e-6, kAtol = 1e-5;
-
-using Dict = c10::impl::GenericDict;
-
-Dict load_dict(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  c10::IValue v = torch::pickle_load(bytes);
-  if (!v.isGenericDict()) throw std::runtime_error(path + " does not hold a dict");
-  return v.toGenericDict();
-}
+using Dict = TensorDict;
 
 // The companion's tensor files are flat {"grads/<param>": t, "acts/<micro>/<layer>": t, ...} (TorchScript's pickler,
 // docs/python.md): the tensors under `prefix`, in the file's order (the module's forward order).
@@ -55,10 +42,6 @@ std::vector<std::string> micros_of(const Dict& d) {
   return out;
 }
 
-std::vector<double> values(const at::Tensor& t) {
-  at::Tensor c = t.detach().to(at::kCPU).to(at::kDouble).contiguous().reshape({-1});
-  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
-}
 }  // namespace
 
 std::vector<int64_t> distributed_sampler_indices(int64_t n, int world, int rank, bool shuffle, uint64_t seed, int epoch,
@@ -66,20 +49,20 @@ std::vector<int64_t> distributed_sampler_indices(int64_t n, int world, int rank,
   return shard_indices(epoch_order(n, seed, epoch, shuffle), rank, world, drop_last);
 }
 
-CheckResult user_numerics_reference(const std::string& dir, int world, bool shard_ok, const nlohmann::json& meta0,
-                                    int64_t verify_steps) {
-  CheckResult out;
-  out.id = "numerics.reference";
-  std::vector<NumericsEvidence> evidence;
+NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool shard_ok, const nlohmann::json& meta0,
+                                       int64_t verify_steps) {
+  NumericsOutcome out;
+  out.world = world;
+  std::vector<NumericsEvidence>& evidence = out.steps;
   for (int64_t step = 0; step < verify_steps; ++step) {
-    const std::string ref_file = in_run(dir, user_reference_file(step));
+    const std::string ref_file = in_run(dir, reference_step_file(step));
     if (!fs::exists(ref_file)) break;
     std::vector<Dict> dumps;
-    for (int r = 0; r < world; ++r) dumps.push_back(load_dict(in_run(dir, verify_step_file(r, step))));
-    const Dict ref = load_dict(ref_file);
+    for (int r = 0; r < world; ++r) dumps.push_back(load_tensor_dict(in_run(dir, verify_step_file(r, step))));
+    const Dict ref = load_tensor_dict(ref_file);
     std::map<std::string, std::string> kind_of;
     {
-      std::ifstream in(in_run(dir, user_reference_meta_file(step)));
+      std::ifstream in(in_run(dir, reference_meta_file(step)));
       nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
       if (m.is_object() && m.contains("kinds") && m["kinds"].is_object())
         for (auto it = m["kinds"].begin(); it != m["kinds"].end(); ++it)
@@ -105,7 +88,7 @@ CheckResult user_numerics_reference(const std::string& dir, int world, bool shar
         }
         const at::Tensor mine = at::cat(parts);
         if (mine.numel() != want.numel()) continue;  // an output that is not per sample (e.g. a reduced loss)
-        TensorCompare c = compare_values(layer, values(mine), values(want), kRtol, kAtol);
+        TensorCompare c = compare_values(layer, tensor_values(mine), tensor_values(want), kFloat32Rtol, kFloat32Atol);
         if (l >= act_cmp.size()) {
           act_cmp.push_back(c);
           kinds.push_back(kind_of.count(layer) ? kind_of[layer] : "");
@@ -117,42 +100,27 @@ CheckResult user_numerics_reference(const std::string& dir, int world, bool shar
     }
     const Named ref_grads = under(ref, "grads/");
     for (int r = 0; r < world; ++r) {
-      NumericsEvidence ev;
-      ev.step = step;
-      ev.rank = r;
-      ev.activations = act_cmp;
-      ev.layer_kinds = kinds;
-      ev.samples_follow_rule = shard_ok;
+      NumericsEvidence ev = numerics_step(step, r, act_cmp, kinds, shard_ok);
       const Named grads = under(dumps[r], "grads/");
       for (const auto& [name, want] : ref_grads) {
         const at::Tensor* g = find(grads, name);
         if (!g) throw std::runtime_error(verify_step_file(r, step) + " lacks the gradient of " + name);
-        ev.grads.push_back(compare_values(name, values(*g), values(want), kRtol, kAtol));
+        ev.grads.push_back(compare_values(name, tensor_values(*g), tensor_values(want), kFloat32Rtol, kFloat32Atol));
       }
       evidence.push_back(ev);
     }
   }
   if (evidence.empty()) {
-    out.status = CheckStatus::fail;
-    out.summary = "no reference dumps in " + in_run(dir, kVerifyDir) +
+    out.failure = "no reference dumps in " + in_run(dir, kVerifyDir) +
                   " (the script ran no optimizer step with the companion attached?)";
     return out;
   }
-  if (meta0.value("forward_random_beyond_dropout", false)) {
-    out.status = CheckStatus::warn;
-    out.summary =
+  if (meta0.value("forward_random_beyond_dropout", false))
+    out.not_compared =
         "not compared: the model's forward draws random numbers outside Dropout modules (two forwards of one "
         "batch differ even with dropout off), so the ranks and a single-process reference cannot see the "
         "same values; check this model with its randomness removed";
-    return out;
-  }
-  out = judge_numerics(evidence, world, kRtol, kAtol);
-  const int dropout_off = meta0.value("dropout_off_modules", 0);
-  if (dropout_off > 0) {
-    out.summary += " (the forward is stochastic: compared with its " + std::to_string(dropout_off) +
-                   " Dropout module(s) off in the verified steps, BatchNorm and the rest in train mode)";
-    out.details["dropout_off_modules"] = dropout_off;
-  }
+  out.dropout_off_modules = meta0.value("dropout_off_modules", 0);
   return out;
 }
 

@@ -1,4 +1,4 @@
-#include "runtime/user/user_manifest.h"
+#include "runtime/launch/user_manifest.h"
 
 #include <fstream>
 
@@ -7,12 +7,10 @@
 
 namespace ddp {
 
-std::string user_meta_file(int rank) { return std::string(kVerifyDir) + "/rank" + std::to_string(rank) + ".meta.json"; }
-
 std::vector<nlohmann::json> read_user_metas(const std::string& run_dir) {
   std::vector<nlohmann::json> out;
   for (int r = 0; r < static_cast<int>(kMaxWorldSize); ++r) {
-    std::ifstream in(in_run(run_dir, user_meta_file(r)));
+    std::ifstream in(in_run(run_dir, companion_meta_file(r)));
     if (!in) break;
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded() || !j.is_object()) break;

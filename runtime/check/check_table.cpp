@@ -1,0 +1,82 @@
+#include "runtime/check/check_table.h"
+
+#include <algorithm>
+
+#include "runtime/check/judges.h"
+#include "traces/native/load_run.h"
+
+namespace ddp {
+namespace {
+
+CheckResult manifest(LadderState& L) {
+  std::vector<std::string> problems;
+  return check_manifest(read_manifest(L.main.dir, problems));
+}
+
+CheckResult shard_rule(LadderState& L) {
+  std::vector<std::vector<ConsumedBatch>> per_rank(L.main.world);
+  for (int r = 0; r < L.main.world; ++r) {
+    std::string err;
+    per_rank[r] = read_consumed(L.main.dir, r, err);
+    if (per_rank[r].empty())
+      return check_result("data.shard_rule", CheckStatus::fail,
+                          err.empty() ? "rank " + std::to_string(r) + " logged no batches" : err);
+  }
+  CheckResult r = judge_shard_rule(per_rank, L.subject.shard_expectation(L.main));
+  L.samples_follow_rule = r.status == CheckStatus::pass;
+  return r;
+}
+
+CheckResult numerics_reference(LadderState& L) {
+  return judge_numerics_outcome(L.subject.numerics(L.main, L.samples_follow_rule));
+}
+
+CheckResult rank_sync(LadderState& L) {
+  std::vector<std::map<int64_t, std::string>> hashes(L.main.world);
+  for (int r = 0; r < L.main.world; ++r) {
+    std::string err;
+    hashes[r] = read_replica_hashes(L.main.dir, r, err);
+    if (!err.empty()) return check_result("numerics.rank_sync", CheckStatus::fail, err);
+  }
+  return check_rank_sync(hashes);
+}
+
+CheckResult no_sync(LadderState& L) { return judge_no_sync(L.subject.no_sync(L.main)); }
+CheckResult checkpoint_complete(LadderState& L) { return judge_checkpoint_complete(L.subject.checkpoints(L.main)); }
+CheckResult checkpoint_resume(LadderState& L) { return judge_resume(L.subject.resume(L.out_dir, L.main)); }
+CheckResult faults_exit(LadderState& L) { return judge_faults(L.subject.faults(L.out_dir, L.main)); }
+
+}  // namespace
+
+const std::vector<CheckEntry>& check_table() {
+  static const std::vector<CheckEntry> table = {
+      {"env.manifest", EvidenceFrom::main_run, kEverySubject, manifest},
+      {"data.shard_rule", EvidenceFrom::main_run, kEverySubject, shard_rule},
+      {"numerics.reference", EvidenceFrom::main_run, kEverySubject, numerics_reference},
+      {"numerics.rank_sync", EvidenceFrom::main_run, kEverySubject, rank_sync},
+      {"comm.no_sync", EvidenceFrom::main_run, kEverySubject, no_sync},
+      {"checkpoint.complete", EvidenceFrom::main_run, kEverySubject, checkpoint_complete},
+      {"checkpoint.resume", EvidenceFrom::own_runs, kEverySubject, checkpoint_resume},
+      {"faults.exit", EvidenceFrom::own_runs, kEverySubject, faults_exit},
+  };
+  return table;
+}
+
+std::vector<std::string> check_ids() {
+  std::vector<std::string> ids;
+  for (const CheckEntry& c : check_table()) ids.push_back(c.id);
+  return ids;
+}
+
+std::string unknown_check_id(const std::vector<std::string>& ids) {
+  const std::vector<std::string> known = check_ids();
+  for (const auto& id : ids)
+    if (std::find(known.begin(), known.end(), id) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      return "--checks: unknown check id '" + id + "' (known: " + list + ")";
+    }
+  return {};
+}
+
+}  // namespace ddp

@@ -1,0 +1,61 @@
+#pragma once
+// The judges of the closed-loop checks, one per check, each a pure function of the evidence (evidence.h) so unit tests
+// feed it planted faults without processes. Both subjects under check (our job, the user's script) are judged by
+// these: a check's verdict and its wording exist once.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/check/check_result.h"
+#include "runtime/check/evidence.h"
+
+namespace ddp {
+
+// float32 defaults of torch.testing.assert_close: the tolerance of numerics.reference.
+inline constexpr double kFloat32Rtol = 1.3e-6, kFloat32Atol = 1e-5;
+// Beyond atol + rtol * |reference| per element, a share of the tensor's largest magnitude: a gradient is a sum over
+// the batch, and the reference sums the union batch in one go where the ranks sum their halves, so float32 rounds
+// the two differently, by up to ~sqrt(terms) x eps x the sum of the terms' magnitudes. Where the terms cancel (a
+// first conv layer's weight gradient: 0.0136 at most, summed over 16 K positions) that is 1e-5 absolute and
+// 0.07 % of the tensor's largest element (AMD EPYC, PyTorch 2.11's oneDNN on AVX2). 0.2 % keeps every planted
+// mistake far outside (a sum-reduced loss is 100 %, BatchNorm without SyncBatchNorm several %).
+inline constexpr double kTensorRtol = 2e-3;
+
+// env.manifest: every field a reader needs to trust the run is present.
+CheckResult check_manifest(const nlohmann::json& manifest);
+
+// data.shard_rule: the ranks' consumed indices against the sampler rule, or, without a DistributedSampler, how much
+// of rank 0's data the others read too.
+CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_rank, int64_t dataset_size,
+                             bool shuffle, const std::function<std::vector<int64_t>(int, int)>& expected);
+CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedBatch>>& per_rank,
+                                         const std::string& sampler_class);
+CheckResult judge_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_rank, const ShardExpectation& e);
+
+// numerics.rank_sync: parameter hashes per step for every rank.
+CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& hashes_per_rank);
+
+// numerics.reference: per parameter (forward order), each rank's synced gradient against the single-rank
+// reference; per layer, the ranks' activations against the reference's.
+TensorCompare compare_values(const std::string& name, const std::vector<double>& got, const std::vector<double>& ref,
+                             double rtol, double atol);
+CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world, double rtol, double atol);
+CheckResult judge_numerics_outcome(const NumericsOutcome& outcome);
+
+// comm.no_sync: gradient accumulation communicates once per optimizer step, on its last micro-step (and, where the
+// buckets are known, every bucket once with the parameters' bytes).
+CheckResult judge_no_sync(const NoSyncEvidence& evidence);
+
+// checkpoint.complete: what the file holds against what the live run holds.
+CheckResult check_checkpoint_items(const std::vector<std::string>& expected, const std::vector<std::string>& found,
+                                   const std::string& file);
+CheckResult judge_checkpoint_complete(const CheckpointEvidence& evidence);
+
+// checkpoint.resume: straight run against killed-and-resumed run, item by item.
+CheckResult judge_resume(const ResumeEvidence& evidence);
+
+// faults.exit: one supervised run per injected fault.
+CheckResult judge_faults(const std::vector<FaultScenario>& scenarios);
+
+}  // namespace ddp

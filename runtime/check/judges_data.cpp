@@ -1,0 +1,171 @@
+// env.manifest, data.shard_rule and numerics.rank_sync: the judges that read what the ranks logged as it was.
+#include <algorithm>
+#include <set>
+
+#include "runtime/check/judges.h"
+#include "runtime/common/manifest.h"
+
+namespace ddp {
+
+CheckResult check_manifest(const nlohmann::json& m) {
+  const std::vector<std::string>& required = manifest_required_fields();
+  std::vector<std::string> missing;
+  if (!m.is_object()) return check_result("env.manifest", CheckStatus::fail, "manifest.json is missing or not valid JSON");
+  for (const auto& p : required)
+    if (!m.contains(nlohmann::json::json_pointer(p))) missing.push_back(p.substr(1));
+  if (m.contains("ranks") && m["ranks"].is_array()) {
+    if (m.contains("world_size") && m["ranks"].size() != m["world_size"].get<size_t>())
+      missing.push_back("ranks (" + std::to_string(m["ranks"].size()) + " of " + m["world_size"].dump() + ")");
+    for (const auto& r : m["ranks"]) {
+      std::string who = "ranks[" + r.value("rank", nlohmann::json(-1)).dump() + "]";
+      for (const std::string& k : manifest_rank_required_fields())
+        if (!r.contains(nlohmann::json::json_pointer(k))) missing.push_back(who + k);
+    }
+  }
+  nlohmann::json d = {{"required", required}, {"missing", missing}};
+  if (!missing.empty())
+    return check_result("env.manifest", CheckStatus::fail,
+                "manifest lacks " + std::to_string(missing.size()) + " field(s), first: " + missing.front() +
+                    " (a run that crashed before the end has only the start-time manifest)",
+                d);
+  std::string s = "versions, device, backend " + m["backend"].get<std::string>() + ", world " + m["world_size"].dump() +
+                  ", launch " + m["launch"]["method"].get<std::string>() + ", seeds, batch shapes " +
+                  m["ranks"][0]["batch"]["x"]["shape"].dump() + " " + m["ranks"][0]["batch"]["x"]["dtype"].get<std::string>() +
+                  ", config: all present";
+  return check_result("env.manifest", CheckStatus::pass, s, d);
+}
+
+CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_rank, int64_t n, bool shuffle,
+                             const std::function<std::vector<int64_t>(int, int)>& expected) {
+  const int world = static_cast<int>(per_rank.size());
+  std::set<int> epochs;
+  for (const auto& r : per_rank)
+    for (const auto& b : r) epochs.insert(b.epoch);
+  if (epochs.empty()) return check_result("data.shard_rule", CheckStatus::fail, "no consumed batches were logged");
+  nlohmann::json per_epoch = nlohmann::json::array();
+  std::string first_problem;
+  std::map<int, std::vector<int64_t>> rank0_order;
+  for (int e : epochs) {
+    std::vector<std::vector<int64_t>> got(world);
+    for (int r = 0; r < world; ++r)
+      for (const auto& b : per_rank[r])
+        if (b.epoch == e) got[r].insert(got[r].end(), b.indices.begin(), b.indices.end());
+    rank0_order[e] = got[0];
+    std::map<int64_t, int> owners;
+    for (int r = 0; r < world; ++r)
+      for (int64_t i : std::set<int64_t>(got[r].begin(), got[r].end())) owners[i]++;
+    int64_t dup = 0;
+    for (auto& [i, c] : owners) dup += c > 1;
+    int64_t missing = n - static_cast<int64_t>(owners.size());
+    // What the rule assigns, cut to what the ranks ran (a run may stop early with --max-steps).
+    std::vector<std::vector<int64_t>> want(world);
+    std::map<int64_t, int> want_owners;
+    nlohmann::json ranks = nlohmann::json::array();
+    for (int r = 0; r < world; ++r) {
+      want[r] = expected(e, r);
+      want[r].resize(std::min(want[r].size(), got[r].size()));
+      for (int64_t i : std::set<int64_t>(want[r].begin(), want[r].end())) want_owners[i]++;
+      size_t mism = 0, first = SIZE_MAX;
+      for (size_t k = 0; k < got[r].size(); ++k)
+        if (k >= want[r].size() || got[r][k] != want[r][k]) {
+          ++mism;
+          if (first == SIZE_MAX) first = k;
+        }
+      std::set<int64_t> mine(got[r].begin(), got[r].end());
+      int64_t dups_here = 0;
+      for (int64_t i : mine) dups_here += owners[i] > 1;
+      ranks.push_back({{"rank", r}, {"consumed", got[r].size()}, {"shared_with_other_ranks", dups_here},
+                       {"mismatches_vs_rule", mism}});
+      if (mism && first_problem.empty())
+        first_problem = "epoch " + std::to_string(e) + ", rank " + std::to_string(r) + ": " + std::to_string(mism) +
+                        " of " + std::to_string(got[r].size()) + " indices differ from the sampler rule, first at position " +
+                        std::to_string(first) + " (got " + std::to_string(got[r][first]) + ", rule says " +
+                        (first < want[r].size() ? std::to_string(want[r][first]) : std::string("nothing")) + ")";
+    }
+    int64_t want_dup = 0;
+    for (auto& [i, c] : want_owners) want_dup += c > 1;
+    int64_t want_missing = n - static_cast<int64_t>(want_owners.size());
+    if (dup > want_dup && first_problem.empty())
+      first_problem = "epoch " + std::to_string(e) + ": " + std::to_string(dup) + " indices on more than one rank, the padding explains " +
+                      std::to_string(want_dup);
+    per_epoch.push_back({{"epoch", e}, {"duplicates", dup}, {"allowed_duplicates", want_dup}, {"missing", missing},
+                         {"allowed_missing", want_missing}, {"ranks", ranks}});
+  }
+  bool reshuffled = true;
+  if (shuffle && rank0_order.size() >= 2) {
+    auto it = rank0_order.begin();
+    const auto& a = it->second;
+    const auto& b = std::next(it)->second;
+    size_t k = std::min(a.size(), b.size());
+    reshuffled = !std::equal(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(k), b.begin());
+  }
+  nlohmann::json d = {{"epochs", per_epoch}, {"order_differs_between_epochs", reshuffled}};
+  if (!reshuffled)
+    return check_result("data.shard_rule", CheckStatus::fail,
+                "rank 0 saw the same order in epochs " + std::to_string(rank0_order.begin()->first) + " and " +
+                    std::to_string(std::next(rank0_order.begin())->first) + ": set_epoch was not applied",
+                d);
+  if (!first_problem.empty())
+    return check_result("data.shard_rule", CheckStatus::fail, first_problem + " (a rank is reading another rank's shard?)", d);
+  const auto& e0 = per_epoch[0];
+  return check_result("data.shard_rule", CheckStatus::pass,
+              std::to_string(epochs.size()) + " epoch(s), " + std::to_string(world) +
+                  " ranks follow DistributedSampler exactly; epoch " + e0["epoch"].dump() + ": " + e0["duplicates"].dump() +
+                  " shared (padding), " + e0["missing"].dump() + " unused (drop_last/partial batches)" +
+                  (shuffle ? ", order reshuffled each epoch" : ""),
+              d);
+}
+
+CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedBatch>>& per_rank,
+                                         const std::string& sampler_class) {
+  std::set<int64_t> first;
+  for (const auto& b : per_rank[0])
+    if (b.epoch == 0) first.insert(b.indices.begin(), b.indices.end());
+  nlohmann::json d = {{"sampler", sampler_class}, {"shared_with_rank0", nlohmann::json::array()}};
+  std::string summary =
+      "the loader has no DistributedSampler (" + (sampler_class.empty() ? "none" : sampler_class) + ")";
+  for (size_t r = 1; r < per_rank.size(); ++r) {
+    std::set<int64_t> mine;
+    for (const auto& b : per_rank[r])
+      if (b.epoch == 0) mine.insert(b.indices.begin(), b.indices.end());
+    int64_t shared = 0;
+    for (int64_t i : mine) shared += first.count(i) > 0;
+    d["shared_with_rank0"].push_back(shared);
+    if (r == 1)
+      summary += ": in epoch 0 rank 1 read " + std::to_string(shared) + " of the same " + std::to_string(mine.size()) +
+                 " indices as rank 0; each rank reads the whole dataset. Pass sampler=DistributedSampler(dataset) "
+                 "to the DataLoader";
+  }
+  return check_result("data.shard_rule", CheckStatus::fail, summary, d);
+}
+
+CheckResult judge_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_rank, const ShardExpectation& e) {
+  if (!e.distributed) return judge_no_distributed_sampler(per_rank, e.sampler_class);
+  return check_shard_rule(per_rank, e.dataset_size, e.shuffle, e.expected);
+}
+
+CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& h) {
+  if (h.size() < 2) return check_result("numerics.rank_sync", CheckStatus::skip, "one rank: nothing to compare");
+  size_t compared = 0;
+  for (const auto& [step, hash] : h[0]) {
+    for (size_t r = 1; r < h.size(); ++r) {
+      auto it = h[r].find(step);
+      if (it == h[r].end()) continue;
+      ++compared;
+      if (it->second != hash) {
+        std::string when = step < 0 ? "at start (after the initial broadcast)" : "after optimizer step " + std::to_string(step);
+        return check_result("numerics.rank_sync", CheckStatus::fail,
+                    "rank " + std::to_string(r) + "'s parameters differ from rank 0's " + when +
+                        " (hash " + it->second + " vs " + hash + "): gradients were not synchronised or ranks ran different updates",
+                    {{"first_step", step}, {"rank", r}});
+      }
+    }
+  }
+  if (compared == 0) return check_result("numerics.rank_sync", CheckStatus::fail, "no parameter hashes to compare");
+  return check_result("numerics.rank_sync", CheckStatus::pass,
+              "parameters bitwise identical on all ranks at start and after each of " + std::to_string(h[0].size() - 1) +
+                  " optimizer steps (" + std::to_string(compared) + " hash comparisons)",
+              {{"comparisons", compared}});
+}
+
+}  // namespace ddp

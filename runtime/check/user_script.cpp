@@ -1,0 +1,275 @@
+// The ladder's subject that is the user's own script: each run is their launch command once, into its own folder
+// under the run folder, with the companion switched on (runtime/launch/user_launch.h); the companion records, the
+// ladder's judges decide.
+#include "runtime/check/user_script.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "runtime/check/ladder.h"
+#include "runtime/check/subject.h"
+#include "runtime/check/user_numerics.h"
+#include "runtime/common/run_folder_setup.h"
+#include "runtime/launch/user_launch.h"
+#include "runtime/launch/user_manifest.h"
+#include "traces/base/json_lines.h"
+#include "traces/model/run_folder.h"
+
+namespace ddp {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int64_t kVerifySteps = 3;        // optimizer steps whose tensors are dumped and compared
+constexpr int kResumeFromSave = 1;         // checkpoint.resume kills the job right after this dp.save
+constexpr double kFaultHangTimeoutS = 5;   // faults.exit: a hang is named within 10 s of the last progress
+constexpr double kMainHangTimeoutS = 120;  // the other runs: a job that stops moving this long is hung
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::string failure_of(const UserLaunchResult& r) {
+  return r.last_error_line.empty() ? r.message : r.message + " (" + r.last_error_line + ")";
+}
+
+class UserScript final : public CheckSubject {
+ public:
+  explicit UserScript(const UserJobCommand& cmd) : cmd_(cmd) {}
+
+  SubjectKind kind() const override { return kUserScript; }
+  const char* what() const override { return "your script"; }
+  bool own_runs_need_main_run() const override { return true; }  // the world size comes from the companion's meta
+  int prepare(const std::string&) override { return kGoOn; }
+  nlohmann::json describe() const override { return {{"launch", cmd_.launch}}; }
+
+  int run_main(const std::string& dir, MainRun& main) override {
+    UserLaunchResult res = launch(dir, {{kEnvVerifySteps, std::to_string(kVerifySteps)}});
+    if (!res.started) {
+      std::cerr << "ddp_profile: " << res.error << "\n";
+      return 2;
+    }
+    metas_ = read_user_metas(dir);
+    const std::string log = in_run(dir, kLaunchLogFile);
+    // Our own verdict when we ended the job (a hang, a refused companion), else the job's last exception.
+    const std::string why = res.killed_by_us || res.last_error_line.empty() ? res.message : res.last_error_line;
+    if (metas_.empty()) {
+      if (res.exit_code == 0) {
+        std::cerr << "ddp_profile: the script never called ddp_profile.attach: add `dp = ddp_profile.attach(model, "
+                     "optimizer, loss_fn=...)` after DDP(...) and iterate `dp.loader(loader)` (docs/python.md)\n";
+        return 2;
+      }
+      std::cerr << "ddp_profile: the job failed before attach: " << why << " (" << log << ")\n";
+      return 1;
+    }
+    main.world = metas_.front().value("world_size", 1);
+    // Before its first step: no rank's heartbeat got past step 0 (a rank killed by its launcher never rewrote its
+    // meta, so the heartbeats say how far the job got).
+    int64_t steps_done = 0;
+    for (const auto& r : res.ranks) steps_done = std::max(steps_done, r.steps);
+    if (res.exit_code != 0 && steps_done == 0) {
+      std::cerr << "ddp_profile: the job failed before its first step: " << why << " (" << log << ")\n";
+      return 1;
+    }
+    main.ok = res.exit_code == 0;
+    main.failure = failure_of(res);
+    return kGoOn;
+  }
+
+  ShardExpectation shard_expectation(const MainRun& main) override {
+    const nlohmann::json s = metas_.front().value("sampler", nlohmann::json::object());
+    // What the companion could not tell is null in its meta: the documented defaults of DistributedSampler.
+    auto get = [&](const char* k, auto fallback) {
+      return s.contains(k) && !s[k].is_null() ? s[k].get<decltype(fallback)>() : fallback;
+    };
+    ShardExpectation e;
+    e.distributed = get("is_distributed", false);
+    e.sampler_class = get("class", std::string());
+    if (!e.distributed) return e;
+    e.dataset_size = get("dataset_size", int64_t{0});
+    e.shuffle = get("shuffle", true);
+    const bool drop_last = get("drop_last", false);
+    const uint64_t seed = get("seed", uint64_t{0});
+    const int64_t n = e.dataset_size;
+    const bool shuffle = e.shuffle;
+    const int world = main.world;
+    e.expected = [=](int epoch, int rank) {
+      return distributed_sampler_indices(n, world, rank, shuffle, seed, epoch, drop_last);
+    };
+    return e;
+  }
+
+  NumericsOutcome numerics(const MainRun& main, bool shard_ok) override {
+    return user_numerics_evidence(main.dir, main.world, shard_ok, metas_.front(), kVerifySteps);
+  }
+
+  NoSyncEvidence no_sync(const MainRun& main) override {
+    NoSyncEvidence e;
+    e.per_rank.resize(main.world);
+    for (int r = 0; r < main.world; ++r) {
+      std::vector<nlohmann::json> lines;
+      if (!read_json_lines_strict(in_run(main.dir, verify_log_file(r, kVerifyCollectives)), lines, e.failure))
+        return e;
+      // Micro-steps no optimizer step followed (an epoch's tail shorter than the accumulation) are not a step.
+      const int64_t steps = r < static_cast<int>(metas_.size()) ? metas_[r].value("optimizer_steps", int64_t{0}) : 0;
+      for (const MicroComm& m : parse_micro_comm(lines))
+        if (m.step < steps) e.per_rank[r].push_back(m);
+    }
+    return e;
+  }
+
+  CheckpointEvidence checkpoints(const MainRun& main) override {
+    CheckpointEvidence e;
+    // The first save of the first rank that saved: what it holds against what the live run held then.
+    for (int r = 0; r < main.world && e.files.empty(); ++r) {
+      std::vector<nlohmann::json> saves;
+      std::string err;
+      if (!read_json_lines_strict(in_run(main.dir, verify_log_file(r, kVerifyCheckpoints)), saves, err) ||
+          saves.empty())
+        continue;
+      const nlohmann::json& s = saves.front();
+      e.files.push_back({s.value("path", std::string()), s.value("expected", std::vector<std::string>{}),
+                         s.value("found", std::vector<std::string>{})});
+    }
+    e.none =
+        "the script never called dp.save(state, path): nothing checkpoints this run (use dp.save instead of "
+        "torch.save for checkpoints)";
+    return e;
+  }
+
+  ResumeEvidence resume(const std::string& out, const MainRun& main) override;
+  std::vector<FaultScenario> faults(const std::string& out, const MainRun& main) override;
+
+ private:
+  UserLaunchResult launch(const std::string& dir, std::map<std::string, std::string> env,
+                          const std::vector<std::string>& extra_args = {}, double hang_timeout_s = kMainHangTimeoutS,
+                          std::function<bool()> kill_when = {}) {
+    std::string err;
+    UserLaunchResult res;
+    if (!prepare_run_folder(dir, err)) {
+      res.error = err;
+      return res;
+    }
+    UserLaunch l;
+    l.argv = cmd_.launch;
+    l.argv.insert(l.argv.end(), extra_args.begin(), extra_args.end());
+    l.run_dir = dir;
+    env[kEnvRun] = dir;
+    env[kEnvMode] = "check";
+    if (!env.count(kEnvVerifySteps)) env[kEnvVerifySteps] = "0";
+    l.env = env;
+    l.hang_timeout_s = hang_timeout_s;
+    l.kill_when = std::move(kill_when);
+    res = run_user_launch(l);
+    std::string merr;
+    if (res.started) write_user_manifest(dir, l.argv, merr);  // a run with no attach has none; said by the caller
+    return res;
+  }
+
+  std::vector<std::map<std::string, std::string>> final_states(const std::string& dir, int world) {
+    std::vector<std::map<std::string, std::string>> out(world);
+    for (int r = 0; r < world; ++r) {
+      std::vector<nlohmann::json> lines;
+      std::string err;
+      if (read_json_lines_strict(in_run(dir, verify_log_file(r, kVerifyFinal)), lines, err))
+        out[r] = parse_final_state(lines);
+    }
+    return out;
+  }
+
+  const UserJobCommand& cmd_;
+  std::vector<nlohmann::json> metas_;  // the main run's, per rank
+};
+
+ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
+  ResumeEvidence e;
+  if (cmd_.resume_arg.empty()) {
+    e.skipped =
+        "not run: say how your script resumes, e.g. --resume-arg '--resume {ckpt}' ({ckpt} is the path the script "
+        "gave dp.save)";
+    return e;
+  }
+  const std::string straight = in_run(out, kCheckResumeStraight), killed = in_run(out, kCheckResumeKilled),
+                    resumed = in_run(out, kCheckResumeResumed);
+  UserLaunchResult a = launch(straight, {});
+  if (a.exit_code != 0) {
+    e.failed = "the straight run failed: " + a.message;
+    return e;
+  }
+  // The killed run: rank 0 holds right after its save; we kill the whole job there, as a crash would.
+  nlohmann::json save;
+  auto saved = [&] {
+    std::vector<nlohmann::json> lines;
+    std::string err;
+    if (!read_json_lines_strict(in_run(killed, verify_log_file(0, kVerifyCheckpoints)), lines, err)) return false;
+    for (const auto& l : lines)
+      if (l.value("index", 0) == kResumeFromSave && fs::exists(in_run(killed, l.value("copy", std::string("-"))))) {
+        save = l;
+        return true;
+      }
+    return false;
+  };
+  launch(killed, {{kEnvHoldAfterSave, std::to_string(kResumeFromSave)}}, {}, kMainHangTimeoutS, saved);
+  if (save.is_null() && !saved()) {
+    e.failed = "the script never called dp.save on rank 0, or called it only at the end: nothing to resume from";
+    return e;
+  }
+  const int64_t step = save.value("step", int64_t{0});
+  e.killed = "killed right after checkpoint " + std::to_string(kResumeFromSave) + " (step " + std::to_string(step) + ")";
+  e.details = {{"killed_after_save", kResumeFromSave}, {"killed_at_step", step}};
+  const std::string ckpt = fs::absolute(in_run(killed, save.value("copy", std::string()))).string();
+  std::string arg = cmd_.resume_arg;
+  for (size_t p; (p = arg.find("{ckpt}")) != std::string::npos;) arg.replace(p, 6, ckpt);
+  UserLaunchResult c = launch(resumed, {}, split_words(arg));
+  if (c.exit_code != 0) {
+    e.failed = "resuming with '" + arg + "' failed: " + (c.last_error_line.empty() ? c.message : c.last_error_line);
+    return e;
+  }
+  e.ranks = compare_final_states(final_states(straight, main.world), final_states(resumed, main.world));
+  return e;
+}
+
+std::vector<FaultScenario> UserScript::faults(const std::string& out, const MainRun& main) {
+  std::vector<FaultScenario> scenarios;
+  const int rank = main.world > 1 ? 1 : 0;
+  for (const std::string kind : {"kill", "throw", "hang"}) {
+    FaultScenario s;
+    s.kind = kind;
+    s.rank = rank;
+    const std::string dir = in_run(out, check_fault_run(kind));
+    UserLaunchResult res = launch(
+        dir, {{kEnvFault, kind + "," + std::to_string(rank) + "," + std::to_string(s.step)}}, {}, kFaultHangTimeoutS);
+    s.outcome.exit_code = res.exit_code != 0 || res.hung ? 1 : 0;
+    s.outcome.culprit = res.culprit;
+    s.outcome.message = res.message;
+    s.outcome.run_dir = dir;
+    for (const auto& r : res.ranks) {
+      RankOutcome o;
+      o.rank = r.rank;
+      o.pid = r.pid;
+      o.exited = true;
+      o.ended_after_fault_s = r.gone_after_s;
+      o.description = r.state + " at " + r.where;
+      s.outcome.ranks.push_back(o);
+    }
+    // What a user keeps of a failed run is what the companion wrote: every rank's logs must still read.
+    s.traces_export = true;
+    for (int r = 0; r < main.world && s.traces_export; ++r)
+      s.traces_export = !read_consumed(dir, r, s.export_error).empty();
+    scenarios.push_back(s);
+  }
+  return scenarios;
+}
+}  // namespace
+
+int run_user_check(const UserJobCommand& cmd) {
+  UserScript script(cmd);
+  return run_ladder(script, cmd.checks,
+                    absolute_path(cmd.out_dir.empty() ? default_run_folder() + "-check" : cmd.out_dir));
+}
+
+}  // namespace ddp
