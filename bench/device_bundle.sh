@@ -29,6 +29,11 @@ for f in "${need[@]}"; do
   # Debug info is most of the size; the device tool carries at most 64 MiB with the working tree.
   strip --strip-debug -o "$bundle/$(basename "$f")" "$build/$f"
 done
+# The system libraries the binaries load beyond glibc and the PyTorch package (the GPU machine has Debian's glibc
+# generation but not these): carried in lib/, which device_check.sh puts on LD_LIBRARY_PATH.
+mkdir -p "$bundle/lib"
+for f in "${need[@]}"; do ldd "$build/$f"; done | awk '$3 ~ /^\/(usr\/)?lib/ {print $3}' | sort -u |
+  grep -E '/lib(deflate|simdjson|stb|zstd|z)\.so' | while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
 nvcc -O2 -o "$bundle/gpu_peaks" bench/gpu_peaks.cu
 {
   echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' (with local changes)')"

@@ -107,10 +107,10 @@ if args.resume:
     scheduler.load_state_dict(state["scheduler"])
     scaler.load_state_dict(state["scaler"])
     start_epoch, step = state["epoch"], state["step"]
-    torch.set_rng_state(state["rng"]["torch"])
+    torch.set_rng_state(state["rng"]["torch"].cpu())  # map_location=cuda moved it; RNG states live on the CPU
     random.setstate(state["rng"]["random"])
     if cuda:
-        torch.cuda.set_rng_state(state["rng"]["cuda"])
+        torch.cuda.set_rng_state(state["rng"]["cuda"].cpu())
 
 for epoch in range(start_epoch, args.epochs):
     sampler.set_epoch(epoch)

@@ -109,10 +109,11 @@ if args.resume:
     if plant != "resume-model-only" and "optimizer" in state:
         optimizer.load_state_dict(state["optimizer"])
         start_epoch, step = state["epoch"], state["step"]
-        torch.set_rng_state(state["rng"]["torch"])
+        # RNG states are CPU ByteTensors: a load with map_location=cuda moved them (torch refuses them there).
+        torch.set_rng_state(state["rng"]["torch"].cpu())
         random.setstate(state["rng"]["random"])
         if cuda and "cuda" in state["rng"]:
-            torch.cuda.set_rng_state(state["rng"]["cuda"])
+            torch.cuda.set_rng_state(state["rng"]["cuda"].cpu())
         if scaler is not None and "scaler" in state:
             scaler.load_state_dict(state["scaler"])
 

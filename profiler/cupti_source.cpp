@@ -31,6 +31,46 @@ constexpr size_t kAlign = 8;
 // the training process's memory grow without bound.
 constexpr size_t kMaxQueuedBuffers = 32;
 
+// API calls that launch no GPU work and wait for nothing: state queries the frameworks make around every launch (seen on
+// an H200 with LibTorch 2.11: ~600 cudaGetDevice, ~200 cuDevicePrimaryCtxGetState and ~85 cudaGetLastError per step of
+// a 75-kernel step, 12x the launches). Their records cost CUPTI's time and the trace's space and say nothing about
+// where time goes, so they are not recorded (Kineto leaves out the same kind of calls); launches, copies, memsets and
+// every synchronising call still are, so GPU work stays linked to the call that launched it.
+constexpr CUpti_CallbackId kQuietRuntimeApis[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceProperties_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030,
+    CUPTI_RUNTIME_TRACE_CBID_cudaThreadExchangeStreamCaptureMode_v10010,
+    CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020,
+};
+constexpr CUpti_CallbackId kQuietDriverApis[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
+    CUPTI_DRIVER_TRACE_CBID_cuKernelGetName,
+    CUPTI_DRIVER_TRACE_CBID_cuKernelGetFunction,
+    CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuLibraryGetKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress,
+    CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice,
+    CUPTI_DRIVER_TRACE_CBID_cuDeviceGet,
+    CUPTI_DRIVER_TRACE_CBID_cuDeviceGetCount,
+    CUPTI_DRIVER_TRACE_CBID_cuDeviceGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttributes,
+    CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuGetErrorString,
+    CUPTI_DRIVER_TRACE_CBID_cuGetErrorName,
+};
+
 std::string cupti_error(const char* call, CUptiResult r) {
   const char* text = nullptr;
   if (cuptiGetResultString(r, &text) != CUPTI_SUCCESS || !text) text = "unknown error";
@@ -144,9 +184,9 @@ class CuptiSource final : public ActivitySource {
     if ((r = cuptiActivityRegisterCallbacks(&on_buffer_requested, &on_buffer_completed)) != CUPTI_SUCCESS)
       return fail("cuptiActivityRegisterCallbacks", r);
     std::vector<CUpti_ActivityKind> kinds = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                             CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
-                                             CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_RUNTIME};
-    if (opt_.driver_api) kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+                                             CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET};
+    if (opt_.api) kinds.insert(kinds.end(), {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_RUNTIME});
+    if (opt_.api && opt_.driver_api) kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
     for (CUpti_ActivityKind k : kinds) {
       if ((r = cuptiActivityEnable(k)) != CUPTI_SUCCESS) {
         std::string call = "cuptiActivityEnable(kind " + std::to_string(static_cast<int>(k)) + ")";
@@ -154,8 +194,23 @@ class CuptiSource final : public ActivitySource {
       }
       enabled_.push_back(k);
     }
+    if (opt_.api) quiet_trivial_apis();
     running_ = true;
     return true;
+  }
+
+  // After the API kinds are enabled (enabling a kind resets its per-API settings). A CUPTI without per-API control
+  // (before CUDA 12.x) records them all: said once, training goes on.
+  void quiet_trivial_apis() {
+    CUptiResult r = CUPTI_SUCCESS;
+    for (CUpti_CallbackId id : kQuietRuntimeApis)
+      if (r == CUPTI_SUCCESS) r = cuptiActivityEnableRuntimeApi(id, 0);
+    if (opt_.driver_api)
+      for (CUpti_CallbackId id : kQuietDriverApis)
+        if (r == CUPTI_SUCCESS) r = cuptiActivityEnableDriverApi(id, 0);
+    if (r != CUPTI_SUCCESS)
+      std::fprintf(stderr, "ddp_profile: CUPTI: %s; state-query API calls are recorded too\n",
+                   cupti_error("cuptiActivityEnableRuntimeApi/DriverApi", r).c_str());
   }
 
   void flush(bool force) override {

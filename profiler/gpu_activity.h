@@ -29,7 +29,8 @@ class RecorderSink final : public EventSink {
 
 struct GpuRecordingOptions {
   uint32_t flush_ms = 200;
-  bool driver_api = true;  // also record driver API calls (kernels launched through the driver API get linked)
+  bool api = true;         // record the runtime API calls that launch GPU work and link the work to them
+  bool driver_api = true;  // with api: also driver API calls (kernels launched through the driver API get linked)
 };
 
 // True in builds that carry the CUPTI source (DDP_PROFILE_CUPTI).

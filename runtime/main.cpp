@@ -13,7 +13,7 @@
 
 #include "runtime/launch/cli.h"
 #include "runtime/launch/launch_env.h"
-#include "runtime/launch/offline_commands.h"
+#include "runtime/trace_commands/trace_commands.h"
 #include "runtime/launch/user_job.h"
 
 namespace {

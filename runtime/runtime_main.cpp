@@ -9,7 +9,7 @@
 #include "runtime/check/user_script.h"
 #include "runtime/launch/cli.h"
 #include "runtime/launch/launch_env.h"
-#include "runtime/launch/offline_commands.h"
+#include "runtime/trace_commands/trace_commands.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/launch/user_job.h"
 #include "runtime/train/model_preflight.h"

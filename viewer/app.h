@@ -21,7 +21,7 @@ namespace ddp::viewer {
 // "rank R", or "all ranks" for a cause or flag of every rank at once (the analysis' rank -1).
 std::string who_label(int rank);
 
-// One root cause of a stall, as the stalls panel lists it (from traces/analysis.h or an analysis.json file).
+// One root cause of a stall, as the stalls panel lists it (from traces/analysis/analysis.h or an analysis.json file).
 struct StallItem {
   int rank = -1;
   std::string stage;
@@ -95,7 +95,7 @@ class App {
   std::vector<std::string> stall_flags;
   std::string stall_verdict;
   std::string stall_source;  // where the causes came from ("analysis of the run", a file, or why there are none)
-  std::string clock_report;  // per-rank Kineto traces: how their clocks were aligned (traces/kineto_import.h)
+  std::string clock_report;  // per-rank Kineto traces: how their clocks were aligned (traces/kineto/kineto_import.h)
   std::string status;        // one line shown in the toolbar (e.g. "step 12 not in trace")
   int goto_step = 0;
 

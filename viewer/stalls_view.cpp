@@ -1,5 +1,5 @@
 // Stalls: the analysis' root causes, ranked by time lost; clicking one jumps the timeline to its worst instance.
-// A run folder is analysed in process (traces/analysis.h); a Chrome trace uses an analysis.json next to it.
+// A run folder is analysed in process (traces/analysis/analysis.h); a Chrome trace uses an analysis.json next to it.
 #include <fstream>
 
 #include <imgui.h>

@@ -20,7 +20,8 @@ nlohmann::json to_json(const JobConfig& c) {
       {"pin_cpus", c.pin_cpus},
       {"batch_sched", c.batch_sched}, {"comm_poll_us", c.comm_poll_us},
       {"device", c.device},           {"backend", c.backend},
-      {"record", c.record},           {"slow", slow},
+      {"record", c.record},           {"cuda_trace", c.cuda_trace},
+      {"slow", slow},
       {"hang_timeout_s", c.hang_timeout_s}, {"checkpoint_steps", c.checkpoint_steps},
       {"resume_from", c.resume_from}, {"verify_steps", c.verify_steps},
       {"plant", c.plant}};

@@ -65,6 +65,9 @@ struct JobConfig {
   std::string backend = "auto";  // auto, gloo, nccl
   // recording
   bool record = true;
+  // On CUDA, what CUPTI records (docs/gpu.md): "api" GPU work and the API calls that launched it, linked; "gpu" GPU work
+  // only (less overhead, no launch links); "off" no CUPTI (spans and NVTX ranges only).
+  std::string cuda_trace = "api";
   std::vector<SlowSpec> slow;
   FaultSpec fault;
   double hang_timeout_s = 0;  // 0: automatic (runtime/launch/progress.h, hang_timeout_s)

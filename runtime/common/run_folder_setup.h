@@ -1,5 +1,5 @@
 #pragma once
-// Creating a run folder (its layout and file names are owned by traces/run_folder.h).
+// Creating a run folder (its layout and file names are owned by traces/model/run_folder.h).
 #include <string>
 
 namespace ddp {

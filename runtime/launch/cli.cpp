@@ -172,6 +172,10 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_job->add_option("--device", j.device, "auto|cpu|cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   g_job->add_option("--backend", j.backend, "auto|gloo|nccl")->check(CLI::IsMember({"auto", "gloo", "nccl"}));
   g_job->add_flag("--no-record", no_record, "run the identical job without recording");
+  g_job->add_option("--cuda-trace", j.cuda_trace,
+                    "on CUDA, what CUPTI records: api (GPU work and the API calls that launched it, linked; default), "
+                    "gpu (GPU work only: less overhead), off (spans and NVTX ranges only)")
+      ->check(CLI::IsMember({"api", "gpu", "off"}));
   g_job->add_flag("--no-pin", no_pin, "let every rank run on every core (by default each rank of a local launch gets its "
                                       "own share of the cores)");
   g_job->add_flag("--no-batch-sched", no_batch_sched,

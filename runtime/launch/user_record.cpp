@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "runtime/launch/cli.h"
-#include "runtime/launch/offline_commands.h"
+#include "runtime/trace_commands/trace_commands.h"
 #include "runtime/common/run_folder_setup.h"
 #include "runtime/launch/user_job.h"
 #include "runtime/launch/user_launch.h"

@@ -2,7 +2,7 @@
 // The runtime's CUDA path: device probe, pinned staging memory, host->device copies on a dedicated stream, autocast,
 // loss-scale unscaling with an inf/NaN check, and CUDA memory counters. It compiles in every build; without
 // DDP_PROFILE_CUDA the CUDA parts report "CPU-only build" and the CPU parts (plain staging memory, CPU unscale) work.
-// worker.cpp calls these (docs/gpu.md); nothing here decides policy (runtime/amp.h, device_plan.h do).
+// worker.cpp calls these (docs/gpu.md); nothing here decides policy (runtime/train/amp.h, device_plan.h do).
 #include <ATen/ATen.h>
 
 #include <cstdint>

@@ -543,9 +543,11 @@ int run_worker(const Command& cmd) {
       prof::name_this_thread("main");
       prof::record_meta("host", host_name());
       prof::record_meta("launch", s.env.method);
-      if (s.plan.cuda) {
+      if (s.plan.cuda && s.job.cuda_trace != "off") {
         std::string why;
-        if (!prof::gpu_start(prof::GpuRecordingOptions{}, why))
+        prof::GpuRecordingOptions gpu;
+        gpu.api = s.job.cuda_trace == "api";
+        if (!prof::gpu_start(gpu, why))
           std::cerr << "ddp_profile: rank " << s.env.rank << ": " << why << "\n";
       }
     }

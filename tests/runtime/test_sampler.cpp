@@ -1,5 +1,5 @@
 // DistributedSampler semantics, checked against a direct transcription of torch/utils/data/distributed.py's
-// arithmetic (written independently of runtime/sampler.cpp), plus the properties the sharding check relies on.
+// arithmetic (written independently of runtime/data/sampler.cpp), plus the properties the sharding check relies on.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #pragma once
 // Stall analysis, step 4: flags, conditions worth fixing even when they are not (yet) the top stall
-// (docs/stalls.md, "Flags"; thresholds in traces/analysis_thresholds.h). Internal to traces/analysis*.cpp.
+// (docs/stalls.md, "Flags"; thresholds in traces/analysis/analysis_thresholds.h). Internal to traces/analysis*.cpp.
 #include <string>
 #include <vector>
 

@@ -72,7 +72,7 @@ inline constexpr double kCollectiveTailMinExcessMs = 1.0;
 // ... and the time above the median, per step, is at least this share of the step.
 inline constexpr double kCollectiveTailMinShare = 0.05;
 
-// ---- GPU time (traces/gpu_time.h) ----
+// ---- GPU time (traces/analysis/gpu_time.h) ----
 // A gap between two queued records on one stream up to this long is the device's own launch overhead ("kernel
 // wait"), not a dependency: back-to-back kernels on current GPUs sit a few microseconds apart.
 inline constexpr int64_t kKernelWaitMaxGapNs = 30'000;

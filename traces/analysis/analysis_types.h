@@ -24,7 +24,7 @@ struct StallVictim {
 // One root cause: the stage on a rank that made others (or itself) wait.
 struct StallCause {
   int rank = 0;                 // the rank at fault; -1 = no single rank (the collective's transfer, input all share)
-  std::string stage;            // a stage name from traces/stages.h, or "other" (untracked time on the main thread)
+  std::string stage;            // a stage name from traces/model/stages.h, or "other" (untracked time on the main thread)
   double lost_ms = 0;           // job wall time lost over the analysed steps (per step: max over victims)
   double lost_ms_per_step = 0;  // lost_ms / analysed steps
   double share = 0;             // lost_ms_per_step / mean step time
@@ -92,7 +92,7 @@ struct Analysis {
   std::vector<StallCause> causes;  // sorted by lost_ms, descending
   std::vector<StallFlag> flags;
   std::vector<RankAnalysis> ranks;
-  std::vector<GpuTime> gpu;  // ranks with GPU activity records (traces/gpu_time.h)
+  std::vector<GpuTime> gpu;  // ranks with GPU activity records (traces/analysis/gpu_time.h)
   std::string verdict;
   std::vector<std::string> problems;  // damaged or missing input, from the run and from the analysis
 };

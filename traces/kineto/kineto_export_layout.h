@@ -1,5 +1,5 @@
 #pragma once
-// Inside the Kineto export (traces/kineto_export.cpp): what the files say about the run (from its manifest), where
+// Inside the Kineto export (traces/kineto/kineto_export.cpp): what the files say about the run (from its manifest), where
 // each of a rank's lanes goes in Kineto's pid/tid layout, and which Kineto name and category each stage gets.
 // docs/kineto.md ("Our runs as Kineto traces") quotes the table in host_name().
 #include <cstdint>

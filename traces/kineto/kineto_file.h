@@ -1,7 +1,7 @@
 #pragma once
 // One PyTorch profiler (Kineto) trace file read into what the importer needs: who wrote it (rank, world size), its
-// threads, and its events that are stages (traces/kineto_map.h), on the host's absolute clock. The JSON is read by
-// the Chrome reader (traces/chrome_reader.h); every other event is left out here, so a big trace costs memory only
+// threads, and its events that are stages (traces/kineto/kineto_map.h), on the host's absolute clock. The JSON is read by
+// the Chrome reader (traces/chrome/chrome_reader.h); every other event is left out here, so a big trace costs memory only
 // for its stage spans. Internal to traces/kineto_*.cpp.
 #include <cstdint>
 #include <string>

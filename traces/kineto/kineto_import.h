@@ -1,8 +1,8 @@
 #pragma once
 // Per-rank PyTorch profiler (Kineto) traces opened as one run: the same RunTrace our own run folders give, so the
 // summary, the analysis, the export and the viewer read them unchanged. docs/kineto.md is the specification: which
-// files are read, how a file's rank is known, the stage mapping (traces/kineto_map.h), the clock alignment
-// (traces/kineto_align.h) and what a Kineto trace cannot show.
+// files are read, how a file's rank is known, the stage mapping (traces/kineto/kineto_map.h), the clock alignment
+// (traces/kineto/kineto_align.h) and what a Kineto trace cannot show.
 #include <functional>
 #include <string>
 #include <vector>

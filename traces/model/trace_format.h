@@ -2,7 +2,7 @@
 // The native per-rank trace file (`rank<R>.ddpt`). Layout, all little-endian:
 //   FileHeader, then a sequence of chunks: ChunkHeader + payload.
 // Every chunk carries its payload length and CRC-32, and is written with one write(2) call, so a rank killed at any
-// moment leaves a file whose chunks up to the last complete one are readable and verifiable. docs/trace-format.md
+// moment leaves a file whose chunks up to the last complete one are readable and verifiable. docs/run-folder.md
 // describes each payload.
 #include <cstdint>
 

@@ -290,7 +290,7 @@ Timeline timeline_from_run(const RunTrace& run);
 bool timeline_from_chrome_file(const std::string& path, Timeline& out, std::string& error);
 bool timeline_from_chrome_text(std::string_view json, Timeline& out, std::string& error);
 
-// Per-rank PyTorch profiler traces loaded by load_kineto_run (traces/kineto_import.h) as one timeline: every event of
+// Per-rank PyTorch profiler traces loaded by load_kineto_run (traces/kineto/kineto_import.h) as one timeline: every event of
 // every rank's file (not only the stages the analysis reads) on the measured common clock, each rank's processes
 // together ("rank 1 · python3", "rank 1 · GPU 0"), led by a "rank R · stages (ddp_profile)" process with the stage
 // spans the analysis saw (the derived wait_comm and wait_data included). Time zero is the earliest event, origin_ns

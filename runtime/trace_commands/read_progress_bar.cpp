@@ -1,4 +1,4 @@
-#include "runtime/launch/read_progress_bar.h"
+#include "runtime/trace_commands/read_progress_bar.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// The stage table (traces/stages.def): ids and names are on disk and in JSON, so they are pinned here; the kind flags
+// The stage table (traces/model/stages.def): ids and names are on disk and in JSON, so they are pinned here; the kind flags
 // must pick exactly the subsets the analysis, the exporters, the viewer and `--slow` relied on before the table.
 #include <gtest/gtest.h>
 

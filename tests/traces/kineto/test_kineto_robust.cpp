@@ -18,7 +18,7 @@
 #include "traces/kineto/kineto_import.h"
 #include "traces/kineto/kineto_merge.h"
 #include "traces/analysis/summary.h"
-#include "tests/traces/kineto_test_files.h"
+#include "tests/traces/kineto/kineto_test_files.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;

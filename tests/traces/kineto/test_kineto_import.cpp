@@ -22,7 +22,7 @@
 #include "traces/base/read_progress.h"
 #include "traces/timeline/timeline.h"
 #include "traces/timeline/timeline_kineto.h"
-#include "tests/traces/kineto_test_files.h"
+#include "tests/traces/kineto/kineto_test_files.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;

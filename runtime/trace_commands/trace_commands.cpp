@@ -1,11 +1,11 @@
-#include "runtime/launch/offline_commands.h"
+#include "runtime/trace_commands/trace_commands.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <tuple>
 
-#include "runtime/launch/read_progress_bar.h"
+#include "runtime/trace_commands/read_progress_bar.h"
 
 #include "traces/analysis/analysis.h"
 #include "traces/chrome/chrome_export.h"

@@ -1,4 +1,4 @@
-// GPU time per rank (traces/gpu_time.h): unions, HTA's comm/compute overlap and the idle split on a hand-built rank
+// GPU time per rank (traces/analysis/gpu_time.h): unions, HTA's comm/compute overlap and the idle split on a hand-built rank
 // whose every number is known, then on HTA's real 2-GPU NCCL trace against what HTA itself printed for it.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// One of our runs written as per-rank PyTorch profiler (Kineto) traces (traces/kineto_export.h) and read back by our
+// One of our runs written as per-rank PyTorch profiler (Kineto) traces (traces/kineto/kineto_export.h) and read back by our
 // own Kineto importer: the same ranks, world, steps and stage totals, the collectives matched for the clock, and the
 // details other Kineto readers depend on (HTA's rank regex, baseTimeNanoseconds, categories, pid/tid, flows).
 #include <gtest/gtest.h>

@@ -1,0 +1,13 @@
+#pragma once
+// The trace commands: --export, --summary, --analyze and --diff read a finished (or crashed) run folder, or a PyTorch
+// job's per-rank profiler traces, and start nothing; no LibTorch involved.
+#include <string>
+
+#include "runtime/common/command.h"
+
+namespace ddp {
+int run_export(const Command& cmd);
+int run_summary(const Command& cmd);
+int run_analyze(const Command& cmd);
+int run_diff(const Command& cmd);
+}  // namespace ddp
