@@ -273,6 +273,8 @@ check(pg["pageable_b"] > 0, "pageable H2D copies recorded with their memory kind
 check(res["gloo2-fp16"][1]["kernels"] > 0 and res["gloo2-fp16"][0].get("backend") == "gloo",
       "two ranks on one GPU ran through Gloo with CUDA tensors")
 check(rec / base <= 1.10, "recording overhead ratio <= 1.10")
+gpu_only = step_ms(res["nccl1-fp16-gpu"][0])
+check(gpu_only / base <= 1.10, "recording overhead ratio <= 1.10 with --cuda-trace gpu")
 if os.path.exists(f"{out}/check/checks.json"):
     c = json.load(open(f"{out}/check/checks.json"))
     items = c.get("checks", c) if isinstance(c, dict) else c
