@@ -87,13 +87,23 @@ void glfw_error(int code, const char* what) { std::fprintf(stderr, "ddp_viewer: 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The command line: -1 to go on, else the exit code (help printed, or a usage error said).
+struct ViewerArgs {
   std::vector<std::string> paths;
   std::string screenshot;
   ddp::KinetoStageMap map;
   bool maps = false;
   ddp::viewer::LoadOptions load_opts;
   int frames = 3, width = 1600, height = 900;
+};
+
+int parse_args(int argc, char** argv, ViewerArgs& args) {
+  std::vector<std::string>& paths = args.paths;
+  std::string& screenshot = args.screenshot;
+  ddp::KinetoStageMap& map = args.map;
+  bool& maps = args.maps;
+  ddp::viewer::LoadOptions& load_opts = args.load_opts;
+  int &frames = args.frames, &width = args.width, &height = args.height;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -138,6 +148,37 @@ int main(int argc, char** argv) {
   if (paths.empty()) return usage("no PATH given");
   if (maps && !ddp::viewer::App::opens_as_kineto_run(paths))
     return usage("--map applies to per-rank PyTorch profiler traces (several files, or a folder of them)");
+  return -1;
+}
+
+// Writes the back buffer as FILE.png; false with the reason.
+bool save_screenshot(const std::string& file, int fb_w, int fb_h, std::string& error) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(fb_w) * static_cast<size_t>(fb_h) * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadBuffer(GL_BACK);
+  glReadPixels(0, 0, fb_w, fb_h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+  return ddp::viewer::write_png(file, fb_w, fb_h, pixels.data(), error);
+}
+
+void print_frame_stats(const std::vector<double>& cpu_ms, const ddp::viewer::App& app) {
+  double sum = 0, mx = 0;
+  for (double v : cpu_ms) {
+    sum += v;
+    mx = std::max(mx, v);
+  }
+  std::printf("frame_cpu_ms mean=%.2f max=%.2f frames=%zu boxes=%llu merged=%llu\n", sum / cpu_ms.size(), mx,
+              cpu_ms.size(), static_cast<unsigned long long>(app.last.boxes),
+              static_cast<unsigned long long>(app.last.merged_boxes));
+}
+
+int main(int argc, char** argv) {
+  ViewerArgs args;
+  if (int rc = parse_args(argc, argv, args); rc >= 0) return rc;
+  const std::vector<std::string>& paths = args.paths;
+  const std::string& screenshot = args.screenshot;
+  const ddp::KinetoStageMap& map = args.map;
+  const ddp::viewer::LoadOptions& load_opts = args.load_opts;
+  const int frames = args.frames, width = args.width, height = args.height;
   std::string path = paths.front();
   for (size_t i = 1; i < paths.size(); ++i) path += " " + paths[i];
 
@@ -229,11 +270,7 @@ int main(int argc, char** argv) {
     render_frame(window, [&] { app.frame(io.DisplaySize.x, io.DisplaySize.y); }, fb_w, fb_h);
     cpu_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (headless && frame == frames - 1) {
-      std::vector<uint8_t> pixels(static_cast<size_t>(fb_w) * static_cast<size_t>(fb_h) * 4);
-      glPixelStorei(GL_PACK_ALIGNMENT, 1);
-      glReadBuffer(GL_BACK);
-      glReadPixels(0, 0, fb_w, fb_h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
-      if (!ddp::viewer::write_png(screenshot, fb_w, fb_h, pixels.data(), error)) {
+      if (!save_screenshot(screenshot, fb_w, fb_h, error)) {
         std::fprintf(stderr, "ddp_viewer: %s\n", error.c_str());
         rc = 1;
       } else {
@@ -242,16 +279,7 @@ int main(int argc, char** argv) {
     }
     glfwSwapBuffers(window);
   }
-  if (headless && !cpu_ms.empty()) {
-    double sum = 0, mx = 0;
-    for (double v : cpu_ms) {
-      sum += v;
-      mx = std::max(mx, v);
-    }
-    std::printf("frame_cpu_ms mean=%.2f max=%.2f frames=%zu boxes=%llu merged=%llu\n", sum / cpu_ms.size(), mx,
-                cpu_ms.size(), static_cast<unsigned long long>(app.last.boxes),
-                static_cast<unsigned long long>(app.last.merged_boxes));
-  }
+  if (headless && !cpu_ms.empty()) print_frame_stats(cpu_ms, app);
   shut_down(window);
   return rc;
 }

@@ -73,20 +73,25 @@ bool parse_fault_spec(const std::string& text, FaultSpec& out, std::string& erro
   return true;
 }
 
-ParseResult parse_command_line(int argc, const char* const* argv) {
-  ParseResult r;
-  Command& c = r.cmd;
-  JobConfig& j = c.job;
-  CLI::App app{
-      "ddp_profile: run a two-rank data-parallel LibTorch job, record every stage of its data path, and prove it "
-      "right.\nExit codes: 0 success, 1 a run, rank or check failed, 2 usage error.",
-      "ddp_profile"};
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+namespace {
 
+// What the option groups bind to beyond Command's own fields, resolved into the Command after the parse.
+struct RawOptions {
   bool record = false, check = false, worker = false;
+  std::vector<int> cycles;
+  std::string steps;
+  std::vector<std::string> slow, ckpt;
+  std::string fault;
+  bool no_record = false, pageable = false, no_shuffle = false, keep_last = false, no_pin = false,
+       no_batch_sched = false;
+  CLI::Option* format = nullptr;
+  CLI::Option_group* job_group = nullptr;
+};
+
+void add_mode_options(CLI::App& app, Command& c, RawOptions& raw) {
   auto* g_mode = app.add_option_group("Modes", "exactly one");
-  g_mode->add_flag("--record", record, "run the job and record it (supervisor: starts --nproc ranks)");
-  g_mode->add_flag("--check", check, "run the closed-loop checks -> DIR/checks.json");
+  g_mode->add_flag("--record", raw.record, "run the job and record it (supervisor: starts --nproc ranks)");
+  g_mode->add_flag("--check", raw.check, "run the closed-loop checks -> DIR/checks.json");
   // Each takes one run folder, or PyTorch profiler (Kineto) traces: a folder of them or the files (docs/kineto.md).
   auto inputs = [&](const char* name, const char* help) {
     g_mode->add_option(name, c.inputs, help)
@@ -98,25 +103,25 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   inputs("--summary", "per-rank step count, step time, time per stage, bytes (DIR or TRACES...)");
   inputs("--analyze", "stalls with their cross-rank root causes (DIR or TRACES...)");
   g_mode->add_option("--diff", c.diff_dirs, "what changed between two runs")->expected(2);
-  g_mode->add_flag("--worker", worker, "run as one rank (used by the supervisor and external launchers)");
+  g_mode->add_flag("--worker", raw.worker, "run as one rank (used by the supervisor and external launchers)");
   g_mode->require_option(1);
+}
 
+void add_output_options(CLI::App& app, Command& c, RawOptions& raw) {
   auto* g_out = app.add_option_group("Output");
   g_out->add_option("--out", c.out_dir, "run folder to write (default: runs/<timestamp>)");
   g_out->add_option("-o,--output", c.output_file,
                     "with --export: the JSON file to write (default DIR/trace.json); with --format kineto: the folder");
-  auto* format = g_out->add_option("--format", c.export_format,
+  raw.format = g_out->add_option("--format", c.export_format,
                                    "with --export: chrome (one trace, default) or kineto (one of our runs as per-rank "
                                    "PyTorch profiler traces in the folder -o DIR, for HTA)")
                      ->check(CLI::IsMember({"chrome", "kineto"}));
   g_out->add_flag("--json", c.json, "with --summary/--analyze: print JSON");
-  std::vector<int> cycles;
-  g_out->add_option("--cycle", cycles, "with Kineto traces of several profiling cycles: only cycle N (1-based); "
+  g_out->add_option("--cycle", raw.cycles, "with Kineto traces of several profiling cycles: only cycle N (1-based); "
                                        "--diff A B --cycle N M compares A's cycle N with B's cycle M")
       ->expected(1, 2)
       ->check(CLI::PositiveNumber);
-  std::string steps;
-  g_out->add_option("--steps", steps, "with --export/--summary/--analyze: only steps A-B (or one step A)");
+  g_out->add_option("--steps", raw.steps, "with --export/--summary/--analyze: only steps A-B (or one step A)");
   g_out->add_option("--map", c.maps, "with Kineto traces: REGEX=STAGE, events whose name matches are that stage "
                                      "(repeatable; tried before the built-in names)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -124,12 +129,11 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_out->add_option("--checks", c.checks, "with --check: run only these check ids (comma separated; docs/checks.md)")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
 
-  std::vector<std::string> slow, ckpt;
-  std::string fault;
-  bool no_record = false, pageable = false, no_shuffle = false, keep_last = false, no_pin = false,
-       no_batch_sched = false;
-  auto* g_job = app.add_option_group("Job options");
+void add_job_options(CLI::App& app, JobConfig& j, RawOptions& raw) {
+  raw.job_group = app.add_option_group("Job options");
+  CLI::Option_group* g_job = raw.job_group;
   g_job->add_option("--dataset", j.dataset,
                             "synthetic (default: 128-feature .ddpd file) or images[:DIR] (an image folder, generated "
                             "when DIR has no index.txt; decoded, randomly cropped and normalised on the workers; CNN)")
@@ -144,9 +148,9 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_job->add_option("--features", j.features, "features per sample")->check(CLI::Range(int64_t{1}, int64_t{65536}));
   g_job->add_option("--workers", j.workers, "loader worker threads per rank")->check(CLI::Range(0, 64));
   g_job->add_option("--prefetch", j.prefetch, "batches in flight per worker")->check(CLI::Range(1, 64));
-  g_job->add_flag("--pageable", pageable, "stage batches in pageable instead of pinned memory");
-  g_job->add_flag("--no-shuffle", no_shuffle, "sampler without shuffling");
-  g_job->add_flag("--keep-last", keep_last, "sampler without drop_last (pads like DistributedSampler)");
+  g_job->add_flag("--pageable", raw.pageable, "stage batches in pageable instead of pinned memory");
+  g_job->add_flag("--no-shuffle", raw.no_shuffle, "sampler without shuffling");
+  g_job->add_flag("--keep-last", raw.keep_last, "sampler without drop_last (pads like DistributedSampler)");
   g_job->add_option("--model", j.model, "mlp (default), mlp-bn, cnn (images), or PATH.pt (a TorchScript module)")
               ->check([](const std::string& m) {
                 if (m == "mlp" || m == "mlp-bn" || m == "cnn") return std::string();
@@ -171,23 +175,23 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   g_job->add_option("--nproc", j.nproc, "ranks to start")->check(CLI::Range(1, 64));
   g_job->add_option("--device", j.device, "auto|cpu|cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   g_job->add_option("--backend", j.backend, "auto|gloo|nccl")->check(CLI::IsMember({"auto", "gloo", "nccl"}));
-  g_job->add_flag("--no-record", no_record, "run the identical job without recording");
+  g_job->add_flag("--no-record", raw.no_record, "run the identical job without recording");
   g_job->add_option("--cuda-trace", j.cuda_trace,
                     "on CUDA, what CUPTI records: api (GPU work and the API calls that launched it, linked; default), "
                     "gpu (GPU work only: less overhead), off (spans and NVTX ranges only)")
       ->check(CLI::IsMember({"api", "gpu", "off"}));
-  g_job->add_flag("--no-pin", no_pin, "let every rank run on every core (by default each rank of a local launch gets its "
+  g_job->add_flag("--no-pin", raw.no_pin, "let every rank run on every core (by default each rank of a local launch gets its "
                                       "own share of the cores)");
-  g_job->add_flag("--no-batch-sched", no_batch_sched,
+  g_job->add_flag("--no-batch-sched", raw.no_batch_sched,
                   "keep the normal scheduling policy (by default a Gloo rank's threads run SCHED_BATCH, so Gloo's event "
                   "loop does not preempt its worker mid-collective)");
   g_job->add_option("--comm-poll-us", j.comm_poll_us,
                     "before blocking on a Gloo collective, poll it for up to this many microseconds, yielding the core "
                     "(keeps an idle core from having to be woken by the peer's data; 0: block at once)")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
-  g_job->add_option("--slow", slow, "rank=R,stage=S,ms=M: slow a stage down (repeatable)")
+  g_job->add_option("--slow", raw.slow, "rank=R,stage=S,ms=M: slow a stage down (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  g_job->add_option("--inject-fault", fault, "rank=R,step=S,kind=throw|kill|hang|exit0");
+  g_job->add_option("--inject-fault", raw.fault, "rank=R,step=S,kind=throw|kill|hang|exit0");
   g_job->add_option("--hang-timeout", j.hang_timeout_s,
                     "seconds without progress before a rank counts as hung (default: max(10, 20x the median step "
                     "time); 60 before the first step)")
@@ -200,10 +204,91 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
                     "plant a fault that a check must catch: broken-shard, no-set-epoch, skip-allreduce, ckpt-no-rng, ckpt-no-step")
       ->check(CLI::IsMember(kPlantableFaults))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  g_job->add_option("--checkpoint-steps", ckpt, "optimizer steps after which to checkpoint, e.g. 0,5,10")
+  g_job->add_option("--checkpoint-steps", raw.ckpt, "optimizer steps after which to checkpoint, e.g. 0,5,10")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
 
+// The job options' parsed values into the JobConfig; "" or the usage error.
+std::string resolve_job(const RawOptions& raw, JobConfig& j) {
+  j.record = !raw.no_record;
+  j.pin_cpus = !raw.no_pin;
+  j.batch_sched = !raw.no_batch_sched;
+  j.pinned = !raw.pageable;
+  j.shuffle = !raw.no_shuffle;
+  j.drop_last = !raw.keep_last;
+  std::string err;
+  for (const auto& s : raw.slow) {
+    SlowSpec spec;
+    if (!parse_slow_spec(s, spec, err)) return err;
+    j.slow.push_back(spec);
+  }
+  if (!raw.fault.empty() && !parse_fault_spec(raw.fault, j.fault, err)) return err;
+  for (const auto& s : raw.ckpt) {
+    int v = 0;
+    if (!parse_int(s.c_str(), v) || v < 0) return "--checkpoint-steps takes non-negative integers, got '" + s + "'";
+    j.checkpoint_steps.push_back(v);
+  }
+  for (const auto& s : j.slow)
+    if (s.rank >= j.nproc)
+      return "--slow names rank " + std::to_string(s.rank) + " but --nproc is " + std::to_string(j.nproc);
+  if (j.fault.rank >= j.nproc)
+    return "--inject-fault names rank " + std::to_string(j.fault.rank) + " but --nproc is " + std::to_string(j.nproc);
+  return {};
+}
+
+// Which options go with which mode; fills the fields derived from them. "" or the usage error.
+std::string check_mode_rules(const RawOptions& raw, Command& c) {
+  // CLI11's expected(2) still accepts one value: the arity is checked here, the one place.
+  if (c.mode == Mode::diff && c.diff_dirs.size() != 2) return "--diff takes two run folders: --diff DIR_A DIR_B";
+  const bool is_run = c.mode == Mode::record || c.mode == Mode::check || c.mode == Mode::worker;
+  c.job_options_given = raw.job_group->count_all() > 0;
+  if (!is_run && c.job_options_given) return "job options only apply to --record, --check and --worker";
+  if (!c.checks.empty() && c.mode != Mode::check) return "--checks only applies to --check";
+  if (!c.inputs.empty()) c.input_dir = c.inputs.front();
+  const bool offline = c.mode == Mode::export_trace || c.mode == Mode::summary || c.mode == Mode::analyze;
+  if (!c.maps.empty() && !offline) return "--map only applies to --export, --summary and --analyze";
+  if (!raw.cycles.empty() && !(offline || c.mode == Mode::diff))
+    return "--cycle only applies to --export, --summary, --analyze and --diff";
+  if (raw.cycles.size() == 2 && c.mode != Mode::diff) return "--cycle N M (two cycles) only applies to --diff";
+  if (!raw.cycles.empty()) {
+    c.cycle = raw.cycles.front();
+    c.diff_cycle = raw.cycles.back();
+  }
+  std::string err;
+  if (!raw.steps.empty()) {
+    if (!offline) return "--steps only applies to --export, --summary and --analyze";
+    if (!parse_step_window(raw.steps, c.steps, err)) return err;
+    if (c.export_format == "kineto")
+      return "--steps with --format kineto is not supported: export the run whole, or use the Chrome format";
+  }
+  KinetoStageMap map;
+  for (const auto& m : c.maps)
+    if (!map.add_user_rule(m, err)) return err;
+  if (!c.output_file.empty() && c.mode != Mode::export_trace) return "-o/--output only applies to --export";
+  if (raw.format->count() && c.mode != Mode::export_trace) return "--format only applies to --export";
+  if (c.export_format == "kineto" && c.output_file.empty())
+    return "--export RUN --format kineto needs -o DIR (the folder for the per-rank traces)";
+  if (c.export_format == "kineto" && !c.maps.empty())
+    return "--map names stages in PyTorch profiler traces read in; --format kineto writes one of our runs, whose "
+           "stages are known";
+  return {};
+}
+
+}  // namespace
+
+ParseResult parse_command_line(int argc, const char* const* argv) {
+  ParseResult r;
+  Command& c = r.cmd;
+  CLI::App app{
+      "ddp_profile: run a two-rank data-parallel LibTorch job, record every stage of its data path, and prove it "
+      "right.\nExit codes: 0 success, 1 a run, rank or check failed, 2 usage error.",
+      "ddp_profile"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  RawOptions raw;
+  add_mode_options(app, c, raw);
+  add_output_options(app, c, raw);
+  add_job_options(app, c.job, raw);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -215,140 +300,18 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
     r.message = std::string("ddp_profile: ") + e.what() + "\nRun with --help for usage.";
     return r;
   }
-  if (record) c.mode = Mode::record;
-  else if (check) c.mode = Mode::check;
-  else if (worker) c.mode = Mode::worker;
+  if (raw.record) c.mode = Mode::record;
+  else if (raw.check) c.mode = Mode::check;
+  else if (raw.worker) c.mode = Mode::worker;
   else if (app.count("--export")) c.mode = Mode::export_trace;
   else if (app.count("--summary")) c.mode = Mode::summary;
   else if (app.count("--analyze")) c.mode = Mode::analyze;
   else if (app.count("--diff")) c.mode = Mode::diff;
-
-  j.record = !no_record;
-  j.pin_cpus = !no_pin;
-  j.batch_sched = !no_batch_sched;
-  j.pinned = !pageable;
-  j.shuffle = !no_shuffle;
-  j.drop_last = !keep_last;
-  std::string err;
-  for (const auto& s : slow) {
-    SlowSpec spec;
-    if (!parse_slow_spec(s, spec, err)) {
-      r.exit_code = 2;
-      r.message = "ddp_profile: " + err;
-      return r;
-    }
-    j.slow.push_back(spec);
-  }
-  if (!fault.empty() && !parse_fault_spec(fault, j.fault, err)) {
+  std::string err = resolve_job(raw, c.job);
+  if (err.empty()) err = check_mode_rules(raw, c);
+  if (!err.empty()) {
     r.exit_code = 2;
     r.message = "ddp_profile: " + err;
-    return r;
-  }
-  for (const auto& s : ckpt) {
-    int v = 0;
-    if (!parse_int(s.c_str(), v) || v < 0) {
-      r.exit_code = 2;
-      r.message = "ddp_profile: --checkpoint-steps takes non-negative integers, got '" + s + "'";
-      return r;
-    }
-    j.checkpoint_steps.push_back(v);
-  }
-  for (const auto& s : j.slow)
-    if (s.rank >= j.nproc) {
-      r.exit_code = 2;
-      r.message = "ddp_profile: --slow names rank " + std::to_string(s.rank) + " but --nproc is " + std::to_string(j.nproc);
-      return r;
-    }
-  if (j.fault.rank >= j.nproc) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: --inject-fault names rank " + std::to_string(j.fault.rank) + " but --nproc is " +
-                std::to_string(j.nproc);
-    return r;
-  }
-  // CLI11's expected(2) still accepts one value: the arity is checked here, the one place.
-  if (c.mode == Mode::diff && c.diff_dirs.size() != 2) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: --diff takes two run folders: --diff DIR_A DIR_B";
-    return r;
-  }
-    bool is_run = c.mode == Mode::record || c.mode == Mode::check || c.mode == Mode::worker;
-  c.job_options_given = g_job->count_all() > 0;
-  if (!is_run && c.job_options_given) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: job options only apply to --record, --check and --worker";
-    return r;
-  }
-  if (!c.checks.empty() && c.mode != Mode::check) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: --checks only applies to --check";
-    return r;
-  }
-  if (!c.inputs.empty()) c.input_dir = c.inputs.front();
-  const bool offline = c.mode == Mode::export_trace || c.mode == Mode::summary || c.mode == Mode::analyze;
-  if (!c.maps.empty() && !offline) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: --map only applies to --export, --summary and --analyze";
-    return r;
-  }
-  if (!cycles.empty() && !(offline || c.mode == Mode::diff)) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: --cycle only applies to --export, --summary, --analyze and --diff";
-    return r;
-  }
-  if (cycles.size() == 2 && c.mode != Mode::diff) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: --cycle N M (two cycles) only applies to --diff";
-    return r;
-  }
-  if (!cycles.empty()) {
-    c.cycle = cycles.front();
-    c.diff_cycle = cycles.back();
-  }
-  if (!steps.empty()) {
-    if (!offline) {
-      r.exit_code = 2;
-      r.message = "ddp_profile: --steps only applies to --export, --summary and --analyze";
-      return r;
-    }
-    if (!parse_step_window(steps, c.steps, err)) {
-      r.exit_code = 2;
-      r.message = "ddp_profile: " + err;
-      return r;
-    }
-    if (c.export_format == "kineto") {
-      r.exit_code = 2;
-      r.message = "ddp_profile: --steps with --format kineto is not supported: export the run whole, or use the "
-                  "Chrome format";
-      return r;
-    }
-  }
-  KinetoStageMap map;
-  for (const auto& m : c.maps)
-    if (!map.add_user_rule(m, err)) {
-      r.exit_code = 2;
-      r.message = "ddp_profile: " + err;
-      return r;
-    }
-  if (!c.output_file.empty() && c.mode != Mode::export_trace) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: -o/--output only applies to --export";
-    return r;
-  }
-  if (format->count() && c.mode != Mode::export_trace) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: --format only applies to --export";
-    return r;
-  }
-  if (c.export_format == "kineto" && c.output_file.empty()) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: --export RUN --format kineto needs -o DIR (the folder for the per-rank traces)";
-    return r;
-  }
-  if (c.export_format == "kineto" && !c.maps.empty()) {
-    r.exit_code = 2;
-    r.message = "ddp_profile: --map names stages in PyTorch profiler traces read in; --format kineto writes one of "
-                "our runs, whose stages are known";
-    return r;
   }
   return r;
 }

@@ -112,6 +112,99 @@ std::string describe_hang(int hung, const std::vector<ProgressSnapshot>& snap, c
   return text;
 }
 
+// The rank that stopped making progress, or -1: a running rank silent past the limit (a saving rank gets the first
+// step's allowance). A stopped process (SIGSTOP, a debugger) is the culprit; a rank blocked in a collective is a
+// victim of a slower peer; otherwise the one that has waited longest.
+int find_hung_rank(const std::vector<ProgressSnapshot>& snap, const std::vector<RankOutcome>& ranks,
+                   const std::vector<pid_t>& pids, double timeout_s, double user_timeout_s, int64_t now_ns) {
+  const int world = static_cast<int>(snap.size());
+  int hung = -1;
+  int64_t oldest = INT64_MAX;
+  for (int r = 0; r < world; ++r) {
+    const ProgressSnapshot& s = snap[r];
+    if (ranks[r].exited || !s.present || s.state != RankState::running) continue;
+    // Saving a checkpoint or closing the run (stage checkpoint; no heartbeat while it writes) is not a step: it
+    // gets the allowance of the first step, not 20 step times.
+    const bool saving = s.stage == static_cast<int32_t>(Stage::checkpoint);
+    const double limit_s = saving && user_timeout_s <= 0 ? std::max(timeout_s, kHangWarmupS) : timeout_s;
+    if (static_cast<double>(now_ns - s.last_ns) / 1e9 < limit_s) continue;
+    // A stopped process (SIGSTOP, a debugger) is the culprit; a rank blocked in a collective is a victim of a
+    // slower peer; otherwise the one that has waited longest.
+    int64_t key = s.last_ns - (process_stopped(pids[r]) ? (int64_t{1} << 52) : 0) -
+                  (is_collective_stage(s.stage) ? 0 : (int64_t{1} << 50));
+    if (key < oldest) {
+      oldest = key;
+      hung = r;
+    }
+  }
+  // A rank blocked in a collective while a peer is still busy elsewhere is that peer's victim: the peer (which
+  // may have reached this step later, so its silence is younger) is named when its own silence passes the limit.
+  // Twice the limit in a collective ends the wait regardless.
+  if (hung >= 0 && is_collective_stage(snap[hung].stage) &&
+      static_cast<double>(now_ns - snap[hung].last_ns) / 1e9 < 2 * timeout_s)
+    for (int r = 0; r < world; ++r)
+      if (r != hung && !ranks[r].exited && snap[r].present && snap[r].state == RankState::running &&
+          !is_collective_stage(snap[r].stage)) {
+        hung = -1;
+        break;
+      }
+  return hung;
+}
+
+// The run's one line on a failure: the culprit and why, then how long each other rank took to end after the fault.
+std::string failure_message(const std::vector<RankOutcome>& ranks, int culprit, const std::string& reason,
+                            bool hung) {
+  std::string text = hung ? "rank " + std::to_string(culprit) + " " + reason
+                     : culprit >= 0 ? "rank " + std::to_string(culprit) + " failed: " + reason
+                                    : std::string("the run failed");
+  for (const RankOutcome& o : ranks)
+    if (o.rank != culprit) {
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "; rank %d was ended (%s) %.2f s after the fault", o.rank, o.description.c_str(),
+                    o.ended_after_fault_s);
+      text += buf;
+    }
+  return text;
+}
+
+// DIR/run_status.json: the run's verdict. A run whose verdict cannot be written has failed to say what happened: the
+// exit code says so too.
+void write_run_status(const std::string& dir, RunOutcome& out) {
+  nlohmann::json st = {{"exit_code", out.exit_code}, {"culprit", out.culprit}, {"message", out.message}};
+  for (const auto& o : out.ranks)
+    st["ranks"].push_back({{"rank", o.rank},
+                           {"pid", o.pid},
+                           {"exit", o.description},
+                           {"ended_after_fault_s", o.ended_after_fault_s}});
+  std::string err;
+  if (!write_json_atomic(in_run(dir, kRunStatusFile), st, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    if (out.exit_code == 0) out.exit_code = 1;
+    out.message += (out.message.empty() ? "" : "; ") + err;
+  }
+}
+
+// Starts every rank (each pinned to its share of the cores unless --no-pin); on a failure ends the ones started and
+// says which could not start.
+bool spawn_ranks(const JobConfig& job, int port, const std::string& dir, const std::vector<std::string>& args,
+                 bool quiet, std::vector<RankOutcome>& ranks, std::vector<pid_t>& pids, std::string& error) {
+  const int world = job.nproc;
+  const std::vector<std::vector<int>> cpu_sets = job.pin_cpus ? rank_cpu_sets(allowed_cpus(), world)
+                                                              : std::vector<std::vector<int>>{};
+  for (int r = 0; r < world; ++r) {
+    ranks[r].rank = r;
+    pids[r] = spawn_worker(r, world, port, dir, args, quiet, cpu_sets.empty() ? std::vector<int>{} : cpu_sets[r]);
+    ranks[r].pid = pids[r];
+    if (pids[r] < 0) {
+      error = "cannot start rank " + std::to_string(r) + ": " + std::strerror(errno);
+      for (int k = 0; k < r; ++k) ::kill(-pids[k], SIGKILL);
+      for (int k = 0; k < r; ++k) ::waitpid(pids[k], nullptr, 0);
+      return false;
+    }
+  }
+  return true;
+}
+
 // Ctrl-C / SIGTERM to the supervisor: the ranks are ended like after a failure (SIGTERM, so they flush their
 // traces), the traces are exported, and the run exits 130.
 volatile sig_atomic_t g_interrupted = 0;
@@ -124,6 +217,35 @@ std::string describe_exit(const RankOutcome& o) {
   }
   return "exited with status " + std::to_string(o.exit_code);
 }
+
+// Of the ranks that ended without finishing, the first to fail: earliest last progress wins, and a communication
+// error is what a victim of a dead peer reports, so such a rank comes after any other. -1 when none failed.
+int first_failed_rank(const std::vector<RankOutcome>& ranks, const std::vector<ProgressSnapshot>& last_progress) {
+  int culprit = -1;
+  int64_t best = INT64_MAX;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankOutcome& o = ranks[r];
+    if (!o.exited) continue;
+    const ProgressSnapshot& s = last_progress[r];
+    if (!o.signal && o.exit_code == 0 && s.state == RankState::done) continue;
+    const int64_t key = s.last_ns + (looks_like_comm_error(s.reason) ? (int64_t{1} << 50) : 0);
+    if (key < best) {
+      best = key;
+      culprit = static_cast<int>(r);
+    }
+  }
+  return culprit;
+}
+
+// Why a failed rank ended, and where: its own reason, an early clean exit, or its exit status or signal.
+std::string failure_reason(const RankOutcome& o, const ProgressSnapshot& s) {
+  const std::string where =
+      "at epoch " + std::to_string(s.epoch) + " step " + std::to_string(s.step) + ", stage " + s.stage_name();
+  if (!s.reason.empty()) return s.reason + " (" + where + ")";
+  if (!o.signal && o.exit_code == 0) return "exited early with status 0 before finishing, " + where;
+  return describe_exit(o) + ", " + where;
+}
+
 
 }  // namespace
 
@@ -144,19 +266,9 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
 
   std::vector<RankOutcome> ranks(world);
   std::vector<pid_t> pids(world);
-  const std::vector<std::vector<int>> cpu_sets = job.pin_cpus ? rank_cpu_sets(allowed_cpus(), world)
-                                                              : std::vector<std::vector<int>>{};
-  for (int r = 0; r < world; ++r) {
-    ranks[r].rank = r;
-    pids[r] = spawn_worker(r, world, port, dir, args, quiet, cpu_sets.empty() ? std::vector<int>{} : cpu_sets[r]);
-    ranks[r].pid = pids[r];
-    if (pids[r] < 0) {
-      out.exit_code = 1;
-      out.message = "cannot start rank " + std::to_string(r) + ": " + std::strerror(errno);
-      for (int k = 0; k < r; ++k) ::kill(-pids[k], SIGKILL);
-      for (int k = 0; k < r; ++k) ::waitpid(pids[k], nullptr, 0);
-      return out;
-    }
+  if (!spawn_ranks(job, port, dir, args, quiet, ranks, pids, out.message)) {
+    out.exit_code = 1;
+    return out;
   }
 
   using clock = std::chrono::steady_clock;
@@ -221,36 +333,7 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
           slowest_step = std::max(slowest_step, snap[r].median_step_ns);
         }
       const double timeout_s = hang_timeout_s(job.hang_timeout_s, slowest_step);
-      int hung = -1;
-      int64_t oldest = INT64_MAX;
-      for (int r = 0; r < world; ++r) {
-        const ProgressSnapshot& s = snap[r];
-        if (ranks[r].exited || !s.present || s.state != RankState::running) continue;
-        // Saving a checkpoint or closing the run (stage checkpoint; no heartbeat while it writes) is not a step: it
-        // gets the allowance of the first step, not 20 step times.
-        const bool saving = s.stage == static_cast<int32_t>(Stage::checkpoint);
-        const double limit_s = saving && job.hang_timeout_s <= 0 ? std::max(timeout_s, kHangWarmupS) : timeout_s;
-        if (static_cast<double>(now_ns - s.last_ns) / 1e9 < limit_s) continue;
-        // A stopped process (SIGSTOP, a debugger) is the culprit; a rank blocked in a collective is a victim of a
-        // slower peer; otherwise the one that has waited longest.
-        int64_t key = s.last_ns - (process_stopped(pids[r]) ? (int64_t{1} << 52) : 0) -
-                      (is_collective_stage(s.stage) ? 0 : (int64_t{1} << 50));
-        if (key < oldest) {
-          oldest = key;
-          hung = r;
-        }
-      }
-      // A rank blocked in a collective while a peer is still busy elsewhere is that peer's victim: the peer (which
-      // may have reached this step later, so its silence is younger) is named when its own silence passes the limit.
-      // Twice the limit in a collective ends the wait regardless.
-      if (hung >= 0 && is_collective_stage(snap[hung].stage) &&
-          static_cast<double>(now_ns - snap[hung].last_ns) / 1e9 < 2 * timeout_s)
-        for (int r = 0; r < world; ++r)
-          if (r != hung && !ranks[r].exited && snap[r].present && snap[r].state == RankState::running &&
-              !is_collective_stage(snap[r].stage)) {
-            hung = -1;
-            break;
-          }
+      const int hung = find_hung_rank(snap, ranks, pids, timeout_s, job.hang_timeout_s, now_ns);
       if (hung >= 0) {
         culprit = hung;
         hang_seen = true;
@@ -265,28 +348,9 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
     // every remaining rank.
     if (failure_seen && !terminating && (culprit >= 0 || now - first_failure > std::chrono::milliseconds(300) || alive == 0)) {
       if (culprit < 0) {
-        int64_t best = INT64_MAX;
-        for (int r = 0; r < world; ++r) {
-          const RankOutcome& o = ranks[r];
-          if (!o.exited) continue;
-          const ProgressSnapshot& s = last_progress[r];
-          bool ok = !o.signal && o.exit_code == 0 && s.state == RankState::done;
-          if (ok) continue;
-          // Earliest failure wins; a communication error is what a victim of a dead peer reports.
-          int64_t key = s.last_ns + (looks_like_comm_error(s.reason) ? (int64_t{1} << 50) : 0);
-          if (key < best) {
-            best = key;
-            culprit = r;
-          }
-        }
+        culprit = first_failed_rank(ranks, last_progress);
         if (culprit >= 0) {
-          const RankOutcome& o = ranks[culprit];
-          const ProgressSnapshot& s = last_progress[culprit];
-          std::string where = "at epoch " + std::to_string(s.epoch) + " step " + std::to_string(s.step) + ", stage " +
-                              s.stage_name();
-          if (!s.reason.empty()) culprit_reason = s.reason + " (" + where + ")";
-          else if (!o.signal && o.exit_code == 0) culprit_reason = "exited early with status 0 before finishing, " + where;
-          else culprit_reason = describe_exit(o) + ", " + where;
+          culprit_reason = failure_reason(ranks[culprit], last_progress[culprit]);
           fault_time = exit_time[culprit];
         }
       }
@@ -324,33 +388,9 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
     if (culprit >= 0 && !ranks[culprit].signal && ranks[culprit].exit_code == 2 &&
         last_progress[culprit].state == RankState::starting)
       out.exit_code = 2;
-    if (hang_seen)
-      out.message = "rank " + std::to_string(culprit) + " " + culprit_reason;
-    else if (culprit >= 0)
-      out.message = "rank " + std::to_string(culprit) + " failed: " + culprit_reason;
-    else
-      out.message = "the run failed";
-    for (int r = 0; r < world; ++r)
-      if (r != culprit) {
-        char buf[160];
-        std::snprintf(buf, sizeof(buf), "; rank %d was ended (%s) %.2f s after the fault", r,
-                      ranks[r].description.c_str(), ranks[r].ended_after_fault_s);
-        out.message += buf;
-      }
+    out.message = failure_message(ranks, culprit, culprit_reason, hang_seen);
   }
-  nlohmann::json st = {{"exit_code", out.exit_code}, {"culprit", culprit}, {"message", out.message}};
-  for (const auto& o : ranks)
-    st["ranks"].push_back({{"rank", o.rank},
-                           {"pid", o.pid},
-                           {"exit", o.description},
-                           {"ended_after_fault_s", o.ended_after_fault_s}});
-  // A run whose verdict cannot be written has failed to say what happened: the exit code must say so too.
-  std::string err;
-  if (!write_json_atomic(in_run(dir, kRunStatusFile), st, err)) {
-    std::cerr << "ddp_profile: " << err << "\n";
-    if (out.exit_code == 0) out.exit_code = 1;
-    out.message += (out.message.empty() ? "" : "; ") + err;
-  }
+  write_run_status(dir, out);
   return out;
 }
 

@@ -89,6 +89,35 @@ struct Watched {
   double gone_after_s = -1;
 };
 
+// Of the running ranks, the one to blame for a hang: the rank that says why (the companion names an injected fault),
+// else the one furthest behind (its peers wait for it in the next step's collective), else the one that stopped
+// first; -1 when none runs. newest_ns is the most recent progress of any running rank.
+int furthest_behind(std::map<int, Watched>& ranks, int64_t& newest_ns) {
+  auto behind = [](const ProgressSnapshot& a, const ProgressSnapshot& b) {
+    if (a.reason.empty() != b.reason.empty()) return !a.reason.empty();
+    if (a.step != b.step) return a.step < b.step;
+    return a.last_ns < b.last_ns;
+  };
+  int oldest = -1;
+  newest_ns = 0;
+  for (auto& [r, w] : ranks) {
+    if (w.gone || w.beat.state != RankState::running) continue;
+    newest_ns = std::max(newest_ns, w.beat.last_ns);
+    if (oldest < 0 || behind(w.beat, ranks[oldest].beat)) oldest = r;
+  }
+  return oldest;
+}
+
+std::string hang_message(std::map<int, Watched>& ranks, int hung, double timeout_s) {
+  std::string m = "rank " + std::to_string(hung) + " hung at " + where_of(ranks[hung].beat) + " (no progress for " +
+                  std::to_string(static_cast<int>(timeout_s)) + " s";
+  if (!ranks[hung].beat.reason.empty()) m += ": " + ranks[hung].beat.reason;
+  m += ")";
+  for (auto& [r, w] : ranks)
+    if (r != hung) m += "; rank " + std::to_string(r) + " was at " + where_of(w.beat);
+  return m;
+}
+
 // Every heartbeat the companion has created so far, by rank.
 std::map<int, ProgressSnapshot> read_beats(const std::string& run_dir) {
   std::map<int, ProgressSnapshot> out;
@@ -117,6 +146,50 @@ void pump(int fd, const std::string& log, bool echo) {
   ::close(fd);
 }
 
+// Starts LAUNCH in a process group of its own with the companion's switches, its output pumped into `log` by
+// `reader`; -1 with `error` when it cannot be started (a command that cannot be executed is reported by the child
+// through a pipe that exec closes, so the error is execvp's own).
+pid_t start_job(const UserLaunch& launch, const std::string& log, std::thread& reader, std::string& error) {
+  int exec_pipe[2], out_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    error = std::string("pipe: ") + std::strerror(errno);
+    return -1;
+  }
+  std::vector<char*> argv;
+  for (const auto& a : launch.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    error = std::string("fork: ") + std::strerror(errno);
+    return -1;
+  }
+  if (child == 0) {
+    ::setpgid(0, 0);  // the whole job in one group: ended together, never our own process with it
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(out_pipe[1], STDERR_FILENO);
+    for (const auto& [k, v] : launch.env) ::setenv(k.c_str(), v.c_str(), 1);
+    ::setenv(kEnvFormat, std::to_string(kProgressFormatVersion).c_str(), 1);  // the companion refuses another
+    ::execvp(argv[0], argv.data());
+    const int err = errno;
+    (void)!::write(exec_pipe[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  ::setpgid(child, child);
+  ::close(exec_pipe[1]);
+  ::close(out_pipe[1]);
+  reader = std::thread(pump, out_pipe[0], log, launch.echo);
+  int exec_errno = 0;
+  const bool exec_failed = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+  ::close(exec_pipe[0]);
+  if (exec_failed) {
+    ::waitpid(child, nullptr, 0);
+    reader.join();
+    error = "cannot run " + launch.argv[0] + ": " + std::strerror(exec_errno);
+    return -1;
+  }
+  return child;
+}
+
 std::string last_exception_line(const std::string& log) {
   static const std::regex kException(R"(^(\[[^\]]*\]:?\s*)?(([A-Za-z_][\w.]*)?(Error|Exception|Interrupt)\b.*)$)");
   std::ifstream in(log);
@@ -137,44 +210,10 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
   fs::create_directories(in_run(launch.run_dir, kLogsDir), ec);
   fs::create_directories(in_run(launch.run_dir, kProgressDir), ec);
   const std::string log = in_run(launch.run_dir, kLaunchLogFile);
-  int exec_pipe[2], out_pipe[2];
-  if (::pipe2(exec_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
-    res.error = std::string("pipe: ") + std::strerror(errno);
-    return res;
-  }
-  std::vector<char*> argv;
-  for (const auto& a : launch.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
   const auto t0 = Clock::now();
-  const pid_t child = ::fork();
-  if (child < 0) {
-    res.error = std::string("fork: ") + std::strerror(errno);
-    return res;
-  }
-  if (child == 0) {
-    ::setpgid(0, 0);  // the whole job in one group: ended together, never our own process with it
-    ::dup2(out_pipe[1], STDOUT_FILENO);
-    ::dup2(out_pipe[1], STDERR_FILENO);
-    for (const auto& [k, v] : launch.env) ::setenv(k.c_str(), v.c_str(), 1);
-    ::setenv(kEnvFormat, std::to_string(kProgressFormatVersion).c_str(), 1);  // the companion refuses another
-    ::execvp(argv[0], argv.data());
-    const int err = errno;
-    (void)!::write(exec_pipe[1], &err, sizeof err);
-    ::_exit(127);
-  }
-  ::setpgid(child, child);
-  ::close(exec_pipe[1]);
-  ::close(out_pipe[1]);
-  std::thread reader(pump, out_pipe[0], log, launch.echo);
-  int exec_errno = 0;
-  const bool exec_failed = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
-  ::close(exec_pipe[0]);
-  if (exec_failed) {
-    ::waitpid(child, nullptr, 0);
-    reader.join();
-    res.error = "cannot run " + launch.argv[0] + ": " + std::strerror(exec_errno);
-    return res;
-  }
+  std::thread reader;
+  const pid_t child = start_job(launch, log, reader, res.error);
+  if (child < 0) return res;
   res.started = true;
 
   std::map<int, Watched> ranks;
@@ -259,18 +298,8 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
       // an injected fault), else the one furthest behind (its peers wait for it in the next step's collective), else
       // the one that stopped first.
       const int64_t now = monotonic_ns();
-      int oldest = -1;
       int64_t newest_ns = 0;
-      auto behind = [&](const ProgressSnapshot& a, const ProgressSnapshot& b) {
-        if (a.reason.empty() != b.reason.empty()) return !a.reason.empty();
-        if (a.step != b.step) return a.step < b.step;
-        return a.last_ns < b.last_ns;
-      };
-      for (auto& [r, w] : ranks) {
-        if (w.gone || w.beat.state != RankState::running) continue;
-        newest_ns = std::max(newest_ns, w.beat.last_ns);
-        if (oldest < 0 || behind(w.beat, ranks[oldest].beat)) oldest = r;
-      }
+      const int oldest = furthest_behind(ranks, newest_ns);
       const bool stalled = oldest >= 0 && (now - newest_ns) / 1e9 > launch.hang_timeout_s;
       if (!stalled || !hang_seen || hang_seen_ns != newest_ns) {
         hang_seen = stalled;
@@ -278,13 +307,7 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
         hang_seen_at = Clock::now();
       }
       if (stalled && seconds_since(hang_seen_at) >= kHangConfirmS) {
-        std::string m = "rank " + std::to_string(oldest) + " hung at " + where_of(ranks[oldest].beat) +
-                        " (no progress for " + std::to_string(static_cast<int>(launch.hang_timeout_s)) + " s";
-        if (!ranks[oldest].beat.reason.empty()) m += ": " + ranks[oldest].beat.reason;
-        m += ")";
-        for (auto& [r, w] : ranks)
-          if (r != oldest) m += "; rank " + std::to_string(r) + " was at " + where_of(w.beat);
-        note_fault(oldest, m);
+        note_fault(oldest, hang_message(ranks, oldest, launch.hang_timeout_s));
         res.hung = true;
         res.killed_by_us = true;
         kill_group();

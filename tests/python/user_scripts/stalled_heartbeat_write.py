@@ -5,27 +5,11 @@ Offsets: python/ddp_profile/layout.py (last_ns, an int64 at byte 32)."""
 import mmap
 import time
 
-import torch
 import torch.distributed as dist
-import torch.nn as nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-import ddp_profile
+from small_job import attach_small_job
 
-torch.set_num_threads(1)
-dist.init_process_group("gloo")
-g = torch.Generator().manual_seed(1234)
-x_all = torch.randn(1024, 16, generator=g)
-y_all = (x_all.sum(1) > 0).long()
-dataset = TensorDataset(x_all, y_all)
-sampler = DistributedSampler(dataset, shuffle=True, seed=0)
-loader = DataLoader(dataset, batch_size=32, sampler=sampler)
-torch.manual_seed(0)
-model = DDP(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2)))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-criterion = nn.CrossEntropyLoss()
-dp = ddp_profile.attach(model, optimizer, loss_fn=lambda m, b: criterion(m(b[0]), b[1]), sampler=sampler)
+dp, loader, sampler, model, optimizer, criterion = attach_small_job()
 sampler.set_epoch(0)
 for step, (x, y) in enumerate(dp.loader(loader)):
     criterion(model(x), y).backward()
