@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profiler/clock.h"
+#include "runtime/launch/hang_watch.h"
 #include "runtime/launch/job_inputs.h"
 #include "runtime/launch/loopback_port.h"
 #include "runtime/launch/progress.h"
@@ -72,15 +73,6 @@ bool is_collective_stage(int32_t stage) {
   return stage >= 0 && stage < kStageCount && stage_has(static_cast<Stage>(stage), kStageBlocksOnPeers);
 }
 
-// A process stopped by a signal (SIGSTOP, SIGTSTP) or held by a debugger: state T or t in /proc/PID/stat.
-bool process_stopped(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto paren = stat.rfind(')');  // the command name may hold spaces and parentheses
-  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
-  return stat[paren + 2] == 'T' || stat[paren + 2] == 't';
-}
-
 // What every rank was doing when `hung` stopped making progress: "stopped in forward at step 605 for 10.0 s; rank 0
 // waits in allreduce (bucket 0, step 605)". The collective a peer waits in says which rank it waits for; the hung
 // rank's stage says why it never arrived.
@@ -110,45 +102,6 @@ std::string describe_hang(int hung, const std::vector<ProgressSnapshot>& snap, c
     text += buf;
   }
   return text;
-}
-
-// The rank that stopped making progress, or -1: a running rank silent past the limit (a saving rank gets the first
-// step's allowance). A stopped process (SIGSTOP, a debugger) is the culprit; a rank blocked in a collective is a
-// victim of a slower peer; otherwise the one that has waited longest.
-int find_hung_rank(const std::vector<ProgressSnapshot>& snap, const std::vector<RankOutcome>& ranks,
-                   const std::vector<pid_t>& pids, double timeout_s, double user_timeout_s, int64_t now_ns) {
-  const int world = static_cast<int>(snap.size());
-  int hung = -1;
-  int64_t oldest = INT64_MAX;
-  for (int r = 0; r < world; ++r) {
-    const ProgressSnapshot& s = snap[r];
-    if (ranks[r].exited || !s.present || s.state != RankState::running) continue;
-    // Saving a checkpoint or closing the run (stage checkpoint; no heartbeat while it writes) is not a step: it
-    // gets the allowance of the first step, not 20 step times.
-    const bool saving = s.stage == static_cast<int32_t>(Stage::checkpoint);
-    const double limit_s = saving && user_timeout_s <= 0 ? std::max(timeout_s, kHangWarmupS) : timeout_s;
-    if (static_cast<double>(now_ns - s.last_ns) / 1e9 < limit_s) continue;
-    // A stopped process (SIGSTOP, a debugger) is the culprit; a rank blocked in a collective is a victim of a
-    // slower peer; otherwise the one that has waited longest.
-    int64_t key = s.last_ns - (process_stopped(pids[r]) ? (int64_t{1} << 52) : 0) -
-                  (is_collective_stage(s.stage) ? 0 : (int64_t{1} << 50));
-    if (key < oldest) {
-      oldest = key;
-      hung = r;
-    }
-  }
-  // A rank blocked in a collective while a peer is still busy elsewhere is that peer's victim: the peer (which
-  // may have reached this step later, so its silence is younger) is named when its own silence passes the limit.
-  // Twice the limit in a collective ends the wait regardless.
-  if (hung >= 0 && is_collective_stage(snap[hung].stage) &&
-      static_cast<double>(now_ns - snap[hung].last_ns) / 1e9 < 2 * timeout_s)
-    for (int r = 0; r < world; ++r)
-      if (r != hung && !ranks[r].exited && snap[r].present && snap[r].state == RankState::running &&
-          !is_collective_stage(snap[r].stage)) {
-        hung = -1;
-        break;
-      }
-  return hung;
 }
 
 // The run's one line on a failure: the culprit and why, then how long each other rank took to end after the fault.
@@ -218,21 +171,15 @@ std::string describe_exit(const RankOutcome& o) {
   return "exited with status " + std::to_string(o.exit_code);
 }
 
-// Of the ranks that ended without finishing, the first to fail: earliest last progress wins, and a communication
-// error is what a victim of a dead peer reports, so such a rank comes after any other. -1 when none failed.
+// Of the ranks that ended without finishing, the one to blame (hang_watch.h's blame order); -1 when none failed.
 int first_failed_rank(const std::vector<RankOutcome>& ranks, const std::vector<ProgressSnapshot>& last_progress) {
   int culprit = -1;
-  int64_t best = INT64_MAX;
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankOutcome& o = ranks[r];
     if (!o.exited) continue;
     const ProgressSnapshot& s = last_progress[r];
     if (!o.signal && o.exit_code == 0 && s.state == RankState::done) continue;
-    const int64_t key = s.last_ns + (looks_like_comm_error(s.reason) ? (int64_t{1} << 50) : 0);
-    if (key < best) {
-      best = key;
-      culprit = static_cast<int>(r);
-    }
+    if (culprit < 0 || blamed_before(s, last_progress[culprit])) culprit = static_cast<int>(r);
   }
   return culprit;
 }
@@ -279,6 +226,7 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
   bool failure_seen = false, terminating = false, killed = false, hang_seen = false;
   std::vector<clock::time_point> exit_time(world);
   std::vector<ProgressSnapshot> last_progress(world);
+  HangWatch hang_watch(job.hang_timeout_s);
 
   auto progress_of = [&](int r) { return read_progress(progress_file(dir, r)); };
   auto rank_of = [&](pid_t p) {
@@ -322,26 +270,28 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
       }
     }
     auto now = clock::now();
-    // Heartbeats: a rank that stopped making progress counts as failed.
+    // Heartbeats: a rank that stopped making progress counts as failed (the one hang rule: hang_watch.h).
     if (!failure_seen && !terminating) {
       const int64_t now_ns = prof::monotonic_ns();
       std::vector<ProgressSnapshot> snap(world);
-      int64_t slowest_step = 0;
-      for (int r = 0; r < world; ++r)
-        if (!ranks[r].exited) {
-          snap[r] = progress_of(r);
-          slowest_step = std::max(slowest_step, snap[r].median_step_ns);
-        }
-      const double timeout_s = hang_timeout_s(job.hang_timeout_s, slowest_step);
-      const int hung = find_hung_rank(snap, ranks, pids, timeout_s, job.hang_timeout_s, now_ns);
+      std::vector<RunningRank> running;
+      for (int r = 0; r < world; ++r) {
+        if (ranks[r].exited) continue;
+        snap[r] = progress_of(r);
+        if (!snap[r].present || snap[r].state != RankState::running) continue;
+        // /proc is read only for a rank silent for a second: a stopped process is one that has gone silent.
+        const bool silent = now_ns - snap[r].last_ns > 1000000000;
+        running.push_back({r, snap[r], silent && process_stopped(pids[r])});
+      }
+      double silent_s = 0;
+      const int hung = hang_watch.poll(running, now_ns, silent_s);
       if (hung >= 0) {
         culprit = hung;
         hang_seen = true;
         culprit_reason = describe_hang(hung, snap, pids, now_ns);
         failure_seen = true;
         first_failure = now;
-        fault_time = clock::now() - std::chrono::milliseconds(static_cast<int64_t>(
-                                        static_cast<double>(now_ns - snap[hung].last_ns) / 1e6));
+        fault_time = clock::now() - std::chrono::milliseconds(static_cast<int64_t>(silent_s * 1e3));
       }
     }
     // After a short grace period (the peer's reaction to a failure can be reaped first), pick the culprit and end

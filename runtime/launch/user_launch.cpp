@@ -9,12 +9,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <thread>
 
+#include "profiler/clock.h"
+#include "runtime/launch/hang_watch.h"
 #include "runtime/launch/progress.h"
 #include "runtime/launch/user_job.h"
 #include "traces/model/run_folder.h"
@@ -32,19 +33,7 @@ constexpr double kTeardownGraceS = 12;
 // or two later (the peer's death, its own reason): it is named the culprit when no cause has shown for this long.
 constexpr double kLostPeerGraceS = 1;
 constexpr double kLauncherGraceS = 5;  // a launcher sent SIGTERM has this long to end its ranks' step before SIGKILL
-// The companion writes its heartbeat field by field, and Python's struct zeroes a field before writing its bytes: a
-// poll can read a rank's time half-written while the rank is descheduled in between on a loaded machine (seen: a
-// last_ns of 0, "hung" 70 s into a job of a 120 s timeout). A hang is called when a second poll this much later still
-// sees the same newest progress.
-constexpr double kHangConfirmS = 0.5;
-
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-int64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 // Alive and not a zombie: a rank whose launcher has not reaped it yet has ended all the same.
 bool process_alive(int pid) {
@@ -76,37 +65,11 @@ std::string where_of(const ProgressSnapshot& p) {
   return "step " + std::to_string(p.step) + ", " + (p.stage < 0 ? std::string("startup") : p.stage_name());
 }
 
-// Which of several stopped ranks to blame first (lower first): one that says why, one that died without a word, one
-// whose reason is a lost peer (the effect of another rank's end, not a cause).
-int blame_order(const ProgressSnapshot& p) {
-  if (p.reason.empty()) return 1;
-  return looks_like_comm_error(p.reason) ? 2 : 0;
-}
-
 struct Watched {
   ProgressSnapshot beat;
   bool gone = false;
   double gone_after_s = -1;
 };
-
-// Of the running ranks, the one to blame for a hang: the rank that says why (the companion names an injected fault),
-// else the one furthest behind (its peers wait for it in the next step's collective), else the one that stopped
-// first; -1 when none runs. newest_ns is the most recent progress of any running rank.
-int furthest_behind(std::map<int, Watched>& ranks, int64_t& newest_ns) {
-  auto behind = [](const ProgressSnapshot& a, const ProgressSnapshot& b) {
-    if (a.reason.empty() != b.reason.empty()) return !a.reason.empty();
-    if (a.step != b.step) return a.step < b.step;
-    return a.last_ns < b.last_ns;
-  };
-  int oldest = -1;
-  newest_ns = 0;
-  for (auto& [r, w] : ranks) {
-    if (w.gone || w.beat.state != RankState::running) continue;
-    newest_ns = std::max(newest_ns, w.beat.last_ns);
-    if (oldest < 0 || behind(w.beat, ranks[oldest].beat)) oldest = r;
-  }
-  return oldest;
-}
 
 std::string hang_message(std::map<int, Watched>& ranks, int hung, double timeout_s) {
   std::string m = "rank " + std::to_string(hung) + " hung at " + where_of(ranks[hung].beat) + " (no progress for " +
@@ -249,10 +212,7 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
   int first = -1;
   std::string first_why;
   Clock::time_point first_seen{};
-  // A hang seen by a poll: the newest progress then, and when (kHangConfirmS).
-  bool hang_seen = false;
-  int64_t hang_seen_ns = 0;
-  Clock::time_point hang_seen_at{};
+  HangWatch hang_watch(launch.hang_timeout_s);  // the one hang rule (hang_watch.h)
   for (;;) {
     if (!exited && ::waitpid(child, &status, WNOHANG) == child) exited = true;
     // Ranks that failed or vanished since the last poll; when several did (a loaded machine polls late), the culprit
@@ -280,34 +240,27 @@ UserLaunchResult run_user_launch(const UserLaunch& launch) {
         why = "rank " + std::to_string(r) + " failed at ";
       }
       if (why.empty() || faulted) continue;
-      const bool better = first < 0 || blame_order(b) < blame_order(ranks[first].beat) ||
-                          (blame_order(b) == blame_order(ranks[first].beat) && b.last_ns < ranks[first].beat.last_ns);
-      if (better) {
+      if (first < 0 || blamed_before(b, ranks[first].beat)) {
         first = r;
         first_why = why + where_of(b) + (b.reason.empty() ? std::string() : ": " + b.reason);
       }
     }
     if (first >= 0 && !faulted) {
       if (first_seen == Clock::time_point{}) first_seen = Clock::now();
-      if (blame_order(ranks[first].beat) < 2 || seconds_since(first_seen) > kLostPeerGraceS) note_fault(first, first_why);
+      if (blame_tier(ranks[first].beat) < 2 || seconds_since(first_seen) > kLostPeerGraceS) note_fault(first, first_why);
     }
     for (auto& [r, w] : ranks)
       if (w.gone && w.gone_after_s < 0) w.gone_after_s = faulted ? seconds_since(fault_at) : 0;
     if (!faulted && launch.hang_timeout_s > 0 && !ranks.empty()) {
-      // Hung: no running rank has moved for the timeout. The culprit is the rank that says why (the companion names
-      // an injected fault), else the one furthest behind (its peers wait for it in the next step's collective), else
-      // the one that stopped first.
-      const int64_t now = monotonic_ns();
-      int64_t newest_ns = 0;
-      const int oldest = furthest_behind(ranks, newest_ns);
-      const bool stalled = oldest >= 0 && (now - newest_ns) / 1e9 > launch.hang_timeout_s;
-      if (!stalled || !hang_seen || hang_seen_ns != newest_ns) {
-        hang_seen = stalled;
-        hang_seen_ns = newest_ns;
-        hang_seen_at = Clock::now();
-      }
-      if (stalled && seconds_since(hang_seen_at) >= kHangConfirmS) {
-        note_fault(oldest, hang_message(ranks, oldest, launch.hang_timeout_s));
+      const int64_t now_ns = prof::monotonic_ns();
+      std::vector<RunningRank> running;
+      for (auto& [r, w] : ranks)
+        if (!w.gone && w.beat.state == RankState::running)
+          running.push_back({r, w.beat, now_ns - w.beat.last_ns > 1000000000 && process_stopped(w.beat.pid)});
+      double silent_s = 0;
+      const int hung = hang_watch.poll(running, now_ns, silent_s);
+      if (hung >= 0) {
+        note_fault(hung, hang_message(ranks, hung, launch.hang_timeout_s));
         res.hung = true;
         res.killed_by_us = true;
         kill_group();
