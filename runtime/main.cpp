@@ -1,7 +1,8 @@
 // ddp_profile, the command users type. The trace commands (--export, --summary, --analyze, --diff, --help) and the
 // recording of a user's own script run here, without LibTorch, so they start like trace tools (a few ms instead of
 // the ~0.6 s the dynamic loader takes to bring LibTorch in). The modes that train — --record of our job, --worker and
-// every --check — are handed, argv unchanged, to ddp_profile_runtime beside this executable (runtime_main.cpp).
+// every --check — are handed, argv unchanged and unparsed, to ddp_profile_runtime beside this executable
+// (runtime_main.cpp), which parses them: each command line is parsed once, by the binary that runs it.
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,14 +30,27 @@ constexpr const char* kRuntimeExe = "ddp_profile_runtime";
             << "\n";
   std::exit(1);
 }
+
+// Whether argv asks for a mode the runtime runs: --record of our job, --worker, --check (of our job or, before
+// `--`, of a user's script). Only the mode flag is looked at; the runtime parses the rest.
+bool runs_in_runtime(int argc, char** argv) {
+  bool saw_record = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") return !saw_record;  // --record -- LAUNCH records here; --check -- LAUNCH needs LibTorch
+    if (a == "--check" || a == "--worker") return true;
+    saw_record |= a == "--record";
+  }
+  return saw_record;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (ddp::is_user_job_command(argc, argv)) {
+  if (runs_in_runtime(argc, argv)) hand_to_runtime(argv);
+  if (ddp::is_user_job_command(argc, argv)) {  // --record -- LAUNCH...
     ddp::UserJobCommand u;
     int code = 0;
     if (!ddp::parse_user_job_command(argc, argv, u, code)) return code;
-    if (u.check) hand_to_runtime(argv);  // the ladder compares tensors with LibTorch
     return ddp::run_user_record(u);
   }
   ddp::ParseResult p = ddp::parse_command_line(argc, argv);
@@ -49,7 +63,7 @@ int main(int argc, char** argv) {
     case ddp::Mode::record:
     case ddp::Mode::worker:
     case ddp::Mode::check:
-      hand_to_runtime(argv);
+      hand_to_runtime(argv);  // not reached: runs_in_runtime sent them there unparsed
     case ddp::Mode::export_trace:
       return ddp::run_export(cmd);
     case ddp::Mode::summary:
