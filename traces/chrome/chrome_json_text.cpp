@@ -1,5 +1,7 @@
 #include "traces/chrome/chrome_json_text.h"
 
+#include "traces/chrome/chrome_parse_errors.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -107,6 +109,19 @@ bool plain_micros_to_ns(std::string_view t, int64_t& ns) {
 
 int64_t micros_text_to_ns(std::string_view t, double fallback) {
   return std::clamp(micros_text_to_ns_raw(t, fallback), -kMaxNs, kMaxNs);
+}
+
+std::string_view trim_right(std::string_view s) {
+  while (!s.empty() && chrome_parse::is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool plain_string(const char* p, std::string_view& out) {
+  const char* q = p;
+  while (*q != '"' && *q != '\\') ++q;
+  if (*q != '"') return false;
+  out = std::string_view(p, static_cast<size_t>(q - p));
+  return true;
 }
 
 }  // namespace ddp::chrome_json

@@ -7,6 +7,11 @@
 namespace ddp::chrome_json {
 
 inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+// A JSON token without the whitespace simdjson leaves after it.
+std::string_view trim_right(std::string_view s);
+// The contents of the string whose opening quote is just before `p`, when it has no escapes (the common case: a view,
+// no copy). simdjson's first pass has checked that every string is closed, so the scan stops before the text's end.
+bool plain_string(const char* p, std::string_view& out);
 // The value of a hex digit, or -1.
 int hex_value(char c);
 void append_utf8(std::string& s, uint32_t cp);

@@ -35,6 +35,8 @@ namespace {
 namespace od = simdjson::ondemand;
 using namespace chrome_parse;  // the reader's internal pieces: errors, texts, the chunked reading
 using chrome_json::micros_text_to_ns;
+using chrome_json::plain_string;
+using chrome_json::trim_right;
 
 constexpr int kMaxDepth = 256;
 constexpr size_t kMaxArgs = 32;
@@ -43,21 +45,6 @@ constexpr size_t kMaxTopLevelValue = 4u << 20;
 // nesting; above this size it is called truncated without that second reading (a cut file is by far the likelier).
 constexpr size_t kMaxDiagnosedBytes = 64u << 20;
 constexpr size_t kMaxReusedParserBytes = 64u << 20;
-
-std::string_view trim_right(std::string_view s) {
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-// The contents of the string whose opening quote is just before `p`, when it has no escapes (the common case: a view,
-// no copy). simdjson's first pass has checked that every string is closed, so the scan stops before the text's end.
-bool plain_string(const char* p, std::string_view& out) {
-  const char* q = p;
-  while (*q != '"' && *q != '\\') ++q;
-  if (*q != '"') return false;
-  out = std::string_view(p, static_cast<size_t>(q - p));
-  return true;
-}
 
 class Parser {
  public:
