@@ -15,7 +15,7 @@ struct UserLaunch {
   std::string run_dir;                     // absolute; created before
   std::map<std::string, std::string> env;  // DDP_PROFILE_* added to the inherited environment
   bool echo = false;                       // also show the job's output on our stdout/stderr
-  double hang_timeout_s = 0;               // > 0: no rank heartbeat advancing for this long = hung
+  double hang_timeout_s = 0;               // > 0: a rank silent this long is hung (hang_watch.h); 0: no hang watch
   double time_limit_s = 600;               // the whole launch
   // Polled every 20 ms while the job runs; true = end the job now (SIGKILL to its process group), as a crash would.
   std::function<bool()> kill_when;
