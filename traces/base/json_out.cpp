@@ -174,26 +174,33 @@ bool write_json_file_atomically(const std::string& path, const std::function<voi
 }
 
 void counter_event(JsonOut& o, std::string_view name, int64_t pid, int64_t ts_ns, uint64_t value) {
-  o.raw("{\"ph\":\"C\",\"name\":\"");
-  o.raw(name);
-  o.raw("\",\"pid\":");
+  constexpr EventLayout l = EventLayout::chrome;  // both exports write counters in the compact layout
+  o.ch('{');
+  event_key(o, l, "ph", true);
+  o.raw("\"C\"");
+  event_key(o, l, "name");
+  o.str(name);
+  event_key(o, l, "pid");
   o.num(pid);
-  o.raw(",\"ts\":");
+  event_key(o, l, "ts");
   o.micros(ts_ns);
-  o.raw(",\"args\":{\"value\":");
+  event_key(o, l, "args");
+  o.ch('{');
+  event_key(o, l, "value", true);
   o.unum(value);
   o.raw("}}");
 }
 
-namespace {
-// `"key":` or `"key": `, with the separator before it unless it opens the object.
-void key(JsonOut& o, EventLayout l, std::string_view k, bool first = false) {
+void event_key(JsonOut& o, EventLayout l, std::string_view k, bool first) {
   const bool spaced = l == EventLayout::kineto;
   if (!first) o.raw(spaced ? ", " : ",");
   o.ch('"');
   o.raw(k);
   o.raw(spaced ? "\": " : "\":");
 }
+
+namespace {
+void key(JsonOut& o, EventLayout l, std::string_view k, bool first = false) { event_key(o, l, k, first); }
 
 // "pid", "tid" and "ts": where and when an event is, in both layouts the same three keys in the same order.
 void where(JsonOut& o, EventLayout l, int64_t pid, int64_t tid, int64_t ts_ns) {

@@ -54,6 +54,9 @@ void counter_event(JsonOut& o, std::string_view name, int64_t pid, int64_t ts_ns
 // the caller's.
 enum class EventLayout { chrome, kineto };
 inline constexpr int64_t kNoTid = -1;  // a process's metadata event: no "tid" (the Chrome layout omits it)
+// `"key":` (`"key": ` in Kineto's layout), after the separator unless it opens the event: what every event field
+// starts with, also in the merged export's pass-through of users' events.
+void event_key(JsonOut& o, EventLayout l, std::string_view k, bool first = false);
 // "M" metadata: `name` (process_name, thread_sort_index, ...) with args {key: text} or {key: number}.
 void metadata_event(JsonOut& o, EventLayout l, std::string_view name, int64_t pid, int64_t tid, std::string_view key,
                     std::string_view text);

@@ -64,44 +64,46 @@ class RankRewriter {
     if (window_ && !window_->keeps(e)) return true;
     const uint64_t pid = pid_of(e);
     if (e.ph == 'M' && e.name == "process_sort_index") return true;  // ours replaces it (pid_of wrote it)
-    o_.raw(",\n{\"ph\":");
+    o_.raw(",\n{");
+    field("ph", true);
     o_.str(std::string_view(&e.ph, 1));
     if (!e.name.empty()) {
-      o_.raw(",\"name\":");
+      field("name");
       o_.str(e.name);
     }
     if (!e.cat.empty()) {
-      o_.raw(",\"cat\":");
+      field("cat");
       o_.str(e.cat);
     }
-    o_.raw(",\"pid\":");
+    field("pid");
     o_.unum(pid);
     if (e.tid.type != ChromeValue::absent) {
-      o_.raw(",\"tid\":");
+      field("tid");
       value(e.tid);
     }
     if (e.has_ts) {
-      o_.raw(",\"ts\":");
+      field("ts");
       o_.micros(e.ts_ns + shift_ns_);
     }
     if (e.has_dur) {
-      o_.raw(",\"dur\":");
+      field("dur");
       o_.micros(e.dur_ns);
     }
     if (e.id.type != ChromeValue::absent) {
-      o_.raw(",\"id\":");
+      field("id");
       flow_id(e.id);
     }
     if (!e.bp.empty()) {
-      o_.raw(",\"bp\":");
+      field("bp");
       o_.str(e.bp);
     }
     if (!e.scope.empty()) {
-      o_.raw(",\"s\":");
+      field("s");
       o_.str(e.scope);
     }
     if (e.arg_count) {
-      o_.raw(",\"args\":{");
+      field("args");
+      o_.ch('{');
       for (size_t i = 0; i < e.arg_count; ++i) {
         if (i) o_.ch(',');
         o_.str(e.args[i].key);
@@ -120,6 +122,9 @@ class RankRewriter {
   }
 
  private:
+  // Keys and separators as every export writes them (traces/base/json_out.h); the values are the file's own.
+  void field(std::string_view k, bool first = false) { event_key(o_, EventLayout::chrome, k, first); }
+
   void value(const ChromeValue& v) {
     if (v.type == ChromeValue::string)
       o_.str(v.text);
