@@ -42,6 +42,35 @@ def _cpu_name() -> str:
     return platform.processor() or "cpu"
 
 
+def _len(x: Any) -> Optional[int]:
+    try:
+        return len(x) if x is not None else None
+    except TypeError:
+        return None
+
+
+def _rng_states() -> Dict[str, Any]:
+    """Every RNG stream a resume might have to restore, as it is now (numpy only when the script imported it)."""
+    out: Dict[str, Any] = {"rng.torch": torch.get_rng_state(), "rng.random": __import__("random").getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["rng.cuda"] = torch.cuda.get_rng_state()
+    np = sys.modules.get("numpy")
+    if np is not None:
+        out["rng.numpy"] = np.random.get_state()
+    return out
+
+
+def _same_state(a: Any, b: Any) -> bool:
+    """Two snapshots of one RNG stream equal: tensors compared, the rest (tuples of ints, numpy's arrays) pickled."""
+    import pickle
+
+    if a is None or b is None:
+        return False
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return pickle.dumps(a) == pickle.dumps(b)
+
+
 def _dtype(t: torch.Tensor) -> str:
     return str(t.dtype).replace("torch.", "")
 
@@ -65,6 +94,7 @@ class _Loader:
         epoch = c.begin_epoch(self._loader)
         it = iter(self._loader)
         b = 0
+        c.in_epoch, c.batch_in_epoch = True, 0
         while True:
             c.hb.stage(hb.WAIT_DATA)
             try:
@@ -72,8 +102,9 @@ class _Loader:
             except StopIteration:
                 break
             c.on_batch(batch, epoch, b)
+            c.batch_in_epoch = b = b + 1
             yield batch
-            b += 1
+        c.in_epoch = False
 
 
 class Companion:
@@ -99,6 +130,12 @@ class Companion:
         self.failed = False
         self.exited = False
         self.loader_obj: Any = None
+        self.in_epoch = False     # inside a dp.loader() iteration
+        self.batch_in_epoch = 0   # batches it has yielded
+        self.batches = 0          # micro-batches yielded in this process
+        self.dataset_probe: Any = None
+        self.pre_step_params: Any = None
+        self.rng_at_attach = _rng_states()
         self.first_batch: Optional[Dict[str, Any]] = None
         self.pending: List[Dict[str, Any]] = []  # this step's sample lines, written at its post-hook
         self.stream: Any = None
@@ -109,6 +146,7 @@ class Companion:
         self.hb = hb.Heartbeat(cfg.run, self.rank)
         self.numerics: Any = None
         self.coll: Any = None
+        self.training: Any = None
         self.recorder: Any = None
         r = self.rank
         if cfg.check:
@@ -122,6 +160,9 @@ class Companion:
             self.coll_out = j(layout.COLLECTIVES)
             self.numerics = Numerics(self.module, loss_fn, cfg.run, r, cfg.verify_steps, self.summaries)
             self.coll = Collectives(model, self.coll_out)
+            from .training import Training
+
+            self.training = Training(self.module, optimizer, scheduler, j(layout.TRAINING))
             if sampler is not None:
                 self.stream = record(sampler)
             self.replicas.write({"step": -1, "param_hash": hashing.tensors_hash(p for _, p in self.named_params)})
@@ -132,7 +173,7 @@ class Companion:
         optimizer.register_step_pre_hook(self._step_pre)
         optimizer.register_step_post_hook(self._step_post)
         model.register_forward_pre_hook(self._forward_pre)
-        model.register_forward_hook(self._forward_post)
+        model.register_forward_hook(self._forward_post, with_kwargs=True)
         self._excepthook = sys.excepthook
         sys.excepthook = self._on_exception
         atexit.register(self._at_exit)
@@ -169,9 +210,15 @@ class Companion:
                 files.torch_save(obj, os.path.join(self.cfg.run, copy_rel))
             items = Items(self.module, self.optimizer, self.scheduler, self.scaler,
                           self._sampler() is not None)
-            self.checkpoints.write({"index": k, "step": self.steps, "epoch": self.epoch, "path": path,
-                                    "abs_path": os.path.abspath(path) if path is not None else None,
-                                    "copy": copy_rel, "expected": items.expected(), "found": items.found(obj)})
+            loader_len = _len(self.loader_obj)
+            self.checkpoints.write({
+                "index": k, "step": self.steps, "epoch": self.epoch, "path": path,
+                "abs_path": os.path.abspath(path) if path is not None else None,
+                "copy": copy_rel, "expected": items.expected(), "found": items.found(obj),
+                # What a resume from here could do without: derived at an epoch's boundary, RNGs never drawn from.
+                "epoch_boundary": not self.in_epoch or (loader_len is not None and self.batch_in_epoch >= loader_len),
+                "batches": self.batches,
+                "rng_untouched": [k for k, v in _rng_states().items() if _same_state(v, self.rng_at_attach.get(k))]})
         if self.cfg.hold_after_save == k:
             sys.stderr.write("ddp_profile: rank %d: holding after save %d\n" % (self.rank, k))
             sys.stderr.flush()
@@ -197,9 +244,14 @@ class Companion:
     def on_batch(self, batch: Any, epoch: int, b: int) -> None:
         from .sampling import batch_len, first_tensors, take
 
+        self.batches += 1
         if self.first_batch is None:
             ts = first_tensors(batch)
             self.first_batch = {k: {"shape": list(t.shape), "dtype": _dtype(t)} for k, t in zip(("x", "y"), ts)}
+            if self.cfg.check:
+                from .dataset_probe import probe
+
+                self.dataset_probe = probe(getattr(self.loader_obj, "dataset", None))
             self.write_meta()
         if not self.cfg.check:
             return
@@ -224,12 +276,14 @@ class Companion:
         micro = self.forwards_in_step
         self.forwards_in_step += 1
         if self.numerics is not None:
+            self.training.forward_pre()  # before the verified steps turn dropout off
             self.coll.forward(self.steps, micro)
             self.numerics.begin_forward(self.steps, micro)
 
-    def _forward_post(self, module: Any, args: Any, out: Any) -> None:
+    def _forward_post(self, module: Any, args: Any, kwargs: Any, out: Any) -> None:
         if self.numerics is not None:
             self.numerics.end_forward()
+            self.training.forward_post(args, kwargs, out)
         self.hb.stage(hb.BACKWARD)
 
     def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
@@ -240,8 +294,9 @@ class Companion:
             self._inject(f.kind)
         if self.numerics is not None:
             self.coll.flush()
+            self.training.before_step()
             if self.numerics.verifying(self.steps):
-                self.numerics.dump(self.steps, self.named_params)
+                self.pre_step_params = self.numerics.dump(self.steps, self.named_params)
 
     def _inject(self, kind: str) -> None:
         s = self.steps
@@ -260,6 +315,8 @@ class Companion:
         if self.cfg.check:
             self._flush_samples(s)
             self.replicas.write({"step": s, "param_hash": hashing.tensors_hash(p for _, p in self.named_params)})
+            self.training.after_step(s, self.pre_step_params)
+            self.pre_step_params = None
             self.numerics.step_done(s)
         self.steps = s + 1
         self.batches_in_step = self.forwards_in_step = 0
@@ -305,6 +362,11 @@ class Companion:
             "forward_random_beyond_dropout": bool(self.numerics is not None and self.numerics.random_beyond_dropout),
             "optimizer_steps": self.steps, "epochs": self.epochs, "mode": self.cfg.mode,
         }
+        if self.cfg.check:
+            from .training import outside_optimizer
+
+            meta["params_outside_optimizer"] = outside_optimizer(self.module, self.optimizer)
+            meta["dataset_probe"] = self.dataset_probe
         if exit_ok:
             meta["exit"] = "ok"
         files.write_json(os.path.join(self.cfg.run, layout.companion_meta_file(self.rank)), meta)

@@ -22,6 +22,8 @@ from typing import Any, Dict, List, Optional, Set
 import torch
 import torch.nn as nn
 
+from .hashing import same_bits
+
 
 def _main_uses_numpy() -> bool:
     main = sys.modules.get("__main__")
@@ -149,6 +151,5 @@ class Items:
         if isinstance(key, str):
             name = key[len("module."):] if key.startswith("module.") else key
             live = self._live.get(name)
-            if live is not None and live.shape == t.shape and live.dtype == t.dtype and torch.equal(
-                    live.detach().cpu(), t.detach().cpu()):
+            if live is not None and same_bits(live, t):  # NaN-aware: a diverged run's weights are still found
                 out.add(("buffer:" if name in self.buffer_names else "param:") + name)

@@ -35,6 +35,16 @@ def tensor_bytes(t: Any) -> bytes:
     return ctypes.string_at(c.data_ptr(), n) if n else b""
 
 
+def same_bits(a: Any, b: Any) -> bool:
+    """Bitwise equality: NaN equals a NaN of the same bits (torch.equal says NaN != NaN), -0.0 differs from 0.0."""
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    x, y = a.detach().cpu().contiguous().reshape(-1), b.detach().cpu().contiguous().reshape(-1)
+    return bool(torch.equal(x.view(torch.uint8), y.view(torch.uint8)))
+
+
 def tensors_hash(ts: Iterable[Any]) -> str:
     h = OFFSET
     for t in ts:

@@ -23,7 +23,8 @@ PROGRESS_DIR = "progress"
 VERIFY_DIR = "verify"
 SAMPLES, REPLICAS, SUMMARIES = "samples", "replicas", "summaries"
 COLLECTIVES, CHECKPOINTS, FINAL = "collectives", "checkpoints", "final"
-VERIFY_KINDS = (SAMPLES, REPLICAS, SUMMARIES, COLLECTIVES, CHECKPOINTS, FINAL)
+TRAINING = "training"
+VERIFY_KINDS = (SAMPLES, REPLICAS, SUMMARIES, COLLECTIVES, CHECKPOINTS, FINAL, TRAINING)
 
 
 def progress_file(rank: int) -> str:

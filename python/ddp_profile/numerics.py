@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 
 from . import files, hashing, layout
+from .hashing import same_bits
 
 LossFn = Callable[[nn.Module, Any], torch.Tensor]
 
@@ -146,8 +147,9 @@ class Numerics:
         if self.rank == 0:
             self.unions.append(batches)
 
-    def dump(self, step: int, named_params: List[Any]) -> None:
-        """At the optimizer step pre-hook of a verified step: this rank's tensors, then rank 0's reference."""
+    def dump(self, step: int, named_params: List[Any]) -> Dict[str, torch.Tensor]:
+        """At the optimizer step pre-hook of a verified step: this rank's tensors, then rank 0's reference. Returns the
+        pre-step parameters (the training log says which ones the step left unchanged)."""
         params = {n: _cpu(p) for n, p in named_params}
         grads = {n: _cpu(p.grad) for n, p in named_params if p.grad is not None}
         acts = {str(m): a for m, a in sorted(self.acts.items())}
@@ -163,6 +165,7 @@ class Numerics:
             w({"step": step, "kind": "grad", "name": n, "stats": hashing.tensor_summary(t)})
         if self.rank == 0 and self.snapshot is not None and self.unions and self.loss_fn is not None:
             self._reference(step)
+        return params
 
     def _reference(self, step: int) -> None:
         ref, loss_fn = self.snapshot, self.loss_fn
@@ -199,7 +202,7 @@ class Numerics:
             with torch.no_grad():  # the probe: a forward random beyond nn.Dropout* (F.dropout, noise, ...)
                 u0 = to_device(concat(self.unions[0]), device)
                 a, b = loss_fn(ref, u0), loss_fn(ref, u0)
-                if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and not torch.equal(a, b):
+                if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and not same_bits(a, b):  # NaN-aware
                     self.random_beyond_dropout = True
         grads = {k: _cpu(p.grad) for k, p in ref.named_parameters() if p.grad is not None}
         # The layers' module classes: the judge names the kind of the first diverging layer (BatchNorm -> SyncBatchNorm).

@@ -41,6 +41,12 @@ CheckResult rank_sync(LadderState& L) {
   return check_rank_sync(hashes);
 }
 
+CheckResult same_dataset(LadderState& L) { return judge_same_dataset(L.subject.datasets(L.main)); }
+CheckResult learns(LadderState& L) { return judge_learns(L.subject.training(L.main)); }
+CheckResult finite(LadderState& L) { return judge_finite(L.subject.training(L.main)); }
+CheckResult mode(LadderState& L) { return judge_mode(L.subject.training(L.main)); }
+CheckResult schedule(LadderState& L) { return judge_schedule(L.subject.training(L.main)); }
+CheckResult memory(LadderState& L) { return judge_memory(L.subject.training(L.main)); }
 CheckResult no_sync(LadderState& L) { return judge_no_sync(L.subject.no_sync(L.main)); }
 CheckResult checkpoint_complete(LadderState& L) { return judge_checkpoint_complete(L.subject.checkpoints(L.main)); }
 CheckResult checkpoint_resume(LadderState& L) { return judge_resume(L.subject.resume(L.out_dir, L.main)); }
@@ -52,8 +58,14 @@ const std::vector<CheckEntry>& check_table() {
   static const std::vector<CheckEntry> table = {
       {"env.manifest", EvidenceFrom::main_run, kEverySubject, manifest},
       {"data.shard_rule", EvidenceFrom::main_run, kEverySubject, shard_rule},
+      {"data.same_dataset", EvidenceFrom::main_run, kUserScript, same_dataset},
+      {"train.learns", EvidenceFrom::main_run, kUserScript, learns},
+      {"numerics.finite", EvidenceFrom::main_run, kUserScript, finite},
+      {"train.mode", EvidenceFrom::main_run, kUserScript, mode},
+      {"train.schedule", EvidenceFrom::main_run, kUserScript, schedule},
       {"numerics.reference", EvidenceFrom::main_run, kEverySubject, numerics_reference},
       {"numerics.rank_sync", EvidenceFrom::main_run, kEverySubject, rank_sync},
+      {"memory.steady", EvidenceFrom::main_run, kEverySubject, memory},
       {"comm.no_sync", EvidenceFrom::main_run, kEverySubject, no_sync},
       {"checkpoint.complete", EvidenceFrom::main_run, kEverySubject, checkpoint_complete},
       {"checkpoint.resume", EvidenceFrom::own_runs, kEverySubject, checkpoint_resume},

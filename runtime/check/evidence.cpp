@@ -1,5 +1,6 @@
 #include "runtime/check/evidence.h"
 
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -22,7 +23,10 @@ std::vector<ConsumedBatch> read_consumed(const std::string& run_dir, int rank, s
       return {};
     }
     out.push_back({j.value("epoch", 0), j.value("step", int64_t{0}), j.value("micro", 0), j.value("batch", int64_t{0}),
-                   j["indices"].get<std::vector<int64_t>>()});
+                   j["indices"].get<std::vector<int64_t>>(),
+                   j.contains("sampler_epoch") && j["sampler_epoch"].is_number_integer()
+                       ? j["sampler_epoch"].get<int64_t>()
+                       : -1});
   }
   return out;
 }
@@ -35,6 +39,92 @@ std::map<int64_t, std::string> read_replica_hashes(const std::string& run_dir, i
     if (j.contains("step") && j["step"].is_number_integer() && j.contains("param_hash") && j["param_hash"].is_string())
       out[j["step"].get<int64_t>()] = j["param_hash"];
   return out;
+}
+
+std::vector<TrainingStep> parse_training_steps(const std::vector<nlohmann::json>& lines) {
+  auto names = [](const nlohmann::json& j, const char* k) {
+    std::vector<std::string> out;
+    if (j.contains(k) && j[k].is_array())
+      for (const auto& v : j[k])
+        if (v.is_string()) out.push_back(v);
+    return out;
+  };
+  std::vector<TrainingStep> out;
+  for (const auto& j : lines) {
+    TrainingStep t;
+    t.step = j.value("step", int64_t{0});
+    t.params = j.value("params", 0);
+    t.forwards = j.value("forwards", 0);
+    t.output_finite = j.value("output_finite", true);
+    t.model_in_eval = j.value("model_in_eval", false);
+    t.eval_modules = names(j, "eval_modules");
+    t.grad_zero = names(j, "grad_zero");
+    t.grad_nonfinite = names(j, "grad_nonfinite");
+    t.grad_none = names(j, "grad_none");
+    t.verified = j.contains("unchanged") && j["unchanged"].is_array();
+    t.unchanged = names(j, "unchanged");
+    if (j.contains("lrs") && j["lrs"].is_array())
+      for (const auto& v : j["lrs"])
+        if (v.is_number()) t.lrs.push_back(v.get<double>());
+    if (j.contains("scheduler_steps") && j["scheduler_steps"].is_number_integer())
+      t.scheduler_steps = j["scheduler_steps"].get<int64_t>();
+    if (j.contains("first_nonfinite_layer") && j["first_nonfinite_layer"].is_object()) {
+      const auto& f = j["first_nonfinite_layer"];
+      t.first_nonfinite_layer = f.contains("layer") && f["layer"].is_string() ? f["layer"].get<std::string>() : "";
+    }
+    t.rss = j.value("rss", int64_t{0});
+    t.cuda_allocated = j.contains("cuda_allocated") && j["cuda_allocated"].is_number_integer()
+                           ? j["cuda_allocated"].get<int64_t>()
+                           : -1;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+TrainingEvidence read_training(const std::string& run_dir, int world) {
+  TrainingEvidence e;
+  for (int r = 0; r < world; ++r) {
+    std::vector<nlohmann::json> lines;
+    if (!read_json_lines_strict(in_run(run_dir, verify_log_file(r, kVerifyTraining)), lines, e.failure)) {
+      e.per_rank.clear();
+      return e;
+    }
+    e.per_rank.push_back(parse_training_steps(lines));
+  }
+  return e;
+}
+
+std::string resume_data_stream(const std::vector<ConsumedBatch>& straight, const std::vector<ConsumedBatch>& resumed,
+                               int64_t resumed_at) {
+  // Per optimizer step, its last micro-batch (the one right before the step; batches a resume skips by hand are
+  // consumed before it) and whether the step opened an epoch.
+  std::map<int64_t, const ConsumedBatch*> last;
+  std::map<int64_t, bool> opens_epoch;
+  for (const ConsumedBatch& b : straight) {
+    last[b.step] = &b;
+    if (!opens_epoch.count(b.step)) opens_epoch[b.step] = b.batch == 0;
+  }
+  const ConsumedBatch* first = nullptr;
+  for (const ConsumedBatch& b : resumed)
+    if (b.step == 0) first = &b;
+  if (!first || !last.count(resumed_at)) return {};
+  auto same = [&](const ConsumedBatch& a) {
+    return a.indices == first->indices &&
+           (a.sampler_epoch < 0 || first->sampler_epoch < 0 || a.sampler_epoch == first->sampler_epoch);
+  };
+  if (same(*last[resumed_at])) return {};
+  int64_t found = -1;
+  for (const auto& [step, b] : last)
+    if (same(*b) && (found < 0 || std::llabs(step - resumed_at) < std::llabs(found - resumed_at))) found = step;
+  const std::string at = "the resumed run's first step (step " + std::to_string(resumed_at) + ") trains on ";
+  if (found < 0) return at + "a batch the straight run never trained on (another data order after resuming)";
+  const std::string batches = "the batches of step " + std::to_string(found);
+  if (found < resumed_at)
+    return at + batches + ": " +
+           (opens_epoch[found] ? "the saved epoch is trained again"
+                               : std::to_string(resumed_at - found) + " steps' batches are trained again") +
+           " (the checkpoint's epoch or position is off by one?)";
+  return at + batches + ": it skips " + std::to_string(found - resumed_at) + " steps' batches";
 }
 
 NumericsEvidence numerics_step(int64_t step, int rank, const std::vector<TensorCompare>& activations,

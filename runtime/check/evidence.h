@@ -23,6 +23,7 @@ struct ConsumedBatch {
   int micro = 0;
   int64_t batch = 0;
   std::vector<int64_t> indices;
+  int64_t sampler_epoch = -1;  // the sampler's own epoch (set_epoch) where it has one
 };
 // Every batch a rank logged; empty with `error` when the log is missing or has a damaged line.
 std::vector<ConsumedBatch> read_consumed(const std::string& run_dir, int rank, std::string& error);
@@ -48,6 +49,11 @@ struct TensorCompare {
   double max_allowed = 0;  // atol + rtol * |reference| + kTensorRtol * max |reference|, at the worst element
   double scale = 1;        // least-squares factor: got ~= scale * reference
   bool ok = true;
+  // Hypotheses tested on the tensors themselves when the comparison fails (numerics.reference's causes):
+  bool nonfinite = false;          // NaN or inf on one side only
+  bool reference_zero = false;     // the reference is exactly zero everywhere
+  bool piles_up = false;           // equals the reference plus this rank's previous step gradient (no zero_grad)
+  bool outside_optimizer = false;  // the parameter is in no optimizer param_group (never zeroed, never stepped)
 };
 struct NumericsEvidence {
   int64_t step = 0;
@@ -102,6 +108,9 @@ struct CheckpointContents {
   std::string file;
   std::vector<std::string> expected;  // what the live run holds
   std::vector<std::string> found;     // what the file holds
+  // What says an item a resume from this file does not need (the companion's facts; our job states none):
+  bool epoch_boundary = false;             // saved between epochs (or after an epoch's last batch)
+  std::vector<std::string> rng_untouched;  // RNG streams the job never drew from after attach
 };
 struct CheckpointEvidence {
   std::vector<CheckpointContents> files;  // per rank or per save; the first failing one is the verdict
@@ -121,12 +130,58 @@ struct ResumeEvidence {
   std::string failed;   // a leg failed: what happened
   std::string killed;   // how the interrupted leg ended: "killed right after checkpoint 1 (step 78)"
   std::vector<RankResume> ranks;
+  bool params_never_changed = false;  // the straight run's parameters ended as they began: an exact resume is vacuous
+  std::string data_stream;            // where the resumed run's data stream differs from the straight run's ("" = same)
+  std::string first_state_difference; // the first state item that differs at the resume point ("" = none, or unknown)
   nlohmann::json details = nlohmann::json::object();
 };
 // The final states (item -> hash) of the straight and the resumed run, compared rank by rank.
+// Where the resumed run's data differs from the straight run's: its first optimizer step's last micro-batch found
+// among the straight run's steps, against step `resumed_at` ("" = where it should be, or no samples to tell).
+std::string resume_data_stream(const std::vector<ConsumedBatch>& straight, const std::vector<ConsumedBatch>& resumed,
+                               int64_t resumed_at);
 std::vector<RankResume> compare_final_states(const std::vector<std::map<std::string, std::string>>& straight,
                                              const std::vector<std::map<std::string, std::string>>& resumed);
 std::map<std::string, std::string> parse_final_state(const std::vector<nlohmann::json>& lines);
+
+// --- train.learns, numerics.finite, train.mode, train.schedule, memory.steady --------------------------------------
+// One optimizer step of one rank, as logged in verify/rank<R>.training.jsonl (the companion writes every field; our
+// own job only the step and its memory).
+struct TrainingStep {
+  int64_t step = 0;
+  int params = 0;                    // parameters that require grad
+  int forwards = 0;                  // training forwards (grad enabled) in this step: the micro-batches
+  bool output_finite = true;         // every training forward's output so far
+  bool model_in_eval = false;        // a training forward ran with the model itself in eval mode
+  std::vector<std::string> eval_modules;    // dropout / batch-norm modules in eval mode during a training forward
+  std::vector<std::string> grad_zero;       // synced gradient exactly zero
+  std::vector<std::string> grad_nonfinite;  // synced gradient with a NaN or inf
+  std::vector<std::string> grad_none;       // requires grad, received none
+  bool verified = false;                    // a verified step: `unchanged` was looked at
+  std::vector<std::string> unchanged;       // parameters the optimizer step left bit for bit as they were
+  std::vector<double> lrs;                  // per param_group
+  int64_t scheduler_steps = -1;             // the scheduler's own count (last_epoch); -1: no scheduler
+  std::string first_nonfinite_layer;        // on the first non-finite forward: the first layer whose output is not
+  int64_t rss = 0;                          // resident bytes
+  int64_t cuda_allocated = -1;              // -1: not on CUDA
+};
+std::vector<TrainingStep> parse_training_steps(const std::vector<nlohmann::json>& lines);
+struct TrainingEvidence {
+  std::string failure;                                // a log could not be read: why
+  std::vector<std::vector<TrainingStep>> per_rank;    // every logged optimizer step of every rank, in order
+  std::vector<std::string> outside_optimizer;         // require grad, in no optimizer param_group
+  int64_t warmup_steps = 3;                           // memory: steps before these are warm-up (verified steps too)
+};
+// Every rank's training log in `run_dir` (empty per_rank with `failure` when one is missing or damaged).
+TrainingEvidence read_training(const std::string& run_dir, int world);
+
+// --- data.same_dataset ----------------------------------------------------------------------------------------------
+// Per rank, the companion's probe of its dataset: {"class", "size", "items": [[index, digest]...], "random_items"} or
+// {"class", "not_probed": why} (python/ddp_profile/dataset_probe.py).
+struct DatasetEvidence {
+  std::string failure;
+  std::vector<nlohmann::json> per_rank;
+};
 
 // --- faults.exit -------------------------------------------------------------------------------------------------
 // The step at which faults.exit injects each fault (late enough that every rank is training).
@@ -138,6 +193,7 @@ struct FaultScenario {
   RunOutcome outcome;
   bool traces_export = false;  // what the user keeps of the failed run still reads
   std::string export_error;
+  std::string run_failed;  // the run ended before its fault was injected: that run, its error line, its log
 };
 // Exports our fault run's traces to its trace.json; false with the reason when a rank's trace is missing or unreadable.
 bool export_fault_run_traces(const std::string& run_folder, int world, std::string& error);

@@ -55,6 +55,27 @@ CheckResult judge_checkpoint_complete(const CheckpointEvidence& evidence);
 // checkpoint.resume: straight run against killed-and-resumed run, item by item.
 CheckResult judge_resume(const ResumeEvidence& evidence);
 
+// data.same_dataset: the items at the same indices agree across ranks.
+CheckResult judge_same_dataset(const DatasetEvidence& evidence);
+
+// train.learns: every parameter that requires grad is in a param_group, gets a non-zero gradient, and is changed by
+// the optimizer step. numerics.finite: forward outputs and synced gradients finite at every step, the first
+// non-finite step and layer named. train.mode: training forwards in train mode. train.schedule: the scheduler steps
+// at most once per optimizer step.
+CheckResult judge_learns(const TrainingEvidence& evidence);
+CheckResult judge_finite(const TrainingEvidence& evidence);
+CheckResult judge_mode(const TrainingEvidence& evidence);
+CheckResult judge_schedule(const TrainingEvidence& evidence);
+
+// memory.steady: after warm-up, a rank that grows at least this much per step, and this much in all (the median of
+// the window's last quarter over its first), leaks. A steady CPU job here creeps by ~4 KB a step (allocator noise);
+// a kept graph of a 512-wide MLP grows ~175 KB a step.
+inline constexpr double kLeakBytesPerStep = 32e3, kLeakBytes = 2e6;
+inline constexpr size_t kMemoryMinSteps = 8;  // steps after warm-up needed to tell growth from warm-up
+// Ranks far apart: one rank's typical memory this many times another's, and at least this many bytes more.
+inline constexpr double kRanksApartRatio = 1.5, kRanksApartBytes = 512e6;
+CheckResult judge_memory(const TrainingEvidence& evidence);
+
 // faults.exit: one supervised run per injected fault.
 CheckResult judge_faults(const std::vector<FaultScenario>& scenarios);
 

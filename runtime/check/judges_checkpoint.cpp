@@ -1,5 +1,6 @@
 // checkpoint.complete and checkpoint.resume: what a checkpoint holds, and whether a killed-and-resumed run ends
 // where the straight run does.
+#include <algorithm>
 #include <set>
 
 #include "runtime/check/judges.h"
@@ -28,12 +29,50 @@ CheckResult check_checkpoint_items(const std::vector<std::string>& expected, con
               d);
 }
 
+namespace {
+// Why a resume from `c` does not need `item`, which it lacks, and when it would ("" = it is needed).
+std::string not_needed(const std::string& item, const CheckpointContents& c, const std::set<std::string>& have) {
+  const bool epoch = have.count("epoch") > 0;
+  if (item == "step" && epoch && c.epoch_boundary)
+    return "step (derivable from the epoch at an epoch boundary; needed for a checkpoint saved mid-epoch)";
+  if (item == "sampler.position" && epoch && c.epoch_boundary)
+    return "sampler.position (an epoch boundary resumes at the next epoch's first batch; needed mid-epoch)";
+  if (item == "sampler.position" && epoch && have.count("step"))
+    return "sampler.position (derivable from the global step and the epoch when the script skips the batches it "
+           "trained on: checkpoint.resume shows whether it does)";
+  if (item.rfind("rng.", 0) == 0 && std::find(c.rng_untouched.begin(), c.rng_untouched.end(), item) != c.rng_untouched.end())
+    return item + " (the job never drew from it after attach; needed once dropout, augmentation or unseeded shuffling "
+                  "draws from it)";
+  return {};
+}
+
+// One file: a missing item the resume needs fails; one it provably does not need is a warning saying when it would.
+CheckResult judge_checkpoint_file(const CheckpointContents& c) {
+  const std::set<std::string> have(c.found.begin(), c.found.end());
+  std::vector<std::string> required, derivable;  // required: what this resume needs, present or not
+  for (const auto& item : c.expected) {
+    std::string why = have.count(item) ? std::string() : not_needed(item, c, have);
+    if (why.empty()) required.push_back(item);
+    else derivable.push_back(why);
+  }
+  CheckResult r = check_checkpoint_items(required, c.found, c.file);
+  if (r.status != CheckStatus::pass || derivable.empty()) return r;
+  r.details["not_needed_here"] = derivable;
+  std::string list;
+  for (const auto& d : derivable) list += (list.empty() ? "" : "; ") + d;
+  return check_result("checkpoint.complete", CheckStatus::warn,
+                      "all " + std::to_string(required.size()) + " items a resume from " + c.file +
+                          " needs are present; not saved, not needed here: " + list,
+                      r.details);
+}
+}  // namespace
+
 CheckResult judge_checkpoint_complete(const CheckpointEvidence& e) {
   if (e.files.empty()) return check_result("checkpoint.complete", CheckStatus::fail, e.none);
   CheckResult first;
   for (size_t i = 0; i < e.files.size(); ++i) {
     const CheckpointContents& c = e.files[i];
-    CheckResult r = check_checkpoint_items(c.expected, c.found, c.file);
+    CheckResult r = judge_checkpoint_file(c);
     if (r.status == CheckStatus::fail) return r;
     if (i == 0) first = r;
   }
@@ -68,16 +107,25 @@ CheckResult judge_resume(const ResumeEvidence& e) {
       return check_result("checkpoint.resume", CheckStatus::fail, "the resumed run's " + rank + " recorded no final state", d);
     if (!r.first_difference.empty()) {
       d["first_difference"] = r.first_difference;
+      // Where the resumed run's data went another way, that is the cause; else a hint from the item's kind.
       return check_result("checkpoint.resume", CheckStatus::fail,
                           rank + ": " + r.first_difference + " " + r.difference +
                               " between the straight run and the run " + e.killed + " and resumed" +
-                              resume_hint(r.first_difference),
+                              (e.data_stream.empty() ? resume_hint(r.first_difference) : ": " + e.data_stream),
                           d);
     }
   }
   // Nothing compared is no pass.
   if (items == 0) return check_result("checkpoint.resume", CheckStatus::fail, "the straight run recorded no final state", d);
   d["items"] = items;
+  if (e.params_never_changed)  // equal to a run that never moved: no pass
+    return check_result("checkpoint.resume", CheckStatus::warn,
+                        "the resumed run ends equal to the straight run, but the straight run's parameters never "
+                        "changed: an exact resume proves nothing (see train.learns)",
+                        d);
+  if (!e.data_stream.empty())
+    return check_result("checkpoint.resume", CheckStatus::fail,
+                        "the final state matches, but " + e.data_stream, d);
   return check_result("checkpoint.resume", CheckStatus::pass,
                       e.killed + " and resumed to the end: " + std::to_string(items) +
                           " items (parameters, optimizer state, and what else the run's state holds) equal the "

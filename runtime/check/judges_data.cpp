@@ -1,5 +1,7 @@
-// env.manifest, data.shard_rule and numerics.rank_sync: the judges that read what the ranks logged as it was.
+// env.manifest, data.shard_rule, data.same_dataset and numerics.rank_sync: the judges that read what the ranks
+// logged as it was.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "runtime/check/judges.h"
@@ -162,10 +164,82 @@ CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& h
     }
   }
   if (compared == 0) return check_result("numerics.rank_sync", CheckStatus::fail, "no parameter hashes to compare");
+  // Replicas that never changed are identical whatever the synchronisation does: no pass.
+  std::set<std::string> distinct;
+  for (const auto& [step, hash] : h[0]) distinct.insert(hash);
+  if (distinct.size() == 1 && h[0].size() > 1)
+    return check_result("numerics.rank_sync", CheckStatus::warn,
+                        "the parameters never changed in " + std::to_string(h[0].size() - 1) +
+                            " optimizer steps: identical replicas prove nothing about the synchronisation (see "
+                            "train.learns)",
+                        {{"comparisons", compared}, {"never_changed", true}});
   return check_result("numerics.rank_sync", CheckStatus::pass,
               "parameters bitwise identical on all ranks at start and after each of " + std::to_string(h[0].size() - 1) +
                   " optimizer steps (" + std::to_string(compared) + " hash comparisons)",
               {{"comparisons", compared}});
+}
+
+
+CheckResult judge_same_dataset(const DatasetEvidence& e) {
+  const char* id = "data.same_dataset";
+  if (!e.failure.empty()) return check_result(id, CheckStatus::fail, e.failure);
+  nlohmann::json d = {{"ranks", e.per_rank}};
+  if (e.per_rank.empty() || !e.per_rank.front().is_object())
+    return check_result(id, CheckStatus::fail, "no rank recorded its dataset (the loader never yielded a batch?)", d);
+  for (size_t r = 0; r < e.per_rank.size(); ++r) {
+    const nlohmann::json& p = e.per_rank[r];
+    if (!p.is_object()) return check_result(id, CheckStatus::fail, "rank " + std::to_string(r) + " recorded no dataset", d);
+    if (p.contains("not_probed"))
+      return check_result(id, CheckStatus::skip,
+                          "not compared: " + p.value("not_probed", std::string()) + " (rank " + std::to_string(r) + ")",
+                          d);
+  }
+  const nlohmann::json& first = e.per_rank.front();
+  const int64_t size = first.value("size", int64_t{-1});
+  for (size_t r = 1; r < e.per_rank.size(); ++r)
+    if (e.per_rank[r].value("size", int64_t{-1}) != size)
+      return check_result(id, CheckStatus::fail,
+                          "rank " + std::to_string(r) + "'s dataset has " +
+                              std::to_string(e.per_rank[r].value("size", int64_t{-1})) + " items, rank 0's " +
+                              std::to_string(size) + ": each rank builds its own dataset",
+                          d);
+  // index -> digest per rank; an index drawn at random on every read (augmentation) is on no rank's list.
+  auto digests = [](const nlohmann::json& p) {
+    std::map<int64_t, std::string> m;
+    for (const auto& it : p.value("items", nlohmann::json::array()))
+      if (it.is_array() && it.size() == 2 && it[0].is_number_integer() && it[1].is_string()) m[it[0]] = it[1];
+    return m;
+  };
+  const auto base = digests(first);
+  size_t compared = 0;
+  for (size_t r = 1; r < e.per_rank.size(); ++r)
+    for (const auto& [index, digest] : digests(e.per_rank[r])) {
+      auto it = base.find(index);
+      if (it == base.end()) continue;
+      ++compared;
+      if (it->second != digest)
+        return check_result(id, CheckStatus::fail,
+                            "sample " + std::to_string(index) + " differs between rank 0 and rank " +
+                                std::to_string(r) +
+                                ": each rank builds its own dataset (unseeded synthetic data, a split drawn without "
+                                "a fixed generator, a per-rank file list?)",
+                            d);
+    }
+  const size_t random_items = first.value("random_items", nlohmann::json::array()).size();
+  if (e.per_rank.size() < 2)
+    return check_result(id, CheckStatus::skip, "one rank: no other rank's dataset to compare", d);
+  if (compared == 0)
+    return check_result(id, CheckStatus::skip,
+                        "not compared: every probed item differs between two reads under one seed (drawn at random "
+                        "on every read)",
+                        d);
+  return check_result(id, CheckStatus::pass,
+                      "the same " + std::to_string(size) + "-item " + first.value("class", std::string("dataset")) +
+                          " on every rank: " + std::to_string(base.size()) + " items at the same indices equal on " +
+                          std::to_string(e.per_rank.size()) + " ranks" +
+                          (random_items ? " (" + std::to_string(random_items) + " random on every read, not compared)"
+                                        : ""),
+                      d);
 }
 
 }  // namespace ddp

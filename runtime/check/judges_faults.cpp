@@ -27,7 +27,8 @@ CheckResult judge_faults(const std::vector<FaultScenario>& scenarios) {
                  {"slowest_exit_after_fault_s", worst}, {"limit_s", limit}, {"traces_export", s.traces_export}});
     times += (times.empty() ? "" : ", ") + s.kind + " " + fmt("%.2f s", worst);
     if (!problem.empty()) continue;
-    if (o.exit_code != 1) problem = s.kind + ": supervisor exited " + std::to_string(o.exit_code) + ", expected 1";
+    if (!s.run_failed.empty()) problem = s.kind + ": " + s.run_failed;
+    else if (o.exit_code != 1) problem = s.kind + ": supervisor exited " + std::to_string(o.exit_code) + ", expected 1";
     else if (o.culprit != s.rank || !named) problem = s.kind + ": the failing rank " + std::to_string(s.rank) + " was not named (" + o.message + ")";
     else if (!has_step || !has_stage) problem = s.kind + ": the message lacks the step or stage (" + o.message + ")";
     else if (worst > limit) problem = s.kind + ": a rank took " + fmt("%.2f", worst) + " s to end, limit " + fmt("%.0f", limit) + " s";

@@ -18,9 +18,22 @@ TensorCompare compare_values(const std::string& name, const std::vector<double>&
     return c;
   }
   double largest = 0;
-  for (double r : ref) largest = std::max(largest, std::fabs(r));
+  for (double r : ref)
+    if (std::isfinite(r)) largest = std::max(largest, std::fabs(r));
   double gr = 0, rr = 0, worst_excess = -INFINITY;
   for (size_t i = 0; i < got.size(); ++i) {
+    // NaN-aware: the same non-finite value on both sides agrees (numerics.finite names where it began); one side
+    // only is a difference no tolerance covers.
+    if (!std::isfinite(got[i]) || !std::isfinite(ref[i])) {
+      if (std::isnan(got[i]) && std::isnan(ref[i])) continue;
+      if (got[i] == ref[i]) continue;  // the same infinity
+      c.ok = false;
+      c.nonfinite = true;
+      c.max_abs_diff = INFINITY;
+      c.max_allowed = atol;
+      worst_excess = INFINITY;
+      continue;
+    }
     double diff = std::fabs(got[i] - ref[i]);
     double allowed = atol + rtol * std::fabs(ref[i]) + kTensorRtol * largest;
     if (!(diff <= allowed)) c.ok = false;  // NaN fails too
@@ -33,6 +46,7 @@ TensorCompare compare_values(const std::string& name, const std::vector<double>&
     rr += ref[i] * ref[i];
   }
   c.scale = rr > 0 ? gr / rr : 1.0;
+  c.reference_zero = rr == 0 && largest == 0;
   return c;
 }
 
@@ -55,11 +69,22 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
     compared += s.grads.size();
     if (bad == s.grads.end()) continue;
     std::string where = "step " + std::to_string(s.step) + ", rank " + std::to_string(s.rank) + ", first at " + bad->name +
-                        ": max |diff| " + fmt("%.3g", bad->max_abs_diff) + " > allowed " + fmt("%.3g", bad->max_allowed) +
-                        ", ratio to reference " + fmt("%.4g", bad->scale);
+                        (bad->nonfinite ? std::string(": non-finite on one side only (NaN or inf in the rank's gradient "
+                                                      "or the reference's, not both)")
+                                        : ": max |diff| " + fmt("%.3g", bad->max_abs_diff) + " > allowed " +
+                                              fmt("%.3g", bad->max_allowed) + ", ratio to reference " +
+                                              fmt("%.4g", bad->scale));
     std::string cause;
     auto first_act = std::find_if(s.activations.begin(), s.activations.end(), [](const TensorCompare& c) { return !c.ok; });
-    if (!s.samples_follow_rule)
+    if (bad->outside_optimizer)
+      cause = bad->name + " is in no optimizer param_group: its gradient is never zeroed and piles up (a layer "
+              "replaced after the optimizer was built?)";
+    else if (bad->piles_up)
+      cause = "the gradient is this step's plus the last step's: optimizer.zero_grad() is not called between "
+              "optimizer steps";
+    else if (bad->nonfinite)
+      cause = "non-finite numbers (see numerics.finite)";
+    else if (!s.samples_follow_rule)
       cause = "a rank saw other samples than the sampler rule assigns (see data.shard_rule)";
     else if (std::fabs(bad->scale * world - 1) < 0.02)
       cause = "gradients are 1/" + std::to_string(world) +
@@ -79,6 +104,14 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
     return check_result("numerics.reference", CheckStatus::fail, where + ". Likely cause: " + cause, d);
   }
   if (compared == 0) return check_result("numerics.reference", CheckStatus::fail, "no gradients were compared", d);
+  bool all_zero = true;  // zeros equal zeros whatever the reduction does: no pass
+  for (const auto& s : steps)
+    for (const auto& g : s.grads) all_zero &= g.reference_zero;
+  if (all_zero)
+    return check_result("numerics.reference", CheckStatus::warn,
+                        "every reference gradient is exactly zero in the " + std::to_string(steps.size() / std::max(world, 1)) +
+                            " verified step(s): equal zeros prove nothing about the reduction (see train.learns)",
+                        d);
   return check_result("numerics.reference", CheckStatus::pass,
               "synced gradients match a single-rank reference on the union of the ranks' samples for " +
                   std::to_string(steps.size() / std::max(world, 1)) + " step(s) x " + std::to_string(world) + " ranks, " +

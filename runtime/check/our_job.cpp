@@ -189,9 +189,20 @@ class OurJob final : public CheckSubject {
     CheckpointEvidence e;
     for (int r = 0; r < main.world; ++r) {
       const std::string f = checkpoint_file(checkpoint_dir(main.dir, kCheckpointStep), r);
-      e.files.push_back({f, expected_checkpoint_items(model), checkpoint_items(f)});
+      CheckpointContents c;
+      c.file = f;
+      c.expected = expected_checkpoint_items(model);
+      c.found = checkpoint_items(f);
+      e.files.push_back(std::move(c));
     }
     return e;
+  }
+
+  // Our ranks log their memory per step in the companion's layout; the rest of the training log is the companion's
+  // (our job's learning is proven by numerics.reference against its own single-rank reference).
+  TrainingEvidence training(const MainRun& main) override { return read_training(main.dir, main.world); }
+  DatasetEvidence datasets(const MainRun&) override {
+    return {"our job reads one dataset file on every rank (its digest is in the manifest)", {}};
   }
 
   ResumeEvidence resume(const std::string& out, const MainRun& main) override;

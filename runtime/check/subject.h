@@ -43,6 +43,8 @@ class CheckSubject {
   virtual NumericsOutcome numerics(const MainRun& main, bool samples_follow_rule) = 0;
   virtual NoSyncEvidence no_sync(const MainRun& main) = 0;
   virtual CheckpointEvidence checkpoints(const MainRun& main) = 0;
+  virtual TrainingEvidence training(const MainRun& main) = 0;
+  virtual DatasetEvidence datasets(const MainRun& main) = 0;
   // Evidence from runs of their own, each in a folder under out_dir (traces/model/run_folder.h names them).
   virtual ResumeEvidence resume(const std::string& out_dir, const MainRun& main) = 0;
   virtual std::vector<FaultScenario> faults(const std::string& out_dir, const MainRun& main) = 0;

@@ -54,6 +54,11 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
   NumericsOutcome out;
   out.world = world;
   std::vector<NumericsEvidence>& evidence = out.steps;
+  const std::vector<std::string> outside =
+      meta0.contains("params_outside_optimizer") && meta0["params_outside_optimizer"].is_array()
+          ? meta0["params_outside_optimizer"].get<std::vector<std::string>>()
+          : std::vector<std::string>{};
+  std::vector<Dict> previous;  // the ranks' dumps of the step before: a gradient that piles up is this plus that
   for (int64_t step = 0; step < verify_steps; ++step) {
     const std::string ref_file = in_run(dir, reference_step_file(step));
     if (!fs::exists(ref_file)) break;
@@ -105,10 +110,23 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
       for (const auto& [name, want] : ref_grads) {
         const at::Tensor* g = find(grads, name);
         if (!g) throw std::runtime_error(verify_step_file(r, step) + " lacks the gradient of " + name);
-        ev.grads.push_back(compare_values(name, tensor_values(*g), tensor_values(want), kFloat32Rtol, kFloat32Atol));
+        TensorCompare c = compare_values(name, tensor_values(*g), tensor_values(want), kFloat32Rtol, kFloat32Atol);
+        if (!c.ok) {
+          c.outside_optimizer = std::find(outside.begin(), outside.end(), name) != outside.end();
+          at::Tensor before;
+          if (!previous.empty()) {
+            const Named last = under(previous[r], "grads/");
+            if (const at::Tensor* t = find(last, name)) before = *t;
+          }
+          c.piles_up = before.defined() && before.sizes() == g->sizes() &&
+                       compare_values(name, tensor_values(*g - before), tensor_values(want), kFloat32Rtol,
+                                      kFloat32Atol).ok;
+        }
+        ev.grads.push_back(c);
       }
       evidence.push_back(ev);
     }
+    previous = std::move(dumps);
   }
   if (evidence.empty()) {
     out.failure = "no reference dumps in " + in_run(dir, kVerifyDir) +

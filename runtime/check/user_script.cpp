@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "runtime/check/ladder.h"
@@ -31,6 +32,13 @@ std::vector<std::string> split_words(const std::string& s) {
   std::vector<std::string> out;
   for (std::string w; in >> w;) out.push_back(w);
   return out;
+}
+
+// A run of the ladder that failed before what the ladder waits for (a port taken, an import error, an OOM kill):
+// that run, its error line and its log, never a verdict about the script.
+std::string run_failure(const std::string& run, const UserLaunchResult& r, const std::string& dir) {
+  const std::string why = !r.started ? r.error : r.last_error_line.empty() ? r.message : r.last_error_line;
+  return "the ladder's " + run + " run failed: " + why + " (log: " + in_run(dir, kLaunchLogFile) + ")";
 }
 
 std::string failure_of(const UserLaunchResult& r) {
@@ -133,11 +141,27 @@ class UserScript final : public CheckSubject {
         continue;
       const nlohmann::json& s = saves.front();
       e.files.push_back({s.value("path", std::string()), s.value("expected", std::vector<std::string>{}),
-                         s.value("found", std::vector<std::string>{})});
+                         s.value("found", std::vector<std::string>{}), s.value("epoch_boundary", false),
+                         s.value("rng_untouched", std::vector<std::string>{})});
     }
     e.none =
         "the script never called dp.save(state, path): nothing checkpoints this run (use dp.save instead of "
         "torch.save for checkpoints)";
+    return e;
+  }
+
+  TrainingEvidence training(const MainRun& main) override {
+    TrainingEvidence e = read_training(main.dir, main.world);
+    e.outside_optimizer = metas_.front().value("params_outside_optimizer", std::vector<std::string>{});
+    e.warmup_steps = kVerifySteps + 1;  // rank 0 builds the reference beside the job in the verified steps
+    return e;
+  }
+
+  DatasetEvidence datasets(const MainRun& main) override {
+    DatasetEvidence e;
+    for (int r = 0; r < main.world; ++r)
+      e.per_rank.push_back(r < static_cast<int>(metas_.size()) ? metas_[r].value("dataset_probe", nlohmann::json())
+                                                                : nlohmann::json());
     return e;
   }
 
@@ -196,8 +220,8 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
   const std::string straight = in_run(out, kCheckResumeStraight), killed = in_run(out, kCheckResumeKilled),
                     resumed = in_run(out, kCheckResumeResumed);
   UserLaunchResult a = launch(straight, {});
-  if (a.exit_code != 0) {
-    e.failed = "the straight run failed: " + a.message;
+  if (!a.started || a.exit_code != 0) {
+    e.failed = run_failure("straight", a, straight);
     return e;
   }
   // The killed run: rank 0 holds right after its save; we kill the whole job there, as a crash would.
@@ -213,7 +237,11 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
       }
     return false;
   };
-  launch(killed, {{kEnvHoldAfterSave, std::to_string(kResumeFromSave)}}, {}, kMainHangTimeoutS, saved);
+  UserLaunchResult k = launch(killed, {{kEnvHoldAfterSave, std::to_string(kResumeFromSave)}}, {}, kMainHangTimeoutS, saved);
+  if (save.is_null() && !saved() && (!k.started || (k.exit_code != 0 && !k.killed_by_us))) {
+    e.failed = run_failure("to-be-killed", k, killed);
+    return e;
+  }
   if (save.is_null() && !saved()) {
     e.failed = "the script never called dp.save on rank 0, or called it only at the end: nothing to resume from";
     return e;
@@ -225,11 +253,18 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
   std::string arg = cmd_.resume_arg;
   for (size_t p; (p = arg.find("{ckpt}")) != std::string::npos;) arg.replace(p, 6, ckpt);
   UserLaunchResult c = launch(resumed, {}, split_words(arg));
-  if (c.exit_code != 0) {
-    e.failed = "resuming with '" + arg + "' failed: " + (c.last_error_line.empty() ? c.message : c.last_error_line);
+  if (!c.started || c.exit_code != 0) {
+    e.failed = "resuming with '" + arg + "': " + run_failure("resumed", c, resumed);
     return e;
   }
   e.ranks = compare_final_states(final_states(straight, main.world), final_states(resumed, main.world));
+  std::string err;
+  std::set<std::string> hashes;
+  for (const auto& [s, h] : read_replica_hashes(straight, 0, err)) hashes.insert(h);
+  e.params_never_changed = hashes.size() == 1;
+  std::string serr, rerr;
+  e.data_stream = resume_data_stream(read_consumed(straight, 0, serr), read_consumed(resumed, 0, rerr), step);
+  if (!e.data_stream.empty()) e.details["data_stream"] = e.data_stream;
   return e;
 }
 
@@ -243,6 +278,11 @@ std::vector<FaultScenario> UserScript::faults(const std::string& out, const Main
     const std::string dir = in_run(out, check_fault_run(kind));
     UserLaunchResult res = launch(
         dir, {{kEnvFault, kind + "," + std::to_string(rank) + "," + std::to_string(s.step)}}, {}, kFaultHangTimeoutS);
+    int64_t steps_done = 0;
+    for (const auto& r : res.ranks) steps_done = std::max(steps_done, r.steps);
+    if (!res.started || steps_done < s.step)
+      s.run_failed = run_failure(kind + " fault", res, dir) + ", before the fault was injected at step " +
+                     std::to_string(s.step);
     s.outcome.exit_code = res.exit_code != 0 || res.hung ? 1 : 0;
     s.outcome.culprit = res.culprit;
     s.outcome.message = res.message;

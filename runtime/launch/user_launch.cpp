@@ -16,6 +16,7 @@
 
 #include "profiler/clock.h"
 #include "runtime/launch/hang_watch.h"
+#include "runtime/launch/loopback_port.h"
 #include "runtime/launch/progress.h"
 #include "runtime/launch/user_job.h"
 #include "traces/model/run_folder.h"
@@ -167,7 +168,21 @@ std::string last_exception_line(const std::string& log) {
 }
 }  // namespace
 
-UserLaunchResult run_user_launch(const UserLaunch& launch) {
+bool launch_chooses_port(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+  for (const std::string& a : argv)
+    for (const char* opt : {"--master-port", "--master_port", "--rdzv-endpoint", "--rdzv_endpoint", "--standalone"})
+      if (a == opt || a.rfind(std::string(opt) + "=", 0) == 0) return true;
+  for (const char* var : {kEnvTorchrunMasterPort, "PET_RDZV_ENDPOINT", "PET_STANDALONE"})
+    if (env.count(var) || std::getenv(var)) return true;
+  return false;
+}
+
+UserLaunchResult run_user_launch(const UserLaunch& given) {
+  UserLaunch launch = given;
+  if (!launch_chooses_port(launch.argv, launch.env)) {
+    const int port = free_loopback_port();
+    if (port > 0) launch.env[kEnvTorchrunMasterPort] = std::to_string(port);
+  }
   UserLaunchResult res;
   std::error_code ec;
   fs::create_directories(in_run(launch.run_dir, kLogsDir), ec);

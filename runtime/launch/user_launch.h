@@ -43,6 +43,12 @@ struct UserLaunchResult {
   double wall_s = 0;
 };
 
+// Whether LAUNCH picks its own rendezvous port (torchrun's --master-port, --rdzv-endpoint or --standalone, or the
+// PET_* variables torchrun reads them from, in `env` or ours). When it does not, each launch gets a free one through
+// PET_MASTER_PORT: torchrun's default 29500 makes two ladders, or a ladder beside any other job, collide.
+bool launch_chooses_port(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+inline const char* kEnvTorchrunMasterPort = "PET_MASTER_PORT";
+
 UserLaunchResult run_user_launch(const UserLaunch& launch);
 
 }  // namespace ddp

@@ -8,6 +8,7 @@
 #include "runtime/train/pickle_file.h"
 #include "traces/model/run_folder.h"
 #include <fstream>
+#include <unistd.h>
 #include <stdexcept>
 
 namespace ddp {
@@ -46,7 +47,7 @@ nlohmann::json tensor_summary(const at::Tensor& t) {
 
 
 VerifyLog::~VerifyLog() {
-  for (FILE* f : {samples_, replicas_, summaries_})
+  for (FILE* f : {samples_, replicas_, summaries_, training_})
     if (f) std::fclose(f);
 }
 
@@ -64,6 +65,7 @@ void VerifyLog::open(const std::string& run_dir, int rank, int64_t dump_steps) {
   samples_ = open_file(verify_samples_file(rank));
   replicas_ = open_file(verify_replicas_file(rank));
   summaries_ = open_file(verify_summaries_file(rank));
+  training_ = open_file(verify_log_file(rank, kVerifyTraining));
 }
 
 void VerifyLog::batch(int epoch, int64_t step, int micro, int64_t batch, const std::vector<int64_t>& indices) {
@@ -77,6 +79,24 @@ void VerifyLog::replica(int64_t step, const std::string& param_hash) {
   if (!replicas_) return;
   std::fprintf(replicas_, "{\"step\":%lld,\"param_hash\":\"%s\"}\n", static_cast<long long>(step), param_hash.c_str());
   std::fflush(replicas_);
+}
+
+namespace {
+// What the process really holds: its resident set (/proc/self/statm's second field, in pages).
+int64_t resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+}  // namespace
+
+void VerifyLog::memory(int64_t step, int64_t cuda_allocated) {
+  if (!training_) return;
+  nlohmann::json j = {{"step", step}, {"rss", resident_bytes()}};
+  if (cuda_allocated >= 0) j["cuda_allocated"] = cuda_allocated;
+  std::fprintf(training_, "%s\n", j.dump().c_str());
+  std::fflush(training_);
 }
 
 void VerifyLog::dump_step(int64_t step, const std::vector<std::pair<std::string, at::Tensor>>& params,

@@ -300,7 +300,12 @@ class Trainer {
     const auto took = std::chrono::steady_clock::now() - t0;
     step_ms_.push_back(std::chrono::duration<double, std::milli>(took).count());
     g_progress.step_time(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
-    if (verify_.enabled()) verify_.replica(step, tensors_hash(params_));
+    if (verify_.enabled()) {
+      verify_.replica(step, tensors_hash(params_));
+      verify_.memory(step, s_.device.is_cuda()
+                               ? static_cast<int64_t>(cuda::memory_stats(s_.device.index()).allocated)
+                               : -1);
+    }
     return loss;
   }
 

@@ -1,0 +1,177 @@
+"""Whether the job learns, one line per optimizer step (check mode): verify/rank<R>.training.jsonl.
+
+Python records, C++ judges (runtime/check/judges_training.cpp, judges_memory.cpp). A line holds what a step showed:
+- the parameters whose synced gradient is exactly zero, non-finite, or absent (one norm per parameter, torch's
+  _foreach_norm: one pass over the gradients);
+- whether the forward output was finite, and on the first non-finite one the first layer whose output is not
+  (the forward run again on a copy, from the same input and RNG state: the step itself is not disturbed);
+- the modules a training forward (grad enabled) ran in eval mode, and whether the model itself was in train mode;
+- the learning rate of each param_group and the scheduler's own step count (last_epoch): how often it stepped;
+- in verified steps, the parameters the optimizer step left unchanged;
+- memory: the process's resident set, and on CUDA the caching allocator's allocated/reserved bytes.
+The parameters that require grad but are in no optimizer param_group are named once, in the companion's meta.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional
+
+import torch
+import torch.nn as nn
+
+from . import files
+from .hashing import same_bits
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# Modules whose forward differs between train and eval mode: what a forgotten model.train() changes.
+_MODE_SENSITIVE = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
+
+
+def resident_bytes() -> int:
+    """What the process really holds: its resident set (/proc/self/statm), 0 where there is none."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def outside_optimizer(module: nn.Module, optimizer: Any) -> List[str]:
+    """Parameters that require grad and are in no param_group: never updated, their gradients never zeroed."""
+    grouped = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    return [n for n, p in module.named_parameters() if p.requires_grad and id(p) not in grouped]
+
+
+def find_scheduler(optimizer: Any) -> Any:
+    """The learning-rate scheduler driving `optimizer` when the script did not hand it to attach (one gc walk)."""
+    import gc
+
+    kinds = tuple(k for k in (getattr(torch.optim.lr_scheduler, "LRScheduler", None),
+                              getattr(torch.optim.lr_scheduler, "_LRScheduler", None),
+                              getattr(torch.optim.lr_scheduler, "ReduceLROnPlateau", None)) if k is not None)
+    for o in gc.get_objects():
+        try:
+            if isinstance(o, kinds) and getattr(o, "optimizer", None) is optimizer:
+                return o
+        except Exception:  # noqa: BLE001  (objects whose isinstance raises)
+            continue
+    return None
+
+
+def _first_tensor(out: Any) -> Optional[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict):
+        out = list(out.values())
+    elif hasattr(out, "logits") and isinstance(getattr(out, "logits"), torch.Tensor):
+        return out.logits
+    if isinstance(out, (tuple, list)):
+        for x in out:
+            if isinstance(x, torch.Tensor):
+                return x
+    return None
+
+
+def _finite(t: Optional[torch.Tensor]) -> bool:
+    if t is None or not t.is_floating_point() or t.numel() == 0:
+        return True
+    return bool(torch.isfinite(t.detach().sum(dtype=torch.float64)))  # one reduction; NaN or inf anywhere shows
+
+
+class Training:
+    def __init__(self, module: nn.Module, optimizer: Any, scheduler: Any, out: files.Jsonl) -> None:
+        self.module, self.optimizer, self.scheduler, self.out = module, optimizer, scheduler, out
+        self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        self.mode_modules = [("%s (%s)" % (n, type(m).__name__) if n else type(m).__name__, m)
+                             for n, m in module.named_modules() if isinstance(m, _MODE_SENSITIVE)]
+        self.searched_scheduler = scheduler is not None
+        self.output_finite = True
+        self.eval_modules: List[str] = []
+        self.model_in_eval = False
+        self.training_forwards = 0
+        self.localized: Optional[Dict[str, Any]] = None  # the first non-finite layer, once
+        self.localized_written = False
+        self._rng: Any = None
+        self._grads: Dict[str, Any] = {}
+
+    # -- forward ------------------------------------------------------------------------------------------------------
+    def forward_pre(self) -> None:
+        if not torch.is_grad_enabled():  # a validation forward: not part of training
+            return
+        self.training_forwards += 1
+        self.model_in_eval |= not self.module.training
+        for n, m in self.mode_modules:
+            if not m.training and n not in self.eval_modules:
+                self.eval_modules.append(n)
+        if self.localized is None and self.output_finite:
+            self._rng = torch.get_rng_state()
+
+    def forward_post(self, args: Any, kwargs: Any, out: Any) -> None:
+        if not torch.is_grad_enabled() or not self.output_finite:
+            return
+        if not _finite(_first_tensor(out)):
+            self.output_finite = False
+            if self.localized is None:
+                self.localized = self._first_nonfinite_layer(args, kwargs)
+
+    def _first_nonfinite_layer(self, args: Any, kwargs: Any) -> Dict[str, Any]:
+        """The forward again on a copy of the module, from the same input and RNG state: the first leaf module whose
+        output is not finite (forward order)."""
+        from .numerics import copy_without_hooks, leaves
+
+        found: List[str] = []
+        try:
+            copy = copy_without_hooks(self.module)
+            hooks = []
+            for name, leaf in leaves(copy):
+                def hook(m: Any, i: Any, o: Any, name: str = name) -> None:
+                    if not found and isinstance(o, torch.Tensor) and not _finite(o):
+                        found.append("%s (%s)" % (name, type(m).__name__))
+                hooks.append(leaf.register_forward_hook(hook))
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                if self._rng is not None:
+                    torch.set_rng_state(self._rng)
+                copy(*args, **(kwargs or {}))
+            for h in hooks:
+                h.remove()
+        except Exception as e:  # noqa: BLE001  (the copy's forward may not run outside DDP: said, not raised)
+            return {"layer": None, "error": "%s: %s" % (type(e).__name__, e)}
+        return {"layer": found[0] if found else None}
+
+    # -- the optimizer step ------------------------------------------------------------------------------------------
+    def before_step(self) -> None:
+        with_grad = [(n, p.grad) for n, p in self.params if p.grad is not None]
+        norms: List[float] = []
+        if with_grad:  # float32 norms: a float16 gradient's norm overflows float16 long before its elements do
+            norms = torch.stack(torch._foreach_norm([g.detach() for _, g in with_grad], 2, dtype=torch.float32)
+                                ).cpu().tolist()
+        # A float32 norm overflows for finite elements beyond ~1e19: a non-finite norm is looked at element by element.
+        nonfinite = [n for (n, g), v in zip(with_grad, norms)
+                     if (v != v or v in (float("inf"), float("-inf"))) and not bool(torch.isfinite(g).all())]
+        self._grads = {
+            "grad_zero": [n for (n, _), v in zip(with_grad, norms) if v == 0.0],
+            "grad_nonfinite": nonfinite,
+            "grad_none": [n for n, p in self.params if p.grad is None],
+        }
+
+    def after_step(self, step: int, before: Optional[Dict[str, torch.Tensor]]) -> None:
+        if not self.searched_scheduler:
+            self.scheduler, self.searched_scheduler = find_scheduler(self.optimizer), True
+        line: Dict[str, Any] = {
+            "step": step, "params": len(self.params), "forwards": self.training_forwards, "output_finite": self.output_finite,
+            "model_in_eval": self.model_in_eval, "eval_modules": self.eval_modules,
+            "lrs": [float(g.get("lr", 0.0)) for g in self.optimizer.param_groups],
+            "scheduler_steps": getattr(self.scheduler, "last_epoch", None) if self.scheduler is not None else None,
+            "rss": resident_bytes(),
+        }
+        line.update(self._grads)
+        if before is not None:  # a verified step: its pre-step parameters were dumped
+            line["unchanged"] = [n for n, p in self.params if n in before and same_bits(p, before[n])]
+        if self.localized is not None and not self.localized_written:
+            line["first_nonfinite_layer"] = self.localized
+            self.localized_written = True
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            line["cuda_allocated"] = torch.cuda.memory_allocated()
+            line["cuda_reserved"] = torch.cuda.memory_reserved()
+        self.out.write(line)
+        self.eval_modules, self.model_in_eval, self.training_forwards, self._grads = [], False, 0, {}

@@ -1,0 +1,113 @@
+// memory.steady: each rank's memory per optimizer step after warm-up — CUDA's allocated bytes on a GPU, else the
+// process's resident set. A leak grows step after step (a tensor kept with its graph: `running += loss`); a steady job
+// rises during warm-up and then stays within allocator noise.
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/check/judges.h"
+#include "traces/base/text_format.h"
+
+namespace ddp {
+namespace {
+
+struct Series {
+  std::vector<double> bytes;  // per step after warm-up
+  int64_t from_step = 0;
+  bool cuda = false;
+  double peak = 0;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// Least-squares bytes per step.
+double slope(const std::vector<double>& y) {
+  const double n = static_cast<double>(y.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    sx += i;
+    sy += y[i];
+    sxx += double(i) * i;
+    sxy += i * y[i];
+  }
+  const double den = n * sxx - sx * sx;
+  return den > 0 ? (n * sxy - sx * sy) / den : 0;
+}
+
+std::string mb(double bytes) { return fmt("%.1f MB", bytes / 1e6); }
+
+}  // namespace
+
+CheckResult judge_memory(const TrainingEvidence& e) {
+  const char* id = "memory.steady";
+  if (!e.failure.empty()) return check_result(id, CheckStatus::fail, e.failure);
+  std::vector<Series> ranks;
+  for (const auto& steps : e.per_rank) {
+    Series s;
+    s.cuda = !steps.empty() && steps.back().cuda_allocated >= 0;
+    // Warm-up: the verified steps (rank 0 builds a reference beside the job) and the first tenth of the run.
+    const int64_t warm = std::max<int64_t>(e.warmup_steps, static_cast<int64_t>(steps.size() / 10));
+    for (const TrainingStep& t : steps) {
+      const double b = static_cast<double>(s.cuda ? t.cuda_allocated : t.rss);
+      s.peak = std::max(s.peak, b);
+      if (t.step < warm || b <= 0) continue;
+      if (s.bytes.empty()) s.from_step = t.step;
+      s.bytes.push_back(b);
+    }
+    ranks.push_back(std::move(s));
+  }
+  nlohmann::json d = {{"ranks", nlohmann::json::array()},
+                      {"leak_bytes_per_step", kLeakBytesPerStep}, {"leak_bytes", kLeakBytes}};
+  size_t window = SIZE_MAX;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const Series& s = ranks[r];
+    window = std::min(window, s.bytes.size());
+    const size_t q = std::max<size_t>(s.bytes.size() / 4, 1);
+    const double rise = s.bytes.size() < 2 ? 0
+                                           : median({s.bytes.end() - q, s.bytes.end()}) -
+                                                 median({s.bytes.begin(), s.bytes.begin() + q});
+    d["ranks"].push_back({{"rank", r}, {"measure", s.cuda ? "cuda_allocated" : "rss"}, {"peak_bytes", s.peak},
+                          {"from_step", s.from_step}, {"steps", s.bytes.size()}, {"bytes_per_step", slope(s.bytes)},
+                          {"rise_bytes", rise}, {"median_bytes", median(s.bytes)}});
+  }
+  if (ranks.empty() || window < kMemoryMinSteps)
+    return check_result(id, CheckStatus::warn,
+                        "only " + std::to_string(ranks.empty() ? 0 : window) +
+                            " optimizer steps after warm-up: too few to tell growth from warm-up (needs " +
+                            std::to_string(kMemoryMinSteps) + ")",
+                        d);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const auto& j = d["ranks"][r];
+    const double per_step = j["bytes_per_step"], rise = j["rise_bytes"];
+    if (per_step >= kLeakBytesPerStep && rise >= kLeakBytes)
+      return check_result(id, CheckStatus::fail,
+                          "rank " + std::to_string(r) + " grows " + fmt("%.0f KB", per_step / 1e3) +
+                              " per step from step " + std::to_string(ranks[r].from_step) + " (" +
+                              (ranks[r].cuda ? "CUDA allocated" : "resident") + " +" + mb(rise) + " over " +
+                              std::to_string(ranks[r].bytes.size()) +
+                              " steps): tensors kept with their graphs? (e.g. `total += loss` instead of "
+                              "loss.item())",
+                          d);
+  }
+  std::vector<double> medians;
+  for (const auto& j : d["ranks"]) medians.push_back(j["median_bytes"]);
+  const auto [lo, hi] = std::minmax_element(medians.begin(), medians.end());
+  std::string peaks;
+  for (size_t r = 0; r < ranks.size(); ++r) peaks += (r ? ", " : "") + mb(ranks[r].peak);
+  const std::string what = ranks.front().cuda ? "CUDA allocated" : "resident";
+  if (*hi > kRanksApartRatio * *lo && *hi - *lo > kRanksApartBytes)
+    return check_result(id, CheckStatus::warn,
+                        "ranks far apart: rank " + std::to_string(hi - medians.begin()) + " holds " + mb(*hi) +
+                            ", rank " + std::to_string(lo - medians.begin()) + " " + mb(*lo) + " (" + what +
+                            "): uneven work or data per rank?",
+                        d);
+  return check_result(id, CheckStatus::pass,
+                      "no growth after warm-up on any rank (" + what + ", " + std::to_string(window) +
+                          " steps from step " + std::to_string(ranks.front().from_step) + "); peak per rank " + peaks,
+                      d);
+}
+
+}  // namespace ddp
