@@ -122,9 +122,9 @@ std::string resume_data_stream(const std::vector<ConsumedBatch>& straight, const
   if (found < resumed_at)
     return at + batches + ": " +
            (opens_epoch[found] ? "the saved epoch is trained again"
-                               : std::to_string(resumed_at - found) + " steps' batches are trained again") +
+                               : "the batches of " + std::to_string(resumed_at - found) + " step(s) are trained again") +
            " (the checkpoint's epoch or position is off by one?)";
-  return at + batches + ": it skips " + std::to_string(found - resumed_at) + " steps' batches";
+  return at + batches + ": it skips the batches of " + std::to_string(found - resumed_at) + " step(s)";
 }
 
 NumericsEvidence numerics_step(int64_t step, int rank, const std::vector<TensorCompare>& activations,

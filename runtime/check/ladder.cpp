@@ -36,8 +36,10 @@ int run_ladder(CheckSubject& subject, const std::vector<std::string>& wanted_ids
     return 1;
   }
   if (int stop = subject.prepare(out_dir); stop != kGoOn) return stop;
+  // The whole ladder is every check that applies to the subject; one asked for by id is judged, or says why not.
   auto wanted = [&](const CheckEntry& c) {
-    return wanted_ids.empty() || std::find(wanted_ids.begin(), wanted_ids.end(), c.id) != wanted_ids.end();
+    if (wanted_ids.empty()) return (c.subjects & subject.kind()) != 0;
+    return std::find(wanted_ids.begin(), wanted_ids.end(), c.id) != wanted_ids.end();
   };
   LadderState L{subject, out_dir, MainRun{}};
   bool need_main = false;

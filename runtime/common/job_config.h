@@ -20,7 +20,7 @@ struct SlowSpec {
 
 // --plant NAME: deliberate faults that show a check biting (docs/checks.md).
 inline const std::vector<std::string> kPlantableFaults = {"broken-shard", "no-set-epoch", "skip-allreduce",
-                                                          "ckpt-no-rng", "ckpt-no-step"};
+                                                          "ckpt-no-rng", "ckpt-no-step", "keep-graphs"};
 
 // --inject-fault rank=R,step=S,kind=throw|kill|hang|exit0
 struct FaultSpec {

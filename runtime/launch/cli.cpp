@@ -201,7 +201,8 @@ void add_job_options(CLI::App& app, JobConfig& j, RawOptions& raw) {
                             "log consumed samples and replica hashes; dump tensors of the first N steps (--check sets it)")
               ->check(CLI::Range(int64_t{0}, int64_t{1000}));
   g_job->add_option("--plant", j.plant,
-                    "plant a fault that a check must catch: broken-shard, no-set-epoch, skip-allreduce, ckpt-no-rng, ckpt-no-step")
+                    "plant a fault that a check must catch: broken-shard, no-set-epoch, skip-allreduce, ckpt-no-rng, ckpt-no-step, "
+                    "keep-graphs")
       ->check(CLI::IsMember(kPlantableFaults))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   g_job->add_option("--checkpoint-steps", raw.ckpt, "optimizer steps after which to checkpoint, e.g. 0,5,10")

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "runtime/common/replica_digest.h"
 #include "runtime/train/pickle_file.h"
 #include "traces/model/run_folder.h"
 #include <fstream>
@@ -15,22 +16,14 @@ namespace ddp {
 namespace fs = std::filesystem;
 
 std::string tensors_hash(const std::vector<at::Tensor>& ts) {
-  // FNV-1a over 64-bit words (and the tail bytes): equal hashes across ranks mean bitwise-identical tensors.
-  uint64_t h = 1469598103934665603ull;
+  // The replica digest (runtime/common/replica_digest.h): equal across ranks means bitwise-identical tensors, and the
+  // Python companion computes the same.
+  ReplicaDigest d;
   for (const auto& t : ts) {
     at::Tensor c = t.detach().to(at::kCPU).contiguous();
-    auto* p = static_cast<const uint8_t*>(c.data_ptr());
-    size_t n = c.numel() * c.element_size(), i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      h = (h ^ w) * 1099511628211ull;
-    }
-    for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    d.add(c.data_ptr(), c.numel() * c.element_size());
   }
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return d.hex();
 }
 
 nlohmann::json tensor_summary(const at::Tensor& t) {
@@ -89,6 +82,7 @@ int64_t resident_bytes() {
   if (!(in >> size >> resident)) return 0;
   return resident * ::sysconf(_SC_PAGESIZE);
 }
+
 }  // namespace
 
 void VerifyLog::memory(int64_t step, int64_t cuda_allocated) {

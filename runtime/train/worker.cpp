@@ -95,13 +95,14 @@ class DropoutOff {
 
 // --plant: the deliberate faults a --check rehearsal asks for, resolved once before the loop.
 struct PlantedFaults {
-  bool no_set_epoch, broken_shard, skip_allreduce, ckpt_no_rng, ckpt_no_step;
+  bool no_set_epoch, broken_shard, skip_allreduce, ckpt_no_rng, ckpt_no_step, keep_graphs;
   explicit PlantedFaults(const JobConfig& j)
       : no_set_epoch(j.planted("no-set-epoch")),
         broken_shard(j.planted("broken-shard")),
         skip_allreduce(j.planted("skip-allreduce")),
         ckpt_no_rng(j.planted("ckpt-no-rng")),
-        ckpt_no_step(j.planted("ckpt-no-step")) {}
+        ckpt_no_step(j.planted("ckpt-no-step")),
+        keep_graphs(j.planted("keep-graphs")) {}
   std::vector<std::string> checkpoint_omissions() const {
     std::vector<std::string> omit;
     if (ckpt_no_rng) omit.push_back("rng");
@@ -289,6 +290,7 @@ class Trainer {
         StageScope stage(Stage::wait_comm);
         sync_.finish();
       }
+      if (planted_.keep_graphs) kept_graphs_.push_back(loss);  // the leak memory.steady must find
       at::Tensor l = loss.detach().to(at::kDouble);
       step_loss = step_loss.defined() ? step_loss + l : l;
     }
@@ -395,6 +397,7 @@ class Trainer {
   const int rank_, world_;
   const std::vector<int64_t> sample_shape_;
   const PlantedFaults planted_;
+  std::vector<at::Tensor> kept_graphs_;  // --plant keep-graphs: every step's loss, its graph alive
   const SlowStages slow_;
   Model model_;
   std::vector<at::Tensor> params_;

@@ -27,7 +27,8 @@ TEST(Check, TheWholeLadderPassesOnTheDefaultJob) {
     EXPECT_EQ(c["status"], "pass") << c["id"] << ": " << c["summary"];
   }
   EXPECT_EQ(ids, (std::vector<std::string>{"env.manifest", "data.shard_rule", "numerics.reference", "numerics.rank_sync",
-                                           "comm.no_sync", "checkpoint.complete", "checkpoint.resume", "faults.exit"}));
+                                           "memory.steady", "comm.no_sync", "checkpoint.complete", "checkpoint.resume",
+                                           "faults.exit"}));
   EXPECT_TRUE(fs::exists(d + "/main/verify/rank0.summaries.jsonl")) << "per-layer summaries are kept";
   // Checkpoints and dumps must be what torch.load(path, weights_only=True) accepts (checked structurally: no torch
   // in this environment).
@@ -72,7 +73,8 @@ INSTANTIATE_TEST_SUITE_P(
         Planted{"skip_allreduce", "numerics.rank_sync", {"--plant", "skip-allreduce", "--max-steps", "5"}, "differ from rank 0"},
         Planted{"sync_every_step", "comm.no_sync", {"--accum-steps", "4", "--sync-every-step", "--max-steps", "5"}, "no_sync was not in effect"},
         Planted{"ckpt_no_rng", "checkpoint.complete", {"--plant", "ckpt-no-rng", "--max-steps", "5"}, "rng.torch_cpu"},
-        Planted{"ckpt_no_step", "checkpoint.resume", {"--plant", "ckpt-no-step"}, "has no 'step'"}),
+        Planted{"ckpt_no_step", "checkpoint.resume", {"--plant", "ckpt-no-step"}, "has no 'step'"},
+        Planted{"keep_graphs", "memory.steady", {"--plant", "keep-graphs"}, "per step from step"}),
     [](const ::testing::TestParamInfo<Planted>& i) { return std::string(i.param.name); });
 
 TEST(Check, ImageDatasetPassesTheSamplerAndNumericsChecks) {

@@ -7,64 +7,19 @@
 
 #include "integration_support.h"
 #include "torch_venv.h"
+#include "user_check_support.h"
 
 namespace {
 using ddptest::fresh_dir;
-using ddptest::kExe;
 using ddptest::read_json;
-
-const std::string kExamples = std::string(DDP_SOURCE_DIR) + "/examples";
-const std::string kScripts = std::string(DDP_SOURCE_DIR) + "/tests/python/user_scripts";
-
-std::map<std::string, std::string> companion_env(const std::string& torchrun) {
-  auto env = ddptest::venv_env(torchrun);
-  env["PYTHONPATH"] = std::string(DDP_SOURCE_DIR) + "/python";  // the companion from this checkout, not installed
-  return env;
-}
-
-std::vector<std::string> torchrun_cmd(const std::string& torchrun, int nproc, const std::string& script,
-                                      std::vector<std::string> args = {}) {
-  std::vector<std::string> c = {torchrun, "--nproc-per-node", std::to_string(nproc), "--master-port",
-                                std::to_string(ddptest::free_port()), script};
-  c.insert(c.end(), args.begin(), args.end());
-  return c;
-}
-
-struct Checked {
-  int code = 0;
-  std::string output;
-  nlohmann::json checks;
-  std::string status(const std::string& id) const {
-    for (const auto& c : checks.value("checks", nlohmann::json::array()))
-      if (c["id"] == id) return c["status"];
-    return "absent";
-  }
-  std::string summary(const std::string& id) const {
-    for (const auto& c : checks.value("checks", nlohmann::json::array()))
-      if (c["id"] == id) return c["summary"];
-    return "";
-  }
-};
-
-Checked check(const std::string& name, std::vector<std::string> ours, const std::vector<std::string>& launch,
-              const std::string& torchrun) {
-  const std::string out = fresh_dir(name);
-  std::vector<std::string> args = {kExe, "--check", "--out", out};
-  args.insert(args.end(), ours.begin(), ours.end());
-  args.push_back("--");
-  args.insert(args.end(), launch.begin(), launch.end());
-  auto r = ddptest::run(args, out + ".log", 600, companion_env(torchrun));
-  return {r.code, r.output, read_json(out + "/checks.json")};
-}
-
-class UserCheck : public ::testing::Test {
- protected:
-  void SetUp() override {
-    torchrun_ = ddptest::venv_torchrun();
-    if (torchrun_.empty()) GTEST_SKIP() << ddptest::kNoTorchrun;
-  }
-  std::string torchrun_;
-};
+using ddptest::kExe;
+using ddptest::user_check::check;
+using ddptest::user_check::companion_env;
+using ddptest::user_check::Checked;
+using ddptest::user_check::kExamples;
+using ddptest::user_check::kScripts;
+using ddptest::user_check::torchrun_cmd;
+using ddptest::user_check::UserCheck;
 
 std::string file_bytes(const std::string& p) { return ddptest::read_file(p); }
 
@@ -74,9 +29,11 @@ TEST_F(UserCheck, TheSeedJobInPlainPyTorchPassesTheWholeLadder) {
   Checked c = check("seed_all", {"--resume-arg", "--resume {ckpt}"}, torchrun_cmd(torchrun_, 2, script, {"--ckpt", ckpt}),
                     torchrun_);
   ASSERT_EQ(c.code, 0) << c.output;
-  for (const char* id : {"env.manifest", "data.shard_rule", "numerics.reference", "numerics.rank_sync", "comm.no_sync",
+  for (const char* id : {"env.manifest", "data.shard_rule", "data.same_dataset", "train.learns", "numerics.finite",
+                         "train.mode", "numerics.reference", "numerics.rank_sync", "memory.steady", "comm.no_sync",
                          "checkpoint.complete", "checkpoint.resume", "faults.exit"})
     EXPECT_EQ(c.status(id), "pass") << id << ": " << c.summary(id);
+  EXPECT_EQ(c.status("train.schedule"), "skip") << "it has no scheduler: " << c.summary("train.schedule");
   EXPECT_EQ(file_bytes(script), before) << "the user's script was modified";
   // Our manifest layout, from the companion's records: the diff and the analysis read it as ours.
   auto m = read_json(c.checks["run"].get<std::string>() + "/main/manifest.json");

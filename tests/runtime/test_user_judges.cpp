@@ -107,9 +107,11 @@ TEST(UserManifest, TheScriptsArgvBecomesConfigOptionsTheDiffCanName) {
 TEST(CheckTable, UnknownIdsAreNamedAndTheTableIsTheLadderOrder) {
   EXPECT_EQ(ddp::unknown_check_id({"env.manifest", "faults.exit"}), "");
   EXPECT_NE(ddp::unknown_check_id({"env.manifest", "nope"}).find("'nope'"), std::string::npos);
-  EXPECT_EQ(ddp::check_ids(), (std::vector<std::string>{"env.manifest", "data.shard_rule", "numerics.reference",
-                                                         "numerics.rank_sync", "comm.no_sync", "checkpoint.complete",
-                                                         "checkpoint.resume", "faults.exit"}));
+  EXPECT_EQ(ddp::check_ids(),
+            (std::vector<std::string>{"env.manifest", "data.shard_rule", "data.same_dataset", "train.learns",
+                                      "numerics.finite", "train.mode", "train.schedule", "numerics.reference",
+                                      "numerics.rank_sync", "memory.steady", "comm.no_sync", "checkpoint.complete",
+                                      "checkpoint.resume", "faults.exit"}));
 }
 
 TEST(UserCli, SplitsOurOptionsFromTheLaunchCommand) {

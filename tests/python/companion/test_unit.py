@@ -31,24 +31,42 @@ def test_noop_without_run(monkeypatch):
     assert not getattr(opt, "_optimizer_step_pre_hooks", {}) and not getattr(opt, "_optimizer_step_post_hooks", {})
 
 
-def test_fnv_known_values():
+def test_bytes_hash_known_values():
     assert hashing.bytes_hash(b"") == "%016x" % C_OFFSET == "14650fb0739d0383"
     # Tail bytes only (under 8 bytes): byte-wise FNV-1a from the C++ offset. Values from an independent numpy
     # uint64 implementation.
     assert hashing.bytes_hash(b"a") == "44bd8ad473cd9906"
     assert hashing.bytes_hash(b"foobar") == "88fad7c0a8ff07f2"
-    # One 64-bit word: (offset ^ 1) * prime mod 2^64, by hand.
-    assert hashing.tensors_hash([torch.tensor([1], dtype=torch.int64)]) == "%016x" % (((C_OFFSET ^ 1) * P) & M)
-    assert hashing.tensors_hash([torch.tensor([1, 2, 3])]) == "a094014f35a4929d"
-    assert hashing.tensors_hash([torch.arange(5, dtype=torch.float32)]) == "58336bc305721b6b"  # 2 words + 4 tail
+
+
+def test_replica_digest_matches_the_cpp_values():
+    # The same values tests/runtime/test_replica_digest.cpp pins for runtime/common/replica_digest.cpp.
+    assert hashing.tensors_hash([torch.tensor([1, 2, 3])]) == "b009e8c7bbc3068b"
+    assert hashing.tensors_hash([torch.arange(5, dtype=torch.float32)]) == "9df07692ce89948d"
+    assert hashing.tensors_hash([torch.arange(10000, dtype=torch.int32)]) == "4f3c493149020022"  # 1 block + a part
     # Exact values on every torch version (linspace's rounding changed between 1.13 and 2.x).
-    assert hashing.tensors_hash([torch.arange(-500, 501, dtype=torch.float64) / 500]) == "27db637f9954d739"
-    # Tensors are hashed one after the other (words, then that tensor's tail), not as one concatenated buffer.
-    two = [torch.arange(3, dtype=torch.int16), torch.tensor([0.5, -2.0], dtype=torch.float64)]
-    assert hashing.tensors_hash(two) == "cb52513b15311288"
-    # Non-contiguous tensors hash as their contiguous copy.
+    assert hashing.tensors_hash([torch.arange(-500, 501, dtype=torch.float64) / 500]) == "913238bfa983490d"
+    assert hashing.tensors_hash([torch.tensor([1, 2, 3]), torch.arange(5, dtype=torch.float32)]) == "8cb5d5cadd385bf2"
+    assert hashing.tensors_hash([torch.empty(0)]) == "01d391924635a6d1"
+    # Non-contiguous tensors hash as their contiguous copy; a view at an odd byte offset as its bytes.
     assert hashing.tensors_hash([torch.arange(6.0).reshape(2, 3).t()]) == hashing.tensors_hash(
         [torch.arange(6.0).reshape(2, 3).t().contiguous()])
+    big = torch.arange(40000, dtype=torch.uint8)
+    assert hashing.tensors_hash([big[3:]]) == hashing.tensors_hash([big[3:].clone()])
+
+
+def test_replica_digest_sees_any_changed_word_and_a_moved_one():
+    v = torch.randn(9000, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    base = hashing.tensors_hash([v])
+    for i in (0, 17, 4095, 4096, 8999):
+        w = v.clone()
+        w.view(torch.int64)[i] ^= 1
+        assert hashing.tensors_hash([w]) != base, i
+    s = v.clone()
+    s[3], s[19] = v[19], v[3]  # the same lane, the next row
+    assert hashing.tensors_hash([s]) != base
+    n = torch.tensor([float("nan"), 1.0])
+    assert hashing.tensors_hash([n]) == hashing.tensors_hash([n.clone()]) and hashing.same_bits(n, n.clone())
 
 
 def test_fnv_word_loop_matches_struct_reference():

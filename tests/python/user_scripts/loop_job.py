@@ -50,7 +50,9 @@ if plant == "rank-split":
 else:
     train_set, _ = random_split(full, [2048, 512], generator=torch.Generator().manual_seed(3))
 sampler = DistributedSampler(train_set, shuffle=True, seed=5)
-loader = DataLoader(train_set, batch_size=32, sampler=sampler)
+# The loader draws its workers' base seed from its own generator, not the global RNG: a mid-epoch resume restores the
+# global RNG before iterating again, and that draw would shift every dropout mask after it.
+loader = DataLoader(train_set, batch_size=32, sampler=sampler, generator=torch.Generator())
 
 torch.manual_seed(0)
 net = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Dropout(0.1), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 2))

@@ -1,0 +1,110 @@
+"""The companion's per-step records of whether the job learns, and its dataset probe, in process (no torchrun): what
+they record for a planted error, and that recording changes nothing the training draws."""
+import json
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not importable")
+
+from ddp_profile import dataset_probe, files, training  # noqa: E402
+
+
+def _lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _training(tmp_path, model, optimizer, scheduler=None):
+    return training.Training(model, optimizer, scheduler, files.Jsonl(str(tmp_path / "t.jsonl")))
+
+
+def test_a_step_records_zero_nonfinite_and_absent_gradients(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    t = _training(tmp_path, model, opt)
+    t.forward_pre()
+    out = model(torch.ones(2, 3))
+    t.forward_post((torch.ones(2, 3),), {}, out)
+    out.sum().backward()
+    model[0].weight.grad.zero_()
+    model[1].bias.grad[0] = float("nan")
+    model[1].weight.grad = None
+    t.before_step()
+    t.after_step(0, None)
+    line = _lines(tmp_path / "t.jsonl")[0]
+    assert line["grad_zero"] == ["0.weight"]
+    assert line["grad_nonfinite"] == ["1.bias"]
+    assert line["grad_none"] == ["1.weight"]
+    assert line["output_finite"] and not line["model_in_eval"] and line["params"] == 4 and line["rss"] > 0
+
+
+def test_a_float16_gradient_with_a_huge_norm_is_not_called_non_finite(tmp_path):
+    p = torch.nn.Parameter(torch.zeros(100, dtype=torch.float16))
+    opt = torch.optim.SGD([p], lr=0.1)
+    model = torch.nn.Module()
+    model.p = p
+    t = _training(tmp_path, model, opt)
+    p.grad = torch.full((100,), 60000.0, dtype=torch.float16)  # each finite; the norm overflows float16
+    t.before_step()
+    t.after_step(0, None)
+    assert _lines(tmp_path / "t.jsonl")[0]["grad_nonfinite"] == []
+
+
+def test_the_first_non_finite_layer_is_found_without_disturbing_the_rng(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5), torch.nn.Linear(3, 1))
+    with torch.no_grad():
+        model[2].weight.fill_(float("inf"))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    t = _training(tmp_path, model, opt)
+    x = torch.ones(4, 3)
+    t.forward_pre()
+    out = model(x)
+    state = torch.get_rng_state()
+    t.forward_post((x,), {}, out)
+    assert torch.equal(torch.get_rng_state(), state)  # the forward run again drew from a forked RNG
+    t.after_step(0, None)
+    line = _lines(tmp_path / "t.jsonl")[0]
+    assert not line["output_finite"] and line["first_nonfinite_layer"]["layer"] == "2 (Linear)"
+
+
+def test_eval_mode_and_the_scheduler_count_are_recorded(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1)  # found by the search: not given
+    t = _training(tmp_path, model, opt)
+    model.eval()
+    t.forward_pre()
+    with torch.no_grad():  # a validation forward: not training, not recorded
+        t2 = training.Training(model, opt, None, files.Jsonl(str(tmp_path / "u.jsonl")))
+        t2.forward_pre()
+        assert t2.training_forwards == 0
+    sched.step()
+    sched.step()
+    t.after_step(0, None)
+    line = _lines(tmp_path / "t.jsonl")[0]
+    assert line["model_in_eval"] and line["eval_modules"] == ["1 (Dropout)"]
+    assert line["scheduler_steps"] == 2
+    assert training.outside_optimizer(model, torch.optim.SGD([model[0].weight], lr=1)) == ["0.bias", ]
+
+
+class _Noisy(torch.utils.data.Dataset):
+    def __len__(self):
+        return 50
+
+    def __getitem__(self, i):
+        return torch.rand(3) + i, random.random()  # "augmentation" from both RNGs
+
+
+def test_the_dataset_probe_compares_seeded_reads_and_restores_every_rng():
+    plain = torch.utils.data.TensorDataset(torch.arange(40.0).reshape(20, 2), torch.arange(20))
+    a, b = dataset_probe.probe(plain), dataset_probe.probe(torch.utils.data.TensorDataset(
+        torch.arange(40.0).reshape(20, 2), torch.arange(20)))
+    assert a == b and len(a["items"]) == dataset_probe.PROBES and a["random_items"] == []
+    other = dataset_probe.probe(torch.utils.data.TensorDataset(torch.arange(40.0).reshape(20, 2) + 1, torch.arange(20)))
+    assert other["items"] != a["items"]
+    torch_state, py_state = torch.get_rng_state(), random.getstate()
+    noisy = dataset_probe.probe(_Noisy())  # random per read, yet the same under one seed: compared
+    assert torch.equal(torch.get_rng_state(), torch_state) and random.getstate() == py_state
+    assert len(noisy["items"]) == dataset_probe.PROBES
+    assert dataset_probe.probe(iter([1, 2]))["not_probed"]
