@@ -136,6 +136,7 @@ class Companion:
         self.dataset_probe: Any = None
         self.pre_step_params: Any = None
         self.rng_at_attach = _rng_states()
+        self.resume_point_due = True  # at the first training forward, and the first after each dp.save
         self.first_batch: Optional[Dict[str, Any]] = None
         self.pending: List[Dict[str, Any]] = []  # this step's sample lines, written at its post-hook
         self.stream: Any = None
@@ -157,6 +158,7 @@ class Companion:
             j = lambda kind: files.Jsonl(os.path.join(cfg.run, layout.verify_log_file(r, kind)))  # noqa: E731
             self.samples, self.replicas = j(layout.SAMPLES), j(layout.REPLICAS)
             self.summaries, self.checkpoints = j(layout.SUMMARIES), j(layout.CHECKPOINTS)
+            self.resume_points = j(layout.RESUME_POINTS)
             self.coll_out = j(layout.COLLECTIVES)
             self.numerics = Numerics(self.module, loss_fn, cfg.run, r, cfg.verify_steps, self.summaries)
             self.coll = Collectives(model, self.coll_out)
@@ -199,6 +201,7 @@ class Companion:
             path = os.fspath(f)
             files.torch_save(obj, path, *args, **kwargs)
         self.saves += 1
+        self.resume_point_due = True
         k = self.saves
         if self.cfg.check:
             from .checkpoint_items import Items
@@ -276,6 +279,8 @@ class Companion:
         micro = self.forwards_in_step
         self.forwards_in_step += 1
         if self.numerics is not None:
+            if self.resume_point_due and torch.is_grad_enabled():
+                self._resume_point()
             self.training.forward_pre()  # before the verified steps turn dropout off
             self.coll.forward(self.steps, micro)
             self.numerics.begin_forward(self.steps, micro)
@@ -371,25 +376,45 @@ class Companion:
             meta["exit"] = "ok"
         files.write_json(os.path.join(self.cfg.run, layout.companion_meta_file(self.rank)), meta)
 
-    def _final(self) -> None:
+    def _state_items(self) -> List[Any]:
+        """(name, hash) of everything the job's state holds, in the order it holds them: parameters, the optimizer's
+        state per parameter, its param_groups, the scheduler, the scaler."""
         import json
 
-        out = files.Jsonl(os.path.join(self.cfg.run, layout.verify_log_file(self.rank, layout.FINAL)))
         jh = lambda v: hashing.bytes_hash(json.dumps(v, sort_keys=True, default=str).encode())  # noqa: E731
-        for n, p in self.named_params:
-            out.write({"name": "param:" + n, "hash": hashing.tensors_hash([p])})
+        items = [("param:" + n, hashing.tensors_hash([p])) for n, p in self.named_params]
         names = {id(p): n for n, p in self.named_params}
         for g in self.optimizer.param_groups:
             for p in g["params"]:
                 for k, v in sorted(self.optimizer.state.get(p, {}).items()):
                     h = hashing.tensors_hash([v]) if isinstance(v, torch.Tensor) else jh(v)
-                    out.write({"name": "optimizer:%s.%s" % (names.get(id(p), "?"), k), "hash": h})
-        out.write({"name": "optimizer.param_groups", "hash": jh(self.optimizer.state_dict()["param_groups"])})
+                    items.append(("optimizer:%s.%s" % (names.get(id(p), "?"), k), h))
+        items.append(("optimizer.param_groups", jh(self.optimizer.state_dict()["param_groups"])))
         if self.scheduler is not None:
-            out.write({"name": "scheduler", "hash": jh(self.scheduler.state_dict())})
+            items.append(("scheduler", jh(self.scheduler.state_dict())))
         if self.scaler is not None and getattr(self.scaler, "is_enabled", lambda: True)():
-            out.write({"name": "scaler", "hash": jh(self.scaler.state_dict())})
+            items.append(("scaler", jh(self.scaler.state_dict())))
+        return items
+
+    def _final(self) -> None:
+        out = files.Jsonl(os.path.join(self.cfg.run, layout.verify_log_file(self.rank, layout.FINAL)))
+        for name, h in self._state_items():
+            out.write({"name": name, "hash": h})
         out.close()
+
+    def _resume_point(self) -> None:
+        """At the first training forward of the process and the first after each dp.save: the state and the RNG
+        streams as this forward finds them. checkpoint.resume compares the resumed run's first with the straight
+        run's after the save it resumed from: the first item that differs is what the resume did not restore."""
+        import pickle
+
+        # An RNG stream the process never touched since attach holds whatever its start gave it (Python's and numpy's
+        # are seeded from the OS): not part of what a resume must restore.
+        rngs = [(k, v) for k, v in sorted(_rng_states().items()) if not _same_state(v, self.rng_at_attach.get(k))]
+        items = self._state_items() + [(k, hashing.tensors_hash([v]) if isinstance(v, torch.Tensor)
+                                        else hashing.bytes_hash(pickle.dumps(v))) for k, v in rngs]
+        self.resume_points.write({"after_save": self.saves, "step": self.steps, "items": [[k, h] for k, h in items]})
+        self.resume_point_due = False
 
     def _on_exception(self, tp: Any, value: Any, tb: Any) -> None:
         self.failed = True

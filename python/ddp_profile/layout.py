@@ -23,8 +23,8 @@ PROGRESS_DIR = "progress"
 VERIFY_DIR = "verify"
 SAMPLES, REPLICAS, SUMMARIES = "samples", "replicas", "summaries"
 COLLECTIVES, CHECKPOINTS, FINAL = "collectives", "checkpoints", "final"
-TRAINING = "training"
-VERIFY_KINDS = (SAMPLES, REPLICAS, SUMMARIES, COLLECTIVES, CHECKPOINTS, FINAL, TRAINING)
+TRAINING, RESUME_POINTS = "training", "resume_points"
+VERIFY_KINDS = (SAMPLES, REPLICAS, SUMMARIES, COLLECTIVES, CHECKPOINTS, FINAL, TRAINING, RESUME_POINTS)
 
 
 def progress_file(rank: int) -> str:

@@ -36,10 +36,29 @@ def resident_bytes() -> int:
         return 0
 
 
+def _live_optimizers() -> List[Any]:
+    import gc
+
+    out = []
+    for o in gc.get_objects():
+        try:
+            if isinstance(o, torch.optim.Optimizer):
+                out.append(o)
+        except Exception:  # noqa: BLE001  (objects whose isinstance raises)
+            continue
+    return out
+
+
 def outside_optimizer(module: nn.Module, optimizer: Any) -> List[str]:
-    """Parameters that require grad and are in no param_group: never updated, their gradients never zeroed."""
+    """Parameters that require grad and are in no param_group of any optimizer (the one given to attach, or another
+    the script steps too: one gc walk): never updated, their gradients never zeroed."""
     grouped = {id(p) for g in optimizer.param_groups for p in g["params"]}
-    return [n for n, p in module.named_parameters() if p.requires_grad and id(p) not in grouped]
+    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    if all(id(p) in grouped for _, p in named):
+        return []
+    for other in _live_optimizers():
+        grouped |= {id(p) for g in other.param_groups for p in g["params"]}
+    return [n for n, p in named if id(p) not in grouped]
 
 
 def find_scheduler(optimizer: Any) -> Any:

@@ -127,6 +127,29 @@ std::string resume_data_stream(const std::vector<ConsumedBatch>& straight, const
   return at + batches + ": it skips the batches of " + std::to_string(found - resumed_at) + " step(s)";
 }
 
+std::string resume_point_difference(const std::vector<nlohmann::json>& straight, const std::vector<nlohmann::json>& resumed,
+                                    int after_save, bool& compared) {
+  auto point = [](const std::vector<nlohmann::json>& lines, int save) -> const nlohmann::json* {
+    for (const auto& l : lines)
+      if (l.value("after_save", -1) == save && l.contains("items") && l["items"].is_array()) return &l;
+    return nullptr;
+  };
+  const nlohmann::json* a = point(straight, after_save);
+  const nlohmann::json* b = point(resumed, 0);
+  compared = a && b;
+  if (!compared) return {};
+  std::map<std::string, std::string> theirs;
+  for (const auto& it : (*b)["items"])
+    if (it.is_array() && it.size() == 2 && it[0].is_string() && it[1].is_string()) theirs[it[0]] = it[1];
+  for (const auto& it : (*a)["items"]) {
+    if (!it.is_array() || it.size() != 2 || !it[0].is_string() || !it[1].is_string()) continue;
+    auto found = theirs.find(it[0]);
+    if (found == theirs.end()) return it[0].get<std::string>() + " (missing after resuming)";
+    if (found->second != it[1]) return it[0];
+  }
+  return {};
+}
+
 NumericsEvidence numerics_step(int64_t step, int rank, const std::vector<TensorCompare>& activations,
                                const std::vector<std::string>& layer_kinds, bool samples_follow_rule) {
   NumericsEvidence ev;

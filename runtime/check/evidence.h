@@ -132,7 +132,8 @@ struct ResumeEvidence {
   std::vector<RankResume> ranks;
   bool params_never_changed = false;  // the straight run's parameters ended as they began: an exact resume is vacuous
   std::string data_stream;            // where the resumed run's data stream differs from the straight run's ("" = same)
-  std::string first_state_difference; // the first state item that differs at the resume point ("" = none, or unknown)
+  bool resume_point_compared = false;  // both runs recorded their state at the resume point
+  std::string first_state_difference;  // there, the first item (in the job's order) that differs ("" = none)
   nlohmann::json details = nlohmann::json::object();
 };
 // The final states (item -> hash) of the straight and the resumed run, compared rank by rank.
@@ -140,6 +141,11 @@ struct ResumeEvidence {
 // among the straight run's steps, against step `resumed_at` ("" = where it should be, or no samples to tell).
 std::string resume_data_stream(const std::vector<ConsumedBatch>& straight, const std::vector<ConsumedBatch>& resumed,
                                int64_t resumed_at);
+// The state and RNG streams the straight run held at its first training forward after save `after_save`, against the
+// resumed run's at its first (verify/rank<R>.resume_points.jsonl): the first item, in the straight run's order, that
+// differs or is missing. `compared` false when either run has no such record.
+std::string resume_point_difference(const std::vector<nlohmann::json>& straight, const std::vector<nlohmann::json>& resumed,
+                                    int after_save, bool& compared);
 std::vector<RankResume> compare_final_states(const std::vector<std::map<std::string, std::string>>& straight,
                                              const std::vector<std::map<std::string, std::string>>& resumed);
 std::map<std::string, std::string> parse_final_state(const std::vector<nlohmann::json>& lines);

@@ -108,10 +108,19 @@ CheckResult judge_resume(const ResumeEvidence& e) {
     if (!r.first_difference.empty()) {
       d["first_difference"] = r.first_difference;
       // Where the resumed run's data went another way, that is the cause; else a hint from the item's kind.
+      // The cause, most specific first: the resumed run's data went another way; the state it resumed with already
+      // differed (the first item, in the job's order, not restored); it resumed equal and parted later.
+      std::string cause = resume_hint(r.first_difference);
+      if (!e.data_stream.empty()) cause = ": " + e.data_stream;
+      else if (!e.first_state_difference.empty())
+        cause = ": at its first forward the resumed run's state already differs from the straight run's after the "
+                "checkpoint, first at " + e.first_state_difference + " (not saved, or not restored on resume)";
+      else if (e.resume_point_compared)
+        cause = ": the resumed run started from the straight run's state, RNG streams included, and parted after "
+                "(something drawn or ordered differently after the restore?)";
       return check_result("checkpoint.resume", CheckStatus::fail,
                           rank + ": " + r.first_difference + " " + r.difference +
-                              " between the straight run and the run " + e.killed + " and resumed" +
-                              (e.data_stream.empty() ? resume_hint(r.first_difference) : ": " + e.data_stream),
+                              " between the straight run and the run " + e.killed + " and resumed" + cause,
                           d);
     }
   }

@@ -86,7 +86,8 @@ CheckResult judge_memory(const TrainingEvidence& e) {
       return check_result(id, CheckStatus::fail,
                           "rank " + std::to_string(r) + " grows " + fmt("%.0f KB", per_step / 1e3) +
                               " per step from step " + std::to_string(ranks[r].from_step) + " (" +
-                              (ranks[r].cuda ? "CUDA allocated" : "resident") + " +" + mb(rise) + " over " +
+                              (ranks[r].cuda ? "CUDA allocated" : "resident") + " +" +
+                              mb(per_step * static_cast<double>(ranks[r].bytes.size() - 1)) + " over " +
                               std::to_string(ranks[r].bytes.size()) +
                               " steps): tensors kept with their graphs? (e.g. `total += loss` instead of "
                               "loss.item())",

@@ -181,9 +181,20 @@ CheckResult judge_schedule(const TrainingEvidence& e) {
   const char* id = "train.schedule";
   if (!e.failure.empty() || steps_logged(e) == 0) return no_log(id, e);
   const auto& steps = e.per_rank.front();
-  if (steps.front().scheduler_steps < 0)
-    return check_result(id, CheckStatus::skip,
-                        "no learning-rate scheduler drives the optimizer (none given to attach, none found)");
+  if (steps.front().scheduler_steps < 0) {
+    // No scheduler: a learning rate that stays put is what the job asks for; one the script moves itself is not
+    // judged.
+    bool constant = true;
+    for (const TrainingStep& t : steps) constant &= t.lrs == steps.front().lrs;
+    if (!constant)
+      return check_result(id, CheckStatus::skip,
+                          "no learning-rate scheduler (none given to attach, none found) and the script changes the "
+                          "learning rate itself: not judged");
+    return check_result(id, CheckStatus::pass,
+                        "no learning-rate scheduler: the learning rate stays " +
+                            (steps.front().lrs.empty() ? std::string("as set") : fmt("%.4g", steps.front().lrs.front())) +
+                            " for all " + std::to_string(steps.size()) + " steps");
+  }
   // scheduler.step() calls between two optimizer steps: once (a per-step schedule) or 0 with an occasional 1 (a
   // per-epoch one) is right; more is a schedule run faster than the optimizer steps.
   std::vector<int64_t> per_step;

@@ -265,6 +265,12 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
   std::string serr, rerr;
   e.data_stream = resume_data_stream(read_consumed(straight, 0, serr), read_consumed(resumed, 0, rerr), step);
   if (!e.data_stream.empty()) e.details["data_stream"] = e.data_stream;
+  std::vector<nlohmann::json> a_points, c_points;
+  std::string perr;
+  if (read_json_lines_strict(in_run(straight, verify_log_file(0, kVerifyResumePoints)), a_points, perr) &&
+      read_json_lines_strict(in_run(resumed, verify_log_file(0, kVerifyResumePoints)), c_points, perr))
+    e.first_state_difference = resume_point_difference(a_points, c_points, kResumeFromSave, e.resume_point_compared);
+  if (!e.first_state_difference.empty()) e.details["first_state_difference_at_resume"] = e.first_state_difference;
   return e;
 }
 

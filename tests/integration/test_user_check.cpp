@@ -30,10 +30,9 @@ TEST_F(UserCheck, TheSeedJobInPlainPyTorchPassesTheWholeLadder) {
                     torchrun_);
   ASSERT_EQ(c.code, 0) << c.output;
   for (const char* id : {"env.manifest", "data.shard_rule", "data.same_dataset", "train.learns", "numerics.finite",
-                         "train.mode", "numerics.reference", "numerics.rank_sync", "memory.steady", "comm.no_sync",
-                         "checkpoint.complete", "checkpoint.resume", "faults.exit"})
+                         "train.mode", "train.schedule", "numerics.reference", "numerics.rank_sync", "memory.steady",
+                         "comm.no_sync", "checkpoint.complete", "checkpoint.resume", "faults.exit"})
     EXPECT_EQ(c.status(id), "pass") << id << ": " << c.summary(id);
-  EXPECT_EQ(c.status("train.schedule"), "skip") << "it has no scheduler: " << c.summary("train.schedule");
   EXPECT_EQ(file_bytes(script), before) << "the user's script was modified";
   // Our manifest layout, from the companion's records: the diff and the analysis read it as ours.
   auto m = read_json(c.checks["run"].get<std::string>() + "/main/manifest.json");

@@ -109,6 +109,20 @@ TEST_F(UserCheck, AResumeThatTrainsTheSavedEpochAgainIsNamed) {
       << c.summary("checkpoint.resume");
 }
 
+// A mid-epoch resume that restores the RNG before the new DataLoader iterator draws its base seed from it: the state
+// at the resumed run's first forward differs from the straight run's in the RNG, named as the cause.
+TEST_F(UserCheck, AResumeWhoseRngIsDrawnBeforeItsFirstForwardIsNamed) {
+  Checked c = check("loop_loader_rng", {"--resume-arg", "--resume {ckpt}", "--checks", "checkpoint.resume"},
+                    torchrun_cmd(torchrun_, 2, kLoop, {"--ckpt", fresh_dir("loader_rng.pt"), "--plant", "loader-rng"}),
+                    torchrun_);
+  EXPECT_EQ(c.code, 1) << c.output;
+  EXPECT_EQ(c.status("checkpoint.resume"), "fail");
+  EXPECT_NE(c.summary("checkpoint.resume").find("already differs from the straight run's after the checkpoint, first "
+                                                "at rng.torch"),
+            std::string::npos)
+      << c.summary("checkpoint.resume");
+}
+
 // torchrun's default rendezvous port taken by another job, and two ladders at once: each launch of a ladder gets a
 // free port of its own (PET_MASTER_PORT) when the user's command picks none.
 TEST_F(UserCheck, TwoLaddersAtOnceBesideAJobOnTorchrunsDefaultPortDoNotCollide) {

@@ -45,7 +45,7 @@ TEST(CompanionContract, TheRunFolderNamesAreTheCppOwners) {
       {"samples", ddp::kVerifySamples},         {"replicas", ddp::kVerifyReplicas},
       {"summaries", ddp::kVerifySummaries},     {"collectives", ddp::kVerifyCollectives},
       {"checkpoints", ddp::kVerifyCheckpoints}, {"final", ddp::kVerifyFinal},
-      {"training", ddp::kVerifyTraining}};
+      {"training", ddp::kVerifyTraining},       {"resume_points", ddp::kVerifyResumePoints}};
   ASSERT_EQ(f["verify_logs"].size(), kinds.size()) << f["verify_logs"].dump();
   for (const auto& [python_kind, kind] : kinds)
     EXPECT_EQ(f["verify_logs"][python_kind], ddp::verify_log_file(3, kind)) << python_kind;

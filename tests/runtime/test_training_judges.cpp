@@ -134,7 +134,10 @@ TEST(TrainingJudges, ASchedulerSteppedPerMicroBatchIsNamedAPerEpochOneIsNot) {
   EXPECT_EQ(ddp::judge_schedule(e).status, CheckStatus::pass);
   for (auto& rank : e.per_rank)
     for (auto& s : rank) s.scheduler_steps = -1;
-  EXPECT_EQ(ddp::judge_schedule(e).status, CheckStatus::skip);
+  EXPECT_EQ(ddp::judge_schedule(e).status, CheckStatus::skip);  // no scheduler, the script moves the lr itself
+  for (auto& rank : e.per_rank)
+    for (auto& s : rank) s.lrs = {0.1};
+  EXPECT_EQ(ddp::judge_schedule(e).status, CheckStatus::pass);  // no scheduler, a constant lr
 }
 
 TEST(TrainingJudges, MemoryGrowingEveryStepIsALeakASteadyJobIsNot) {
@@ -277,6 +280,49 @@ TEST(LaunchPort, ALaunchThatPicksNoPortGetsAFreeOne) {
   EXPECT_TRUE(ddp::launch_chooses_port({"torchrun", "--standalone", "train.py"}, {}));
   EXPECT_TRUE(ddp::launch_chooses_port({"torchrun", "--rdzv-endpoint", "h:29400", "train.py"}, {}));
   EXPECT_TRUE(ddp::launch_chooses_port({"torchrun", "train.py"}, {{"PET_MASTER_PORT", "1"}}));
+}
+
+}  // namespace
+
+namespace {
+
+nlohmann::json resume_point(int after_save, std::vector<std::pair<std::string, std::string>> items) {
+  nlohmann::json j = {{"after_save", after_save}, {"items", nlohmann::json::array()}};
+  for (const auto& [k, h] : items) j["items"].push_back({k, h});
+  return j;
+}
+
+TEST(ResumePoint, TheFirstItemNotRestoredIsTheCauseNamed) {
+  const std::vector<nlohmann::json> straight = {
+      resume_point(0, {{"param:w", "a"}, {"optimizer:w.momentum_buffer", "m0"}, {"rng.torch", "r0"}}),
+      resume_point(1, {{"param:w", "b"}, {"optimizer:w.momentum_buffer", "m1"}, {"rng.torch", "r1"}})};
+  bool compared = false;
+  EXPECT_EQ(ddp::resume_point_difference(
+                straight, {resume_point(0, {{"param:w", "b"}, {"optimizer:w.momentum_buffer", "m1"}, {"rng.torch", "r9"}})},
+                1, compared),
+            "rng.torch");
+  EXPECT_TRUE(compared);
+  EXPECT_EQ(ddp::resume_point_difference(straight, {resume_point(0, {{"param:w", "b"}})}, 1, compared),
+            "optimizer:w.momentum_buffer (missing after resuming)");
+  EXPECT_EQ(ddp::resume_point_difference(straight, {}, 1, compared), "");
+  EXPECT_FALSE(compared);
+
+  ddp::ResumeEvidence e;
+  e.killed = "killed right after checkpoint 1 (step 20)";
+  ddp::RankResume r;
+  r.items = 10;
+  r.first_difference = "param:w";
+  r.difference = "differs";
+  e.ranks = {r};
+  e.resume_point_compared = true;
+  e.first_state_difference = "rng.torch";
+  auto v = ddp::judge_resume(e);
+  EXPECT_EQ(v.status, CheckStatus::fail);
+  EXPECT_NE(v.summary.find("already differs from the straight run's after the checkpoint, first at rng.torch"),
+            std::string::npos)
+      << v.summary;
+  e.first_state_difference.clear();  // resumed equal, parted later
+  EXPECT_NE(ddp::judge_resume(e).summary.find("parted after"), std::string::npos);
 }
 
 }  // namespace

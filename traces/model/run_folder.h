@@ -45,6 +45,7 @@ inline const char* kVerifyCollectives = "collectives";
 inline const char* kVerifyCheckpoints = "checkpoints";
 inline const char* kVerifyFinal = "final";
 inline const char* kVerifyTraining = "training";  // per optimizer step: gradients, modes, lr, memory
+inline const char* kVerifyResumePoints = "resume_points";  // the state at the first forward after each save
 std::string companion_meta_file(int rank);        // verify/rank<R>.meta.json: what the companion found (world, sampler...)
 std::string reference_step_file(int64_t step);    // verify/reference_step<S>.pt: the companion's single-process reference
 std::string reference_meta_file(int64_t step);    // verify/reference_step<S>.json: its layer kinds and batch sizes

@@ -85,7 +85,6 @@ def test_eval_mode_and_the_scheduler_count_are_recorded(tmp_path):
     line = _lines(tmp_path / "t.jsonl")[0]
     assert line["model_in_eval"] and line["eval_modules"] == ["1 (Dropout)"]
     assert line["scheduler_steps"] == 2
-    assert training.outside_optimizer(model, torch.optim.SGD([model[0].weight], lr=1)) == ["0.bias", ]
 
 
 class _Noisy(torch.utils.data.Dataset):
@@ -108,3 +107,15 @@ def test_the_dataset_probe_compares_seeded_reads_and_restores_every_rng():
     assert torch.equal(torch.get_rng_state(), torch_state) and random.getstate() == py_state
     assert len(noisy["items"]) == dataset_probe.PROBES
     assert dataset_probe.probe(iter([1, 2]))["not_probed"]
+
+
+def test_a_parameter_stepped_by_another_optimizer_is_not_outside():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 1))
+    main = torch.optim.SGD(model[0].parameters(), lr=0.1)
+    head = torch.optim.Adam(model[1].parameters(), lr=0.1)  # noqa: F841  (alive: the search finds it)
+    assert training.outside_optimizer(model, main) == []
+    del head
+    import gc
+
+    gc.collect()
+    assert training.outside_optimizer(model, main) == ["1.weight", "1.bias"]

@@ -14,6 +14,8 @@ optimizer steps mid-epoch holding the global step (the resume skips the batches 
   nan              the learning rate is 1e12: the loss and gradients become non-finite after a few steps
   sched-per-micro  scheduler.step() on every micro-batch: the learning rate decays twice too fast
   leak             running = running + loss: every step's graph is kept (memory grows each step)
+  loader-rng       the loader draws its base seed from the global RNG: a mid-epoch resume restores the RNG, then the
+                   new iterator draws from it, and every dropout mask after it differs from the straight run's
 """
 import argparse
 import contextlib
@@ -27,7 +29,8 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset, rand
 
 import ddp_profile
 
-PLANTS = ["single-logit", "replaced-layer", "no-zero-grad", "eval-mode", "rank-split", "nan", "sched-per-micro", "leak"]
+PLANTS = ["single-logit", "replaced-layer", "no-zero-grad", "eval-mode", "rank-split", "nan", "sched-per-micro", "leak",
+          "loader-rng"]
 ap = argparse.ArgumentParser()
 ap.add_argument("--plant", choices=PLANTS, default=None)
 ap.add_argument("--epochs", type=int, default=2)
@@ -52,7 +55,8 @@ else:
 sampler = DistributedSampler(train_set, shuffle=True, seed=5)
 # The loader draws its workers' base seed from its own generator, not the global RNG: a mid-epoch resume restores the
 # global RNG before iterating again, and that draw would shift every dropout mask after it.
-loader = DataLoader(train_set, batch_size=32, sampler=sampler, generator=torch.Generator())
+loader = DataLoader(train_set, batch_size=32, sampler=sampler,
+                    generator=None if plant == "loader-rng" else torch.Generator())
 
 torch.manual_seed(0)
 net = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Dropout(0.1), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 2))
