@@ -162,8 +162,12 @@ class Training:
         with_grad = [(n, p.grad) for n, p in self.params if p.grad is not None]
         norms: List[float] = []
         if with_grad:  # float32 norms: a float16 gradient's norm overflows float16 long before its elements do
-            norms = torch.stack(torch._foreach_norm([g.detach() for _, g in with_grad], 2, dtype=torch.float32)
-                                ).cpu().tolist()
+            grads = [g.detach() for _, g in with_grad]
+            try:
+                per_grad = torch._foreach_norm(grads, 2, dtype=torch.float32)
+            except TypeError:  # torch < 2.1: no dtype; the norms in float32 one by one
+                per_grad = [g.float().norm() for g in grads]
+            norms = torch.stack(list(per_grad)).cpu().tolist()
         # A float32 norm overflows for finite elements beyond ~1e19: a non-finite norm is looked at element by element.
         nonfinite = [n for (n, g), v in zip(with_grad, norms)
                      if (v != v or v in (float("inf"), float("-inf"))) and not bool(torch.isfinite(g).all())]
