@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "runtime/common/replica_digest.h"
+#include "runtime/train/cuda_path.h"
 #include "runtime/train/pickle_file.h"
 #include "traces/model/run_folder.h"
 #include <fstream>
@@ -85,10 +86,10 @@ int64_t resident_bytes() {
 
 }  // namespace
 
-void VerifyLog::memory(int64_t step, int64_t cuda_allocated) {
+void VerifyLog::memory(int64_t step, const at::Device& device) {
   if (!training_) return;
   nlohmann::json j = {{"step", step}, {"rss", resident_bytes()}};
-  if (cuda_allocated >= 0) j["cuda_allocated"] = cuda_allocated;
+  if (device.is_cuda()) j["cuda_allocated"] = cuda::memory_stats(device.index()).allocated;
   std::fprintf(training_, "%s\n", j.dump().c_str());
   std::fflush(training_);
 }

@@ -25,8 +25,8 @@ class VerifyLog {
 
   void batch(int epoch, int64_t step, int micro, int64_t batch, const std::vector<int64_t>& indices);
   void replica(int64_t step, const std::string& param_hash);  // step -1: after the initial broadcast
-  // After optimizer step `step`: the memory the rank holds (memory.steady); cuda_allocated -1 on the CPU.
-  void memory(int64_t step, int64_t cuda_allocated);
+  // After optimizer step `step`: the memory the rank holds (memory.steady): resident, and on CUDA allocated.
+  void memory(int64_t step, const at::Device& device);
   // One dumped step: named pre-step parameters, per micro-step the named layer outputs, named synced gradients.
   void dump_step(int64_t step, const std::vector<std::pair<std::string, at::Tensor>>& params,
                  const std::vector<std::vector<std::pair<std::string, at::Tensor>>>& acts,

@@ -304,9 +304,7 @@ class Trainer {
     g_progress.step_time(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
     if (verify_.enabled()) {
       verify_.replica(step, tensors_hash(params_));
-      verify_.memory(step, s_.device.is_cuda()
-                               ? static_cast<int64_t>(cuda::memory_stats(s_.device.index()).allocated)
-                               : -1);
+      verify_.memory(step, s_.device);
     }
     return loss;
   }
