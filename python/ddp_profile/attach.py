@@ -132,7 +132,6 @@ class Companion:
         self.loader_obj: Any = None
         self.in_epoch = False     # inside a dp.loader() iteration
         self.batch_in_epoch = 0   # batches it has yielded
-        self.batches = 0          # micro-batches yielded in this process
         self.dataset_probe: Any = None
         self.pre_step_params: Any = None
         self.rng_at_attach = _rng_states()
@@ -165,6 +164,9 @@ class Companion:
             from .training import Training
 
             self.training = Training(self.module, optimizer, scheduler, j(layout.TRAINING))
+            from .training import outside_optimizer
+
+            self.outside_optimizer = outside_optimizer(self.module, optimizer)  # once: it may walk every object
             if sampler is not None:
                 self.stream = record(sampler)
             self.replicas.write({"step": -1, "param_hash": hashing.tensors_hash(p for _, p in self.named_params)})
@@ -220,8 +222,7 @@ class Companion:
                 "copy": copy_rel, "expected": items.expected(), "found": items.found(obj),
                 # What a resume from here could do without: derived at an epoch's boundary, RNGs never drawn from.
                 "epoch_boundary": not self.in_epoch or (loader_len is not None and self.batch_in_epoch >= loader_len),
-                "batches": self.batches,
-                "rng_untouched": [k for k, v in _rng_states().items() if _same_state(v, self.rng_at_attach.get(k))]})
+                "rng_untouched": sorted(set(self.rng_at_attach) - set(self._rngs_touched()))})
         if self.cfg.hold_after_save == k:
             sys.stderr.write("ddp_profile: rank %d: holding after save %d\n" % (self.rank, k))
             sys.stderr.flush()
@@ -247,7 +248,6 @@ class Companion:
     def on_batch(self, batch: Any, epoch: int, b: int) -> None:
         from .sampling import batch_len, first_tensors, take
 
-        self.batches += 1
         if self.first_batch is None:
             ts = first_tensors(batch)
             self.first_batch = {k: {"shape": list(t.shape), "dtype": _dtype(t)} for k, t in zip(("x", "y"), ts)}
@@ -368,9 +368,7 @@ class Companion:
             "optimizer_steps": self.steps, "epochs": self.epochs, "mode": self.cfg.mode,
         }
         if self.cfg.check:
-            from .training import outside_optimizer
-
-            meta["params_outside_optimizer"] = outside_optimizer(self.module, self.optimizer)
+            meta["params_outside_optimizer"] = self.outside_optimizer
             meta["dataset_probe"] = self.dataset_probe
         if exit_ok:
             meta["exit"] = "ok"
@@ -402,17 +400,20 @@ class Companion:
             out.write({"name": name, "hash": h})
         out.close()
 
+    def _rngs_touched(self) -> Dict[str, Any]:
+        """The RNG streams drawn from or set since attach, as they are now. An untouched one holds whatever the
+        process start gave it (Python's and numpy's are seeded from the OS): nothing a resume must restore."""
+        return {k: v for k, v in _rng_states().items() if not _same_state(v, self.rng_at_attach.get(k))}
+
     def _resume_point(self) -> None:
         """At the first training forward of the process and the first after each dp.save: the state and the RNG
         streams as this forward finds them. checkpoint.resume compares the resumed run's first with the straight
         run's after the save it resumed from: the first item that differs is what the resume did not restore."""
         import pickle
 
-        # An RNG stream the process never touched since attach holds whatever its start gave it (Python's and numpy's
-        # are seeded from the OS): not part of what a resume must restore.
-        rngs = [(k, v) for k, v in sorted(_rng_states().items()) if not _same_state(v, self.rng_at_attach.get(k))]
         items = self._state_items() + [(k, hashing.tensors_hash([v]) if isinstance(v, torch.Tensor)
-                                        else hashing.bytes_hash(pickle.dumps(v))) for k, v in rngs]
+                                        else hashing.bytes_hash(pickle.dumps(v)))
+                                       for k, v in sorted(self._rngs_touched().items())]
         self.resume_points.write({"after_save": self.saves, "step": self.steps, "items": [[k, h] for k, h in items]})
         self.resume_point_due = False
 
