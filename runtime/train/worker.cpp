@@ -290,7 +290,10 @@ class Trainer {
         StageScope stage(Stage::wait_comm);
         sync_.finish();
       }
-      if (planted_.keep_graphs) kept_graphs_.push_back(loss);  // the leak memory.steady must find
+      // The leak memory.steady must find: a forward outside no_grad kept for later (a metric list, a logged
+      // output). Its graph holds every layer's saved activations, unlike the backwarded loss, whose graph
+      // backward already freed.
+      if (planted_.keep_graphs) kept_graphs_.push_back(model_.forward(b.x, nullptr));
       at::Tensor l = loss.detach().to(at::kDouble);
       step_loss = step_loss.defined() ? step_loss + l : l;
     }
@@ -395,7 +398,7 @@ class Trainer {
   const int rank_, world_;
   const std::vector<int64_t> sample_shape_;
   const PlantedFaults planted_;
-  std::vector<at::Tensor> kept_graphs_;  // --plant keep-graphs: every step's loss, its graph alive
+  std::vector<at::Tensor> kept_graphs_;  // --plant keep-graphs: an output per micro-step, its graph alive
   const SlowStages slow_;
   Model model_;
   std::vector<at::Tensor> params_;
