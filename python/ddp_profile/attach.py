@@ -107,16 +107,33 @@ class _Loader:
         c.in_epoch = False
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The user's module inside DDP (and inside Lightning's wrapper, whose forward redirects to training_step)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    m = model.module if isinstance(model, DDP) else model
+    inner = getattr(m, "_forward_module", None)
+    return inner if isinstance(inner, torch.nn.Module) else m
+
+
+_current: Optional["Companion"] = None  # one companion per process: attach() and ddp_profile.auto share it
+
+
+def current() -> Optional["Companion"]:
+    return _current
+
+
 class Companion:
     enabled = True
 
     def __init__(self, cfg: Config, model: torch.nn.Module, optimizer: Any, loss_fn: Any, sampler: Any,
-                 scheduler: Any, scaler: Any) -> None:
+                 scheduler: Any, scaler: Any, found_by: str = "attach") -> None:
+        global _current
+        _current = self
         self.cfg, self.model, self.optimizer, self.loss_fn = cfg, model, optimizer, loss_fn
         self.sampler, self.scheduler, self.scaler = sampler, scheduler, scaler
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        self.module: torch.nn.Module = model.module if isinstance(model, DDP) else model
+        self.found_by = found_by  # "attach" (the script's call), else what ddp_profile.auto found it through
+        self.module: torch.nn.Module = unwrap(model)
         self.rank, self.world, self.local_rank = env.rank_world()
         d = torch.distributed
         self.backend = str(d.get_backend()) if d.is_available() and d.is_initialized() else "none"
@@ -127,6 +144,8 @@ class Companion:
         self.batches_in_step = 0  # micro-batches yielded since the last optimizer step
         self.forwards_in_step = 0
         self.saves = 0
+        self.before_update_done = False
+        self.buffer_path: Optional[str] = None  # set by ddp_profile.auto: the file a save into a buffer becomes
         self.failed = False
         self.exited = False
         self.loader_obj: Any = None
@@ -167,6 +186,9 @@ class Companion:
             from .training import outside_optimizer
 
             self.outside_optimizer = outside_optimizer(self.module, optimizer)  # once: it may walk every object
+            from .frameworks import scheduler_rule
+
+            self.scheduler_rule = scheduler_rule(scheduler)
             if sampler is not None:
                 self.stream = record(sampler)
             self.replicas.write({"step": -1, "param_hash": hashing.tensors_hash(p for _, p in self.named_params)})
@@ -186,22 +208,45 @@ class Companion:
 
     # -- the user's calls -------------------------------------------------------------------------------------------
     def loader(self, loader: Any) -> Any:
+        self.adopt_loader(loader)
+        return _Loader(self, loader)
+
+    def adopt_loader(self, loader: Any) -> None:
+        """The training loader: its sampler's draws are recorded (ddp_profile.auto calls this for the loader it saw
+        the first training batch come from)."""
         if self.loader_obj is None:
             self.loader_obj = loader
         if self.cfg.check and self.stream is None:
-            from .sampling import record
+            from .sampling import record_loader
 
-            self.stream = record(self.sampler if self.sampler is not None else getattr(loader, "sampler", None))
-        return _Loader(self, loader)
+            self.stream = record_loader(loader, self.sampler)
 
     def save(self, obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
         self.hb.stage(hb.CHECKPOINT)
         if not isinstance(f, (str, os.PathLike)):
-            torch.save(obj, f, *args, **kwargs)
+            files.original_torch_save()(obj, f, *args, **kwargs)
             path: Optional[str] = None
         else:
             path = os.fspath(f)
             files.torch_save(obj, path, *args, **kwargs)
+
+        def copy_to(dst: str) -> None:
+            if path is not None:
+                files.copy(path, dst)
+            else:
+                files.torch_save(obj, dst)
+
+        self._saved(obj, path if path is not None else self.buffer_path, copy_to)
+
+    def saved_directory(self, path: str) -> None:
+        """A checkpoint the job wrote as a directory (accelerate's save_state): read back whole, copied whole."""
+        self.hb.stage(hb.CHECKPOINT)
+        self._saved(files.load_directory(path) if self.cfg.check else None, os.fspath(path),
+                    lambda dst: files.copy_tree(path, dst))
+
+    def _saved(self, obj: Any, path: Optional[str], copy_to: Callable[[str], None]) -> None:
+        """After the k-th save: in check mode its copy in the run folder (what a resume is given) and what it holds
+        against what a resume needs; then, when the ladder's killed run asked for it, the hold."""
         self.saves += 1
         self.resume_point_due = True
         k = self.saves
@@ -209,10 +254,7 @@ class Companion:
             from .checkpoint_items import Items
 
             copy_rel = layout.companion_save_copy_file(k, self.rank)
-            if path is not None:
-                files.copy(path, os.path.join(self.cfg.run, copy_rel))
-            else:
-                files.torch_save(obj, os.path.join(self.cfg.run, copy_rel))
+            copy_to(os.path.join(self.cfg.run, copy_rel))
             items = Items(self.module, self.optimizer, self.scheduler, self.scaler,
                           self._sampler() is not None)
             loader_len = _len(self.loader_obj)
@@ -236,7 +278,10 @@ class Companion:
     def _sampler(self) -> Any:
         if self.sampler is not None:
             return self.sampler
-        return getattr(self.loader_obj, "sampler", None)
+        from .sampling import own_batch_sampler
+
+        own = own_batch_sampler(self.loader_obj) if self.loader_obj is not None else None
+        return own if own is not None else getattr(self.loader_obj, "sampler", None)
 
     def begin_epoch(self, loader: Any) -> int:
         e = self.epochs
@@ -291,7 +336,30 @@ class Companion:
             self.training.forward_post(args, kwargs, out)
         self.hb.stage(hb.BACKWARD)
 
-    def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+    def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> Any:
+        """Before the update. With a closure (Lightning's optimizer.step(closure), LBFGS) the forward and backward
+        run inside step(): the moment before the update is after the closure, so the closure is wrapped."""
+        closure = kwargs.get("closure") if kwargs else None
+        in_kwargs = closure is not None
+        if closure is None and args and callable(args[0]):
+            closure = args[0]
+        self.before_update_done = False
+        if closure is None:
+            self._before_update()
+            return None
+
+        def closure_then_before_update() -> Any:
+            loss = closure()
+            if not self.before_update_done:  # LBFGS calls it several times: once is the step's
+                self._before_update()
+            return loss
+
+        if in_kwargs:
+            return tuple(args), dict(kwargs, closure=closure_then_before_update)
+        return (closure_then_before_update,) + tuple(args[1:]), dict(kwargs or {})
+
+    def _before_update(self) -> None:
+        self.before_update_done = True
         self.hb.stage(hb.OPTIMIZER)
         f = self.cfg.fault
         if f is not None and f.rank == self.rank and f.step == self.steps and \
@@ -366,10 +434,14 @@ class Companion:
             "dropout_off_modules": len(dropouts(self.module)) if self.cfg.check and self.cfg.verify_steps > 0 else 0,
             "forward_random_beyond_dropout": bool(self.numerics is not None and self.numerics.random_beyond_dropout),
             "optimizer_steps": self.steps, "epochs": self.epochs, "mode": self.cfg.mode,
+            "found_by": self.found_by, "loss_fn": self.loss_fn is not None,
         }
         if self.cfg.check:
             meta["params_outside_optimizer"] = self.outside_optimizer
+            meta["scheduler_steps_per_optimizer_step"], meta["scheduler_rule"] = self.scheduler_rule
             meta["dataset_probe"] = self.dataset_probe
+            if self.numerics.reference_error is not None:
+                meta["reference_error"] = self.numerics.reference_error
         if exit_ok:
             meta["exit"] = "ok"
         files.write_json(os.path.join(self.cfg.run, layout.companion_meta_file(self.rank)), meta)
@@ -452,6 +524,8 @@ def attach(model: torch.nn.Module, optimizer: Any, loss_fn: Optional[Callable[[t
     cfg = env.read()
     if cfg is None:
         return Passthrough()
+    if _current is not None:  # ddp_profile.auto attached first (the script calls attach after its first forward)
+        return _current
     env.check_format()
     if not hasattr(optimizer, "register_step_pre_hook"):
         sys.stderr.write("ddp_profile: torch %s has no optimizer step hooks (needs >= 2.0): not recording\n"

@@ -45,8 +45,11 @@ _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_
 
 
 def copy_without_hooks(m: nn.Module) -> nn.Module:
-    """A deep copy of the module whose hook tables are empty (the live ones hold the companion's own hooks)."""
-    memo: Dict[int, Any] = {}
+    """A deep copy of the module whose hook tables are empty (the live ones hold the companion's own hooks), without
+    the framework objects it points back to (a LightningModule's Trainer)."""
+    from .frameworks import copy_memo
+
+    memo: Dict[int, Any] = copy_memo(m)
     for sub in m.modules():
         for attr in _HOOKS:
             d = getattr(sub, attr, None)
@@ -110,6 +113,7 @@ class Numerics:
         self.summaries = summaries
         self.dropouts = dropouts(module)
         self.random_beyond_dropout = False
+        self.reference_error: Optional[str] = None
         self.capturing = False
         self.micro = 0
         self.acts: Dict[int, Dict[str, torch.Tensor]] = {}
@@ -164,7 +168,11 @@ class Numerics:
         for n, t in grads.items():
             w({"step": step, "kind": "grad", "name": n, "stats": hashing.tensor_summary(t)})
         if self.rank == 0 and self.snapshot is not None and self.unions and self.loss_fn is not None:
-            self._reference(step)
+            try:
+                self._reference(step)
+            except Exception as e:  # noqa: BLE001  (a loss that needs the live framework: said, the job goes on)
+                self.reference_error = "%s: %s" % (type(e).__name__, e)
+                self.loss_fn = None
         return params
 
     def _reference(self, step: int) -> None:

@@ -54,7 +54,29 @@ def record(sampler: Any) -> Optional[Deque[Any]]:
         return None
 
 
+def own_batch_sampler(loader: Any) -> Any:
+    """The loader's batch sampler when it decides the batches itself rather than cutting its sampler's draws in
+    order (accelerate's BatchSamplerShard hands each rank every world-th batch; a user's bucketing sampler): then its
+    batches are what is recorded. None for torch's BatchSampler over the loader's sampler."""
+    from torch.utils.data import BatchSampler
+
+    bs = getattr(loader, "batch_sampler", None)
+    if bs is None or (type(bs) is BatchSampler and getattr(bs, "sampler", None) is getattr(loader, "sampler", None)):
+        return None
+    return bs
+
+
+def record_loader(loader: Any, sampler: Any = None) -> Optional[Deque[Any]]:
+    """What a loader draws: its own batch sampler's batches, else the given sampler's (or the loader's) indices."""
+    bs = own_batch_sampler(loader) if sampler is None else None
+    return record(bs if bs is not None else (sampler if sampler is not None else getattr(loader, "sampler", None)))
+
+
 def take(stream: Optional[Deque[Any]], n: int) -> List[Any]:
+    """The next batch's indices: the next n of a sampler's stream, or the next whole batch of a batch sampler's."""
+    if stream and isinstance(stream[0], (list, tuple)):
+        whole = stream.popleft()
+        return take(collections.deque(whole), len(whole))
     out: List[Any] = []
     while stream and len(out) < n:
         i = stream.popleft()
@@ -91,6 +113,8 @@ def batch_len(batch: Any) -> int:
 def sampler_info(sampler: Any, loader: Any) -> Dict[str, Any]:
     from torch.utils.data import DistributedSampler, RandomSampler
 
+    if sampler is None and loader is not None and own_batch_sampler(loader) is not None:
+        sampler = own_batch_sampler(loader)  # it, not the loader's unused default sampler, decides the batches
     size = None
     for src in (sampler, loader):
         ds = getattr(src, "dataset", None) if src is not None else None

@@ -14,7 +14,7 @@ The parameters that require grad but are in no optimizer param_group are named o
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -36,16 +36,21 @@ def resident_bytes() -> int:
         return 0
 
 
-def _live_optimizers() -> List[Any]:
+def live_objects(kinds: Tuple[type, ...]) -> List[Any]:
+    """The objects of these classes the collector tracks (one walk of the heap), asked their class without the
+    warnings or errors some objects give (torch's deprecated module aliases)."""
     import gc
+    import warnings
 
     out = []
-    for o in gc.get_objects():
-        try:
-            if isinstance(o, torch.optim.Optimizer):
-                out.append(o)
-        except Exception:  # noqa: BLE001  (objects whose isinstance raises)
-            continue
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for o in gc.get_objects():
+            try:
+                if isinstance(o, kinds):
+                    out.append(o)
+            except Exception:  # noqa: BLE001
+                continue
     return out
 
 
@@ -56,25 +61,17 @@ def outside_optimizer(module: nn.Module, optimizer: Any) -> List[str]:
     named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     if all(id(p) in grouped for _, p in named):
         return []
-    for other in _live_optimizers():
+    for other in live_objects((torch.optim.Optimizer,)):
         grouped |= {id(p) for g in other.param_groups for p in g["params"]}
     return [n for n, p in named if id(p) not in grouped]
 
 
 def find_scheduler(optimizer: Any) -> Any:
     """The learning-rate scheduler driving `optimizer` when the script did not hand it to attach (one gc walk)."""
-    import gc
-
     kinds = tuple(k for k in (getattr(torch.optim.lr_scheduler, "LRScheduler", None),
                               getattr(torch.optim.lr_scheduler, "_LRScheduler", None),
                               getattr(torch.optim.lr_scheduler, "ReduceLROnPlateau", None)) if k is not None)
-    for o in gc.get_objects():
-        try:
-            if isinstance(o, kinds) and getattr(o, "optimizer", None) is optimizer:
-                return o
-        except Exception:  # noqa: BLE001  (objects whose isinstance raises)
-            continue
-    return None
+    return next((o for o in live_objects(kinds) if getattr(o, "optimizer", None) is optimizer), None)
 
 
 def _first_tensor(out: Any) -> Optional[torch.Tensor]:

@@ -119,11 +119,22 @@ std::string resume_data_stream(const std::vector<ConsumedBatch>& straight, const
   const std::string at = "the resumed run's first step (step " + std::to_string(resumed_at) + ") trains on ";
   if (found < 0) return at + "a batch the straight run never trained on (another data order after resuming)";
   const std::string batches = "the batches of step " + std::to_string(found);
+  // The epoch that ended last before the resume point began at this step: repeating it is what an off-by-one epoch
+  // counter does, and also what a shuffle that restarts with the process does after an epoch-end checkpoint.
+  int64_t saved_epoch_start = -1;
+  for (const auto& [step, opens] : opens_epoch)
+    if (opens && step < resumed_at) saved_epoch_start = step;
+  const char* restarts =
+      "the loader's shuffle restarts with the process (its order is not a function of the epoch: "
+      "DistributedSampler.set_epoch, accelerate's use_seedable_sampler)";
+  if (found < resumed_at && opens_epoch[found] && found == saved_epoch_start)
+    return at + batches + ": the saved epoch's data order is trained again: the checkpoint's epoch is off by one, or " +
+           restarts;
+  if (found < resumed_at && opens_epoch[found])
+    return at + batches + ": the data order of an earlier epoch comes back: " + restarts;
   if (found < resumed_at)
-    return at + batches + ": " +
-           (opens_epoch[found] ? "the saved epoch is trained again"
-                               : "the batches of " + std::to_string(resumed_at - found) + " step(s) are trained again") +
-           " (the checkpoint's epoch or position is off by one?)";
+    return at + batches + ": the batches of " + std::to_string(resumed_at - found) +
+           " step(s) are trained again (the checkpoint's position is off by one?)";
   return at + batches + ": it skips the batches of " + std::to_string(found - resumed_at) + " step(s)";
 }
 

@@ -70,6 +70,7 @@ NumericsEvidence numerics_step(int64_t step, int rank, const std::vector<TensorC
 struct NumericsOutcome {
   std::string failure;       // the evidence could not be gathered: why
   std::string not_compared;  // nothing wrong found, but nothing comparable either: why (a warning)
+  std::string skipped;       // not run: what the check lacks and how to give it (a skip)
   int world = 0;
   std::vector<NumericsEvidence> steps;
   int dropout_off_modules = 0;  // the verified steps ran with this many Dropout modules off (said in the verdict)
@@ -177,6 +178,8 @@ struct TrainingEvidence {
   std::vector<std::vector<TrainingStep>> per_rank;    // every logged optimizer step of every rank, in order
   std::vector<std::string> outside_optimizer;         // require grad, in no optimizer param_group
   int64_t warmup_steps = 3;                           // memory: steps before these are warm-up (verified steps too)
+  int64_t scheduler_steps_per_step = 1;  // scheduler.step() calls one optimizer step makes by design (accelerate: world)
+  std::string scheduler_rule;           // why, when not 1
 };
 // Every rank's training log in `run_dir` (empty per_rank with `failure` when one is missing or damaged).
 TrainingEvidence read_training(const std::string& run_dir, int world);

@@ -118,27 +118,52 @@ CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_
               d);
 }
 
+// No DistributedSampler: the ranks may still shard another way (accelerate's BatchSamplerShard deals each rank every
+// world-th batch; a user's own sampler). Disjoint index sets in every epoch are a sharding; a shared index is not.
 CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedBatch>>& per_rank,
                                          const std::string& sampler_class) {
-  std::set<int64_t> first;
-  for (const auto& b : per_rank[0])
-    if (b.epoch == 0) first.insert(b.indices.begin(), b.indices.end());
-  nlohmann::json d = {{"sampler", sampler_class}, {"shared_with_rank0", nlohmann::json::array()}};
-  std::string summary =
-      "the loader has no DistributedSampler (" + (sampler_class.empty() ? "none" : sampler_class) + ")";
-  for (size_t r = 1; r < per_rank.size(); ++r) {
-    std::set<int64_t> mine;
-    for (const auto& b : per_rank[r])
-      if (b.epoch == 0) mine.insert(b.indices.begin(), b.indices.end());
+  std::map<int64_t, std::vector<std::set<int64_t>>> seen;  // epoch -> per rank
+  for (size_t r = 0; r < per_rank.size(); ++r)
+    for (const auto& b : per_rank[r]) {
+      auto& ranks = seen[b.epoch];
+      ranks.resize(per_rank.size());
+      ranks[r].insert(b.indices.begin(), b.indices.end());
+    }
+  const std::string sampler = sampler_class.empty() ? "none" : sampler_class;
+  nlohmann::json d = {{"sampler", sampler}, {"epochs", nlohmann::json::array()}};
+  for (const auto& [epoch, ranks] : seen) {
+    std::map<int64_t, int> owners;
+    for (const auto& s : ranks)
+      for (int64_t i : s) ++owners[i];
     int64_t shared = 0;
-    for (int64_t i : mine) shared += first.count(i) > 0;
-    d["shared_with_rank0"].push_back(shared);
-    if (r == 1)
-      summary += ": in epoch 0 rank 1 read " + std::to_string(shared) + " of the same " + std::to_string(mine.size()) +
-                 " indices as rank 0; each rank reads the whole dataset. Pass sampler=DistributedSampler(dataset) "
-                 "to the DataLoader";
+    for (const auto& [i, n] : owners) shared += n > 1;
+    const bool empty_rank = std::any_of(ranks.begin(), ranks.end(), [](const auto& s) { return s.empty(); });
+    d["epochs"].push_back({{"epoch", epoch}, {"indices_read", owners.size()}, {"shared", shared}});
+    if (shared == 0 && !empty_rank) continue;
+    if (per_rank.size() < 2 || ranks.size() < 2) break;
+    int64_t with0 = 0;
+    for (int64_t i : ranks[1]) with0 += ranks[0].count(i) > 0;
+    return check_result(
+        "data.shard_rule", CheckStatus::fail,
+        "the loader has no DistributedSampler (" + sampler + "): in epoch " + std::to_string(epoch) +
+            " rank 1 read " + std::to_string(with0) + " of the same " + std::to_string(ranks[1].size()) +
+            " indices as rank 0; each rank reads the whole dataset. Pass sampler=DistributedSampler(dataset) to the "
+            "DataLoader (accelerate: give the loader to accelerator.prepare; Lightning: keep "
+            "use_distributed_sampler=True)",
+        d);
   }
-  return check_result("data.shard_rule", CheckStatus::fail, summary, d);
+  if (seen.empty() || per_rank.size() < 2)
+    return check_result("data.shard_rule", CheckStatus::warn,
+                        "the loader has no DistributedSampler (" + sampler + ") and no batch's indices were recorded: "
+                        "nothing shows how the ranks share the data",
+                        d);
+  const auto& e0 = d["epochs"][0];
+  return check_result("data.shard_rule", CheckStatus::pass,
+                      std::to_string(seen.size()) + " epoch(s): the ranks shard with " + sampler +
+                          " (not a DistributedSampler); in every epoch their indices are disjoint (epoch " +
+                          e0["epoch"].dump() + ": " + e0["indices_read"].dump() + " items read by " +
+                          std::to_string(per_rank.size()) + " ranks)",
+                      d);
 }
 
 CheckResult judge_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_rank, const ShardExpectation& e) {

@@ -121,6 +121,7 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
 
 CheckResult judge_numerics_outcome(const NumericsOutcome& o) {
   if (!o.failure.empty()) return check_result("numerics.reference", CheckStatus::fail, o.failure);
+  if (!o.skipped.empty()) return check_result("numerics.reference", CheckStatus::skip, o.skipped);
   // Nothing wrong was found, but nothing could be compared: said, never a pass or a false fail.
   if (!o.not_compared.empty()) return check_result("numerics.reference", CheckStatus::warn, o.not_compared);
   CheckResult r = judge_numerics(o.steps, o.world, kFloat32Rtol, kFloat32Atol);

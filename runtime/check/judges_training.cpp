@@ -210,12 +210,18 @@ CheckResult judge_schedule(const TrainingEvidence& e) {
   const int64_t median = sorted[sorted.size() / 2];
   const std::string lr = steps.front().lrs.empty() ? "" : ", lr " + fmt("%.4g", steps.front().lrs.front()) + " -> " +
                                                               fmt("%.4g", steps.back().lrs.front());
-  if (median >= 2) {
+  const int64_t by_design = std::max<int64_t>(e.scheduler_steps_per_step, 1);
+  if (by_design > 1 && median == by_design)
+    return check_result(id, CheckStatus::pass,
+                        "the scheduler steps " + std::to_string(median) + " times per optimizer step, as designed: " +
+                            e.scheduler_rule + " (" + std::to_string(steps.size()) + " steps" + lr + ")",
+                        d);
+  if (median >= 2 * by_design) {
     const int micro = steps.back().forwards;
     return check_result(id, CheckStatus::fail,
                         "scheduler.step() runs " + std::to_string(median) +
                             " times per optimizer step: the learning rate follows its schedule " +
-                            std::to_string(median) + "x too fast" +
+                            std::to_string(median / by_design) + "x too fast" +
                             (micro > 1 ? " (stepped on every one of " + std::to_string(micro) +
                                              " micro-batches; call it after optimizer.step())"
                                        : "") +

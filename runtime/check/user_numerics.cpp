@@ -53,6 +53,20 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
                                        int64_t verify_steps) {
   NumericsOutcome out;
   out.world = world;
+  // Found by ddp_profile.auto in a script with no ddp_profile line: no loss function is known unless a framework
+  // gave one (Lightning's training_step).
+  if (!meta0.value("loss_fn", true)) {
+    out.skipped =
+        "not run: no loss function is known (ddp_profile found the model by itself, in a script with no "
+        "ddp_profile line): add `ddp_profile.attach(model, optimizer, loss_fn=lambda model, batch: ...)` after "
+        "DDP(...) to compare the synced gradients with a single-process reference (docs/python.md)";
+    return out;
+  }
+  if (meta0.contains("reference_error") && meta0["reference_error"].is_string()) {
+    out.not_compared = "not compared: the single-process reference could not run the loss: " +
+                       meta0["reference_error"].get<std::string>();
+    return out;
+  }
   std::vector<NumericsEvidence>& evidence = out.steps;
   const std::vector<std::string> outside =
       meta0.contains("params_outside_optimizer") && meta0["params_outside_optimizer"].is_array()

@@ -67,8 +67,7 @@ class UserScript final : public CheckSubject {
     const std::string why = res.killed_by_us || res.last_error_line.empty() ? res.message : res.last_error_line;
     if (metas_.empty()) {
       if (res.exit_code == 0) {
-        std::cerr << "ddp_profile: the script never called ddp_profile.attach: add `dp = ddp_profile.attach(model, "
-                     "optimizer, loss_fn=...)` after DDP(...) and iterate `dp.loader(loader)` (docs/python.md)\n";
+        std::cerr << "ddp_profile: " << kNoCompanionMessage << "\n";
         return 2;
       }
       std::cerr << "ddp_profile: the job failed before attach: " << why << " (" << log << ")\n";
@@ -140,19 +139,25 @@ class UserScript final : public CheckSubject {
           saves.empty())
         continue;
       const nlohmann::json& s = saves.front();
-      e.files.push_back({s.value("path", std::string()), s.value("expected", std::vector<std::string>{}),
+      // A save into a buffer (Lightning writes its checkpoint through one) has no path: its copy in the run is named.
+      const std::string path = s.contains("path") && s["path"].is_string()
+                                   ? s["path"].get<std::string>()
+                                   : in_run(main.dir, s.value("copy", std::string("?"))) + " (saved through a buffer)";
+      e.files.push_back({path, s.value("expected", std::vector<std::string>{}),
                          s.value("found", std::vector<std::string>{}), s.value("epoch_boundary", false),
                          s.value("rng_untouched", std::vector<std::string>{})});
     }
     e.none =
-        "the script never called dp.save(state, path): nothing checkpoints this run (use dp.save instead of "
-        "torch.save for checkpoints)";
+        "the job saved no checkpoint: no torch.save of the model's weights, no accelerate save_state and no "
+        "dp.save(state, path) after the model's first training forward";
     return e;
   }
 
   TrainingEvidence training(const MainRun& main) override {
     TrainingEvidence e = read_training(main.dir, main.world);
     e.outside_optimizer = metas_.front().value("params_outside_optimizer", std::vector<std::string>{});
+    e.scheduler_steps_per_step = std::max<int64_t>(metas_.front().value("scheduler_steps_per_optimizer_step", 1), 1);
+    e.scheduler_rule = metas_.front().value("scheduler_rule", std::string());
     e.warmup_steps = kVerifySteps + 1;  // rank 0 builds the reference beside the job in the verified steps
     return e;
   }
@@ -243,7 +248,8 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
     return e;
   }
   if (save.is_null() && !saved()) {
-    e.failed = "the script never called dp.save on rank 0, or called it only at the end: nothing to resume from";
+    e.failed = "rank 0 saved no checkpoint, or only at the end (the run ended before it could be killed after "
+               "its first save): nothing to resume from";
     return e;
   }
   const int64_t step = save.value("step", int64_t{0});

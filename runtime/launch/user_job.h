@@ -18,6 +18,12 @@ inline const char* kEnvHoldAfterSave = "DDP_PROFILE_HOLD_AFTER_SAVE";  // k: sto
 inline const char* kEnvSchedule = "DDP_PROFILE_SCHEDULE";              // record: wait,warmup,active
 inline const char* kEnvFormat = "DDP_PROFILE_FORMAT";  // the heartbeat format we read (progress.h); the companion checks it
 
+// Said when no rank of the job attached the companion (it wrote no meta): exit 2, a job that ran but cannot be checked.
+inline const char* kNoCompanionMessage =
+    "the job never trained a DistributedDataParallel model: ddp_profile finds the model when DDP(...) is built and "
+    "attaches at its first forward in train mode, once an optimizer holds its parameters; a job that wraps its model "
+    "another way can call `dp = ddp_profile.attach(model, optimizer, loss_fn=...)` itself (docs/python.md)";
+
 struct UserJobCommand {
   bool check = false;               // --check (else --record)
   std::string out_dir;              // --out

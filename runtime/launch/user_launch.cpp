@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "profiler/clock.h"
+#include "runtime/launch/companion_files.h"
 #include "runtime/launch/hang_watch.h"
 #include "runtime/launch/loopback_port.h"
 #include "runtime/launch/progress.h"
@@ -184,6 +185,13 @@ UserLaunchResult run_user_launch(const UserLaunch& given) {
     if (port > 0) launch.env[kEnvTorchrunMasterPort] = std::to_string(port);
   }
   UserLaunchResult res;
+  // The companion of this ddp_profile, first on the job's PYTHONPATH: it comes into every Python process of the job
+  // by itself, so the script needs no ddp_profile line (and one that has them gets this version's).
+  const std::string companion = install_companion(launch.run_dir, res.error);
+  if (companion.empty()) return res;
+  const auto inherited = launch.env.find("PYTHONPATH");
+  launch.env["PYTHONPATH"] = companion_python_path(
+      companion, inherited != launch.env.end() ? inherited->second.c_str() : std::getenv("PYTHONPATH"));
   std::error_code ec;
   fs::create_directories(in_run(launch.run_dir, kLogsDir), ec);
   fs::create_directories(in_run(launch.run_dir, kProgressDir), ec);

@@ -34,8 +34,7 @@ int run_user_record(const UserJobCommand& cmd) {
     return 2;
   }
   if (!write_user_manifest(out, cmd.launch, err)) {
-    std::cerr << "ddp_profile: the script never called ddp_profile.attach: add `dp = ddp_profile.attach(model, "
-                 "optimizer, loss_fn=...)` after DDP(...) (docs/python.md)\n";
+    std::cerr << "ddp_profile: " << kNoCompanionMessage << "\n";
     return res.exit_code != 0 ? 1 : 2;
   }
   Command analyze;

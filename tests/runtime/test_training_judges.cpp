@@ -265,12 +265,21 @@ TEST(ResumeDataStream, TheSavedEpochTrainedAgainAndSkippedBatchesAreNamed) {
                                                     batch(2, 0, {4, 1}, 1), batch(3, 1, {2, 3}, 1)};
   EXPECT_EQ(ddp::resume_data_stream(straight, {batch(0, 0, {4, 1}, 1)}, 2), "");
   const std::string again = ddp::resume_data_stream(straight, {batch(0, 0, {1, 2}, 0)}, 2);
-  EXPECT_NE(again.find("trains on the batches of step 0: the saved epoch is trained again"), std::string::npos)
+  EXPECT_NE(again.find("trains on the batches of step 0: the saved epoch's data order is trained again"), std::string::npos)
       << again;
   const std::string skips = ddp::resume_data_stream(straight, {batch(0, 0, {2, 3}, 1)}, 2);
   EXPECT_NE(skips.find("it skips the batches of 1 step(s)"), std::string::npos) << skips;
   EXPECT_NE(ddp::resume_data_stream(straight, {batch(0, 0, {9, 9}, 1)}, 2).find("never trained on"),
             std::string::npos);
+  // Resumed at epoch 2 with epoch 0's order: not an off-by-one epoch, a shuffle that restarted with the process.
+  std::vector<ddp::ConsumedBatch> three = straight;
+  three.push_back(batch(4, 0, {3, 1}, 2));
+  three.push_back(batch(5, 1, {4, 2}, 2));
+  const std::string restart = ddp::resume_data_stream(three, {batch(0, 0, {1, 2}, -1)}, 4);
+  EXPECT_NE(restart.find("the data order of an earlier epoch comes back: the loader's shuffle restarts with the "
+                         "process"),
+            std::string::npos)
+      << restart;
 }
 
 TEST(LaunchPort, ALaunchThatPicksNoPortGetsAFreeOne) {

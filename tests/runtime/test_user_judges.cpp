@@ -73,6 +73,20 @@ TEST(UserShard, ALoaderWithoutDistributedSamplerFailsCountingTheSharedIndices) {
   EXPECT_NE(res.summary.find("DistributedSampler"), std::string::npos);
 }
 
+TEST(UserShard, AnotherShardingWithDisjointRanksPassesAndOneSharedIndexFails) {
+  // accelerate's BatchSamplerShard: each rank every other batch of one shuffled order.
+  std::vector<std::vector<ddp::ConsumedBatch>> per_rank(2);
+  per_rank[0] = {{0, 0, 0, 0, {5, 1}}, {0, 1, 1, 0, {7, 2}}, {1, 0, 0, 1, {0, 3}}};
+  per_rank[1] = {{0, 0, 0, 0, {0, 3}}, {0, 1, 1, 0, {6, 4}}, {1, 0, 0, 1, {5, 1}}};
+  auto res = ddp::judge_no_distributed_sampler(per_rank, "BatchSamplerShard");
+  EXPECT_EQ(res.status, CheckStatus::pass) << res.summary;
+  EXPECT_NE(res.summary.find("shard with BatchSamplerShard"), std::string::npos) << res.summary;
+  per_rank[1][2].indices = {0, 5};  // epoch 1: index 5 on both ranks
+  res = ddp::judge_no_distributed_sampler(per_rank, "BatchSamplerShard");
+  EXPECT_EQ(res.status, CheckStatus::fail) << res.summary;
+  EXPECT_NE(res.summary.find("in epoch 1 rank 1 read 1 of the same 2 indices"), std::string::npos) << res.summary;
+}
+
 ddp::CheckResult judge_states(const std::vector<std::map<std::string, std::string>>& straight,
                               const std::vector<std::map<std::string, std::string>>& resumed) {
   ddp::ResumeEvidence e;

@@ -50,6 +50,7 @@ std::string companion_meta_file(int rank);        // verify/rank<R>.meta.json: w
 std::string reference_step_file(int64_t step);    // verify/reference_step<S>.pt: the companion's single-process reference
 std::string reference_meta_file(int64_t step);    // verify/reference_step<S>.json: its layer kinds and batch sizes
 inline const char* kLaunchLogFile = "logs/launch.log";  // a user's launch command's combined output
+inline const char* kCompanionDir = "companion";  // the companion ddp_profile put first on a user's job's PYTHONPATH
 std::string companion_save_copy_file(int save, int rank);  // checkpoints/save<k>/rank<R>.pt: a script's k-th save
 std::string verify_step_file(int rank, int64_t step);  // verify/rank<R>_step<S>.pt
 bool is_verify_step_file(const std::string& name, int* rank = nullptr, int64_t* step = nullptr);

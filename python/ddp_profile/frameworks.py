@@ -1,0 +1,169 @@
+"""What ddp_profile.auto knows of the frameworks that build the DDP model themselves.
+
+- PyTorch Lightning: DDP wraps Lightning's _LightningModuleWrapperBase, whose forward is the LightningModule's
+  training_step: that is the loss, so the single-process reference runs training_step on the union batch (on a copy
+  of the module detached from the Trainer: its self.log calls only warn there). Its checkpoints are torch.save of a
+  dict whose "state_dict" holds the module's weights (into a buffer Lightning then writes): found as any save is.
+- Hugging Face accelerate: prepare() builds the DDP model and wraps the optimizer (auto finds the inner one) and the
+  loader; save_state(dir) writes a directory (model weights as safetensors, optimizer.bin, random_states_<r>.pkl...),
+  which is the checkpoint: recorded after save_state returns, the directory copied.
+Neither package is imported here: a framework is recognised by the classes of the objects the job built."""
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable, Optional, Tuple
+
+import torch
+
+
+def _class_names(obj: Any) -> set:
+    return {c.__module__.split(".")[0] + "." + c.__name__ for c in type(obj).__mro__}
+
+
+def is_lightning(module: torch.nn.Module) -> bool:
+    names = _class_names(module)
+    return "lightning.LightningModule" in names or "pytorch_lightning.LightningModule" in names
+
+
+def which(model: torch.nn.Module) -> str:
+    """How the companion found the job: "lightning", "accelerate" or "auto" (a plain script)."""
+    from .attach import unwrap
+
+    if is_lightning(unwrap(model)):
+        return "lightning"
+    acc = sys.modules.get("accelerate.state")
+    state = getattr(acc, "PartialState", None)
+    if state is not None and getattr(state, "_shared_state", None):
+        return "accelerate"
+    return "auto"
+
+
+def _loss_of(out: Any) -> Any:
+    """training_step returns the loss, or a dict with "loss" (Lightning's two documented forms)."""
+    if isinstance(out, dict):
+        return out.get("loss")
+    return out
+
+
+def loss_fn(model: torch.nn.Module) -> Optional[Callable[[torch.nn.Module, Any], Any]]:
+    from .attach import unwrap
+
+    if is_lightning(unwrap(model)):
+        return _lightning_loss
+    return None
+
+
+def _lightning_loss(module: torch.nn.Module, batch: Any) -> Any:
+    import warnings
+
+    with warnings.catch_warnings():  # its self.log() calls, on a copy with no Trainer: nothing to log into
+        warnings.simplefilter("ignore")
+        return _loss_of(module.training_step(batch, 0))
+
+
+def scheduler_rule(scheduler: Any) -> Tuple[int, str]:
+    """How many scheduler.step() calls one optimizer step makes by design: accelerate's prepared scheduler steps the
+    user's once per process at each optimizer step (its schedules count single-process steps; not with
+    split_batches), else 1. With why, for the check's verdict."""
+    mod = sys.modules.get("accelerate.scheduler")
+    cls = getattr(mod, "AcceleratedScheduler", None)
+    if cls is None or scheduler is None:
+        return 1, ""
+    from .training import live_objects
+
+    for o in live_objects((cls,)):
+        if getattr(o, "scheduler", None) is scheduler and getattr(o, "step_with_optimizer", False) and \
+                not getattr(o, "split_batches", False):
+            from accelerate.state import AcceleratorState
+
+            n = int(AcceleratorState().num_processes)
+            return n, ("accelerate's prepared scheduler steps it once per process (%d) at each optimizer step" % n)
+    return 1, ""
+
+
+def copy_memo(module: torch.nn.Module) -> dict:
+    """deepcopy memo entries for the reference's copy of the module: a LightningModule's Trainer (and Fabric) are
+    not copied but left out (None), so the copy's training_step cannot log into or step the live Trainer."""
+    memo: dict = {}
+    for attr in ("_trainer", "_fabric"):
+        v = getattr(module, attr, None) if is_lightning(module) else None
+        if v is not None:
+            memo[id(v)] = None
+    return memo
+
+
+def install(auto: Any) -> None:
+    """Patches for accelerate's save_state and Lightning's checkpoint writer, applied when (and if) their modules are
+    imported."""
+    _after_import("accelerate.accelerator", lambda m: _patch_accelerate(m, auto))
+    _after_import("lightning.fabric.plugins.io.torch_io", lambda m: _patch_lightning_io(m, auto))
+    _after_import("lightning_fabric.plugins.io.torch_io", lambda m: _patch_lightning_io(m, auto))
+
+
+def _after_import(name: str, patch: Callable[[Any], None]) -> None:
+    """patch(module) once `name` is imported: now if it already is, else right after its import."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+        return
+    import importlib.abc
+    import importlib.util
+
+    class _After(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+            if fullname != name:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(fullname)
+            loader = getattr(spec, "loader", None)
+            if loader is not None and hasattr(loader, "exec_module"):
+                run = loader.exec_module
+
+                def exec_then_patch(module):  # type: ignore[no-untyped-def]
+                    run(module)
+                    patch(module)
+
+                loader.exec_module = exec_then_patch
+            return spec
+
+    sys.meta_path.insert(0, _After())
+
+
+def _patch_lightning_io(io: Any, auto: Any) -> None:
+    """Lightning saves its checkpoint into a buffer with torch.save, then writes the buffer to the path: the path
+    is told to the save in between."""
+    cls = getattr(io, "TorchCheckpointIO", None)
+    if cls is None or getattr(cls.save_checkpoint, "_ddp_profile", False):
+        return
+    save_checkpoint = cls.save_checkpoint
+
+    @functools.wraps(save_checkpoint)
+    def save_checkpoint_named(self: Any, checkpoint: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+        auto.buffer_path = str(path)
+        try:
+            return save_checkpoint(self, checkpoint, path, *args, **kwargs)
+        finally:
+            auto.buffer_path = None
+
+    save_checkpoint_named._ddp_profile = True  # type: ignore[attr-defined]
+    cls.save_checkpoint = save_checkpoint_named
+
+
+def _patch_accelerate(acc: Any, auto: Any) -> None:
+    cls = getattr(acc, "Accelerator", None)
+    if cls is None or getattr(cls.save_state, "_ddp_profile", False):
+        return
+    save_state = cls.save_state
+
+    @functools.wraps(save_state)
+    def save_state_recorded(self: Any, output_dir: Any = None, *args: Any, **kwargs: Any) -> Any:
+        auto.writing_directory = True
+        try:
+            where = save_state(self, output_dir, *args, **kwargs)
+        finally:
+            auto.writing_directory = False
+        auto.saved_directory(where if where is not None else output_dir)
+        return where
+
+    save_state_recorded._ddp_profile = True  # type: ignore[attr-defined]
+    cls.save_state = save_state_recorded

@@ -1,0 +1,98 @@
+"""A DDP training script with no ddp_profile line: a Trainer class in the shape of the PyTorch DDP tutorial's
+multi-GPU torchrun script (torchrun's environment, a DistributedSampler, torch.save snapshots each epoch, a resume
+from the snapshot), on the CPU with Gloo. `ddp_profile --check -- torchrun ... unmodified_job.py` must check it as it
+is (ddp_profile.auto finds the model, optimizer, loader and snapshots).
+
+--plant no-set-epoch: the sampler's epoch is never set (every epoch draws epoch 0's order): data.shard_rule fails.
+--plant tutorial-snapshot: the snapshot holds only the weights and the epoch, as the tutorial's does; a resume
+  restarts the optimizer's momentum from zero: checkpoint.complete names what is missing."""
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def dataset(n: int = 512, features: int = 20, classes: int = 4) -> TensorDataset:
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(n, features, generator=g)
+    w = torch.randn(features, classes, generator=g)
+    return TensorDataset(x, (x @ w).argmax(1))
+
+
+class Trainer:
+    def __init__(self, model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer, snapshot: str,
+                 plant: str) -> None:
+        self.rank = int(os.environ["RANK"])
+        self.model, self.loader, self.optimizer = model, loader, optimizer
+        self.snapshot, self.plant = snapshot, plant
+        self.epochs_run = 0
+
+    def load(self, path: str) -> None:
+        snap = torch.load(path, map_location="cpu", weights_only=True)
+        self.model.load_state_dict(snap["MODEL_STATE"])
+        self.epochs_run = snap["EPOCHS_RUN"]
+        if "OPTIMIZER_STATE" in snap:
+            self.optimizer.load_state_dict(snap["OPTIMIZER_STATE"])
+            torch.set_rng_state(snap["RNG"])
+
+    def wrap(self) -> None:
+        self.model = DDP(self.model)
+
+    def _run_batch(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        self.optimizer.zero_grad()
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def _run_epoch(self, epoch: int) -> None:
+        if self.plant != "no-set-epoch":
+            self.loader.sampler.set_epoch(epoch)
+        total = 0.0
+        for x, y in self.loader:
+            total += self._run_batch(x, y)
+        if self.rank == 0:
+            print("epoch %d: mean loss %.4f" % (epoch, total / len(self.loader)), flush=True)
+
+    def _save_snapshot(self, epoch: int) -> None:
+        snap = {"MODEL_STATE": self.model.module.state_dict(), "EPOCHS_RUN": epoch + 1}
+        if self.plant != "tutorial-snapshot":
+            snap.update(OPTIMIZER_STATE=self.optimizer.state_dict(), RNG=torch.get_rng_state())
+        torch.save(snap, self.snapshot)
+
+    def train(self, epochs: int) -> None:
+        for epoch in range(self.epochs_run, epochs):
+            self._run_epoch(epoch)
+            if self.rank == 0:
+                self._save_snapshot(epoch)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--snapshot", default="snapshot.pt")
+    p.add_argument("--resume", default="")
+    p.add_argument("--plant", default="")
+    a = p.parse_args()
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    data = dataset()
+    loader = DataLoader(data, batch_size=a.batch_size, shuffle=False, sampler=DistributedSampler(data))
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    t = Trainer(model, loader, optimizer, a.snapshot, a.plant)
+    if a.resume:
+        t.load(a.resume)
+    t.wrap()
+    t.train(a.epochs)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
