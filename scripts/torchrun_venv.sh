@@ -8,7 +8,8 @@
 #   bash scripts/torchrun_venv.sh
 #   DDP_TORCHRUN=$HOME/.cache/ddp_profile/torchvenv/bin/torchrun build/tests/integration_tests --gtest_filter='Torchrun*'
 #
-# Environment: DDP_CACHE (default ~/.cache/ddp_profile), DDP_TORCH_VERSION (2.11.0).
+# Environment: DDP_CACHE (default ~/.cache/ddp_profile), DDP_TORCH_VERSION (2.11.0), DDP_LIGHTNING_VERSION (2.6.*),
+# DDP_ACCELERATE_VERSION (1.15.*).
 set -euo pipefail
 version=${DDP_TORCH_VERSION:-2.11.0}
 cache=${DDP_CACHE:-$HOME/.cache/ddp_profile}
@@ -28,5 +29,12 @@ if [ ! -x "$V/bin/torchrun" ]; then
   "$V/bin/pip" install --quiet --no-deps "$wheel"
   "$V/bin/pip" install --quiet typing_extensions sympy mpmath filelock jinja2 networkx fsspec markupsafe numpy pytest
   "$V/bin/pip" install --quiet --no-deps nvidia-cusparselt-cu13 nvidia-nvshmem-cu13 "nvidia-cufile==1.15.*"
+fi
+# The frameworks the unmodified-script tests run (tests/python/user_scripts/{lightning,accelerate}_job.py): without
+# their own dependencies on torch (pip would fetch another torch and its CUDA wheels), with the rest of theirs.
+if ! "$V/bin/python" -c "import lightning, accelerate" 2> /dev/null; then
+  "$V/bin/pip" install --quiet --no-deps "lightning==${DDP_LIGHTNING_VERSION:-2.6.*}" \
+    "accelerate==${DDP_ACCELERATE_VERSION:-1.15.*}" "torchmetrics<3" "lightning-utilities<2"
+  "$V/bin/pip" install --quiet pyyaml psutil packaging huggingface_hub safetensors tqdm
 fi
 echo "$V/bin/torchrun"

@@ -55,8 +55,15 @@ void flag_sync_every_micro_step(Analysis& a, const RankData& d, const RankAnalys
   const double accum = set.accum_steps >= 1 ? set.accum_steps : std::round(r.micro_steps);
   if (accum <= 1) return;
   uint64_t early = 0;
-  for (const Span& s : d.allreduce)
-    if (d.in(s.step) && s.micro + 1 < accum) early++;
+  if (set.accum_steps >= 1) {
+    // Our own runs tag each collective with its micro-step.
+    for (const Span& s : d.allreduce)
+      if (d.in(s.step) && s.micro + 1 < accum) early++;
+  } else if (r.allreduce.syncs_per_step > 1.5) {
+    // A user's trace carries no micro-step on its collectives (every span says micro 0): a backward that synced on
+    // more than one micro-step of the step is what shows no_sync missing.
+    early = static_cast<uint64_t>(std::llround((r.allreduce.syncs_per_step - 1) * static_cast<double>(r.steps)));
+  }
   if (early > 0 || set.sync_every_step == 1)
     add_flag(a, "sync_every_micro_step", r.rank,
              fmt("rank %d: gradient accumulation over %.0f micro-steps allreduces %.1f times per step instead of "

@@ -27,6 +27,10 @@ TEST(Analysis, AccumulationCausesAndSyncEveryMicroStepFlag) {
   every.manifest = false;
   ddp::Analysis c = run_analysis(every, "accum_every_nomanifest");
   EXPECT_TRUE(has_flag(c, "sync_every_micro_step", 0)) << describe(c);
+  // And a correct accumulation without a manifest (a user's traces) is not flagged.
+  sim.manifest = false;
+  ddp::Analysis d = run_analysis(sim, "accum_nomanifest");
+  EXPECT_FALSE(has_flag(d, "sync_every_micro_step")) << describe(d);
 }
 
 TEST(Analysis, PageableH2dFlag) {
