@@ -3,8 +3,10 @@ the steps after warm-up and the verified ones) with the companion attached but n
 same under `ddp_profile --check` (its main run: replica digest every step, gradient norms, forward checks, memory,
 samples). Rounds interleave the two; prints each round's medians and the ratio of the medians of all rounds.
 Target: check mode within 1.10x.
+--unmodified: the script with no ddp_profile line, run as it is against the same under `ddp_profile --check`, where
+ddp_profile.auto attaches by itself (what an unmodified script costs in check mode).
 
-    <venv>/bin/python bench/check_mode_bench.py [--rounds 3] [--ddp-profile build/runtime/ddp_profile]
+    <venv>/bin/python bench/check_mode_bench.py [--rounds 3] [--unmodified] [--ddp-profile build/runtime/ddp_profile]
 """
 import argparse
 import glob
@@ -19,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--steps", type=int, default=30)
+ap.add_argument("--unmodified", action="store_true")
 ap.add_argument("--ddp-profile", default=os.path.join(ROOT, "build", "runtime", "ddp_profile"))
 args = ap.parse_args()
 torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
@@ -27,7 +30,7 @@ env.pop("DDP_PROFILE_RUN", None)
 libs = ["/usr/local/cuda/lib64"] + glob.glob(os.path.join(sys.prefix, "lib", "python3*", "site-packages", "nvidia", "*", "lib"))
 env["LD_LIBRARY_PATH"] = ":".join(libs + [os.environ.get("LD_LIBRARY_PATH", "")])
 script = [torchrun, "--nproc-per-node", "2", os.path.join(ROOT, "bench", "check_mode_step.py"), "--steps",
-          str(args.steps)]
+          str(args.steps)] + (["--unmodified"] if args.unmodified else [])
 
 
 def last_json(text: str) -> dict:
@@ -49,12 +52,13 @@ def checked() -> dict:
         return last_json(f.read())
 
 
+baseline = "as it is" if args.unmodified else "attached"
 medians = {"attached": [], "check": []}
 for r in range(args.rounds):
     a, c = plain(), checked()
     medians["attached"].append(a["median_ms"])
     medians["check"].append(c["median_ms"])
-    print("round %d: attached %.1f ms, check %.1f ms (%d parameters, %d steady steps)"
-          % (r + 1, a["median_ms"], c["median_ms"], a["parameters"], a["steps"]), flush=True)
+    print("round %d: %s %.1f ms, check %.1f ms (%d parameters, %d steady steps)"
+          % (r + 1, baseline, a["median_ms"], c["median_ms"], a["parameters"], a["steps"]), flush=True)
 ratio = statistics.median(medians["check"]) / statistics.median(medians["attached"])
-print("check mode / attached, median step: %.3f (target <= 1.10)" % ratio)
+print("check mode / %s, median step: %.3f (target <= 1.10)" % (baseline, ratio))

@@ -2,7 +2,9 @@
 float32), SGD, a DistributedSampler, gloo, the companion attached. Rank 0 prints one JSON line: the median step time
 (ms) over the steps after the first 6 (warm-up and the verified steps, which dump tensors by design).
 
-    torchrun --nproc-per-node 2 bench/check_mode_step.py [--steps 30]
+    torchrun --nproc-per-node 2 bench/check_mode_step.py [--steps 30] [--unmodified]
+
+--unmodified: no ddp_profile line (the loader iterated as it is): under ddp_profile, ddp_profile.auto attaches.
 """
 import argparse
 import json
@@ -19,6 +21,7 @@ import ddp_profile
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=30)
+ap.add_argument("--unmodified", action="store_true")
 args = ap.parse_args()
 torch.set_num_threads(1)
 dist.init_process_group("gloo")
@@ -33,10 +36,12 @@ model = DDP(nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096
                           nn.ReLU(), nn.Linear(1024, 2)))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 criterion = nn.CrossEntropyLoss()
-dp = ddp_profile.attach(model, optimizer, loss_fn=lambda m, b: criterion(m(b[0]), b[1]), sampler=sampler)
+if not args.unmodified:
+    dp = ddp_profile.attach(model, optimizer, loss_fn=lambda m, b: criterion(m(b[0]), b[1]), sampler=sampler)
+    loader = dp.loader(loader)
 times = []
 t = time.perf_counter()
-for xb, yb in dp.loader(loader):
+for xb, yb in loader:
     optimizer.zero_grad(set_to_none=True)
     criterion(model(xb), yb).backward()
     optimizer.step()

@@ -238,6 +238,11 @@ class Companion:
 
         self._saved(obj, path if path is not None else self.buffer_path, copy_to)
 
+    def saved_file(self, obj: Any, path: str) -> None:
+        """A checkpoint the job wrote itself (a safetensors file): copied as it is."""
+        self.hb.stage(hb.CHECKPOINT)
+        self._saved(obj, path, lambda dst: files.copy(path, dst))
+
     def saved_directory(self, path: str) -> None:
         """A checkpoint the job wrote as a directory (accelerate's save_state): read back whole, copied whole."""
         self.hb.stage(hb.CHECKPOINT)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
 import sys
 import weakref
 from typing import Any, Deque, List, Optional
@@ -254,6 +255,13 @@ class Auto:
             c.save(obj, f, *args, **kwargs)
         finally:
             c.buffer_path = None
+
+    def saved_file(self, obj: Any, path: Any) -> None:
+        """A file the job wrote itself (safetensors) holding the model's weights: a checkpoint."""
+        c = current()
+        if c is not None and c.found_by != "attach" and not self.writing_directory and \
+                isinstance(path, (str, os.PathLike)) and holds_model_weights(obj, c):
+            c.saved_file(obj, os.fspath(path))
 
     def saved_directory(self, path: Any) -> None:
         c = current()

@@ -99,6 +99,24 @@ def install(auto: Any) -> None:
     _after_import("accelerate.accelerator", lambda m: _patch_accelerate(m, auto))
     _after_import("lightning.fabric.plugins.io.torch_io", lambda m: _patch_lightning_io(m, auto))
     _after_import("lightning_fabric.plugins.io.torch_io", lambda m: _patch_lightning_io(m, auto))
+    _after_import("safetensors.torch", lambda m: _patch_safetensors(m, auto))
+
+
+def _patch_safetensors(st: Any, auto: Any) -> None:
+    """safetensors.torch.save_file(tensors, path): a file of the model's weights is a checkpoint, as a torch.save
+    of them is (inside accelerate's save_state it is part of the directory instead)."""
+    save_file = getattr(st, "save_file", None)
+    if save_file is None or getattr(save_file, "_ddp_profile", False):
+        return
+
+    @functools.wraps(save_file)
+    def save_file_recorded(tensors: Any, filename: Any, *args: Any, **kwargs: Any) -> Any:
+        out = save_file(tensors, filename, *args, **kwargs)
+        auto.saved_file(tensors, filename)
+        return out
+
+    save_file_recorded._ddp_profile = True  # type: ignore[attr-defined]
+    st.save_file = save_file_recorded
 
 
 def _after_import(name: str, patch: Callable[[Any], None]) -> None:

@@ -171,7 +171,8 @@ std::string last_exception_line(const std::string& log) {
 
 bool launch_chooses_port(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
   for (const std::string& a : argv)
-    for (const char* opt : {"--master-port", "--master_port", "--rdzv-endpoint", "--rdzv_endpoint", "--standalone"})
+    for (const char* opt : {"--master-port", "--master_port", "--rdzv-endpoint", "--rdzv_endpoint", "--standalone",
+                            "--main_process_port"})  // the last: accelerate launch's
       if (a == opt || a.rfind(std::string(opt) + "=", 0) == 0) return true;
   for (const char* var : {kEnvTorchrunMasterPort, "PET_RDZV_ENDPOINT", "PET_STANDALONE"})
     if (env.count(var) || std::getenv(var)) return true;

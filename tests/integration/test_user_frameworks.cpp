@@ -72,6 +72,20 @@ TEST_F(UserCheck, AnUnmodifiedScriptsMistakesAreNamed) {
   EXPECT_EQ(snap.status("checkpoint.complete"), "fail") << snap.summary("checkpoint.complete");
   EXPECT_NE(snap.summary("checkpoint.complete").find("optimizer.state:0.weight"), std::string::npos)
       << snap.summary("checkpoint.complete");
+  if (!venv_has(torchrun_, "safetensors")) {
+    std::cout << "[ SKIPPED part ] a safetensors snapshot: the venv has no safetensors\n";
+    return;
+  }
+  // The weights alone, through safetensors: found as the checkpoint, and what it lacks named.
+  const std::string st = fresh_dir("u3.safetensors");
+  Checked weights = check("unmodified_safetensors", {"--checks", "checkpoint.complete"},
+                          torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", st, "--plant", "safetensors-weights"}),
+                          torchrun_);
+  EXPECT_EQ(weights.code, 1) << weights.output;
+  EXPECT_EQ(weights.status("checkpoint.complete"), "fail") << weights.summary("checkpoint.complete");
+  EXPECT_NE(weights.summary("checkpoint.complete").find(st), std::string::npos) << weights.summary("checkpoint.complete");
+  EXPECT_NE(weights.summary("checkpoint.complete").find("optimizer.state:0.weight"), std::string::npos)
+      << weights.summary("checkpoint.complete");
 }
 
 TEST_F(Frameworks, LightningUnderTorchrunPassesTheWholeLadderWithTrainingStepAsTheLoss) {
@@ -139,6 +153,19 @@ TEST_F(Frameworks, AcceleratesMistakesAreNamed) {
   EXPECT_EQ(shuffle.status("checkpoint.resume"), "fail") << shuffle.summary("checkpoint.resume");
   EXPECT_NE(shuffle.summary("checkpoint.resume").find("shuffle restarts with the process"), std::string::npos)
       << shuffle.summary("checkpoint.resume");
+}
+
+TEST_F(Frameworks, AccelerateLaunchStartsTheRanks) {
+  need("accelerate");
+  const std::string accelerate = std::filesystem::path(torchrun_).parent_path() / "accelerate";
+  // accelerate 1.15's multi-process launcher (torchrun inside; `--cpu --num_processes 2` would start one process);
+  // the script's Accelerator(cpu=True) trains on the CPU over Gloo.
+  Checked c = check("accelerate_launch", {"--checks", "env.manifest,data.shard_rule,numerics.rank_sync"},
+                    {accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--main_process_port",
+                     std::to_string(ddptest::free_port()), kAccelerate, "--ckpt-dir", fresh_dir("a3")},
+                    torchrun_);
+  ASSERT_EQ(c.code, 0) << c.output;
+  expect_all_pass_but(c, {});
 }
 
 // --record: one profiler cycle per rank, stepped at the optimizer steps the companion found, analysed.

@@ -3,6 +3,8 @@
 #include <string>
 
 #include "traces/analysis/analysis.h"
+#include "traces/analysis/analysis_report_scale.h"
+#include "traces/base/rank_set.h"
 #include "traces/base/text_format.h"
 
 namespace ddp {
@@ -87,6 +89,9 @@ std::string analysis_text(const Analysis& a) {
   std::string out = "verdict: " + a.verdict + "\n";
   out += fmt("%d rank(s), %llu step(s) analysed (%llu warm-up skipped), mean step %.3f ms\n", a.world,
              static_cast<unsigned long long>(a.steps), static_cast<unsigned long long>(a.warmup_steps), a.step_ms);
+  if (a.world > kRanksListedInFull)
+    return out + causes_text_grouped(a) + flags_text_grouped(a) + ranks_text_summarised(a) + gpu_text_summarised(a) +
+           problems_text_capped(a);
   out += "\ncauses (ranked by time lost):\n";
   if (a.causes.empty()) out += "  none above " + fmt("%.0f%%", 100 * kMinCauseShare) + " of step time\n";
   int i = 0;

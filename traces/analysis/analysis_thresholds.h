@@ -77,4 +77,12 @@ inline constexpr double kCollectiveTailMinShare = 0.05;
 // wait"), not a dependency: back-to-back kernels on current GPUs sit a few microseconds apart.
 inline constexpr int64_t kKernelWaitMaxGapNs = 30'000;
 
+// ---- the text report at scale (analysis_report_scale.cpp) ----
+// Above kRanksListedInFull (traces/base/rank_set.h) the report groups causes and flags by pattern, with compact rank
+// sets, and summarises the ranks (distribution and the worst few): it grows with what is wrong, not with the world.
+inline constexpr size_t kCauseGroupsShown = 8;
+inline constexpr size_t kFlagGroupsShown = 8;
+inline constexpr size_t kStragglersShown = 8;
+inline constexpr size_t kProblemsShown = 6;
+
 }  // namespace ddp

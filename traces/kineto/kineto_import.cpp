@@ -2,6 +2,8 @@
 #include "traces/kineto/kineto_import.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <atomic>
 #include <filesystem>
 #include <limits>
@@ -9,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "traces/base/rank_set.h"
 #include "traces/base/text_format.h"
 #include "traces/kineto/kineto_align.h"
 #include "traces/kineto/kineto_build.h"
@@ -363,28 +366,91 @@ nlohmann::json kineto_report_json(const RunTrace& run) {
   return run.manifest["kineto"];
 }
 
+namespace {
+// At many ranks the alignment is a distribution and the per-rank notes are grouped by what they say.
+std::string clock_alignment_summary(const nlohmann::json& alignment) {
+  std::vector<double> offsets, uncertainties;
+  std::vector<int> unmeasured, clamped;
+  int far = -1, loose = -1;
+  double far_ms = 0, loose_ms = 0;
+  for (const auto& a : alignment) {
+    const int rank = a.value("rank", 0);
+    if (!a.value("measured", false)) {
+      unmeasured.push_back(rank);
+      continue;
+    }
+    const double off = a.value("offset_ms", 0.0), unc = a.value("uncertainty_ms", 0.0);
+    offsets.push_back(std::abs(off));
+    uncertainties.push_back(unc);
+    if (far < 0 || std::abs(off) > far_ms) far = rank, far_ms = std::abs(off);
+    if (loose < 0 || unc > loose_ms) loose = rank, loose_ms = unc;
+    if (a.value("clamped_to_bounds", false)) clamped.push_back(rank);
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  std::string out = fmt("  %zu ranks measured: |offset| median %.2f ms, max %.2f ms (rank %d); uncertainty median %.2f "
+                        "ms, max %.2f ms (rank %d)\n",
+                        offsets.size(), median(offsets), far_ms, far, median(uncertainties), loose_ms, loose);
+  if (!clamped.empty()) out += "  median clamped to the bounds: " + describe_ranks(clamped) + "\n";
+  if (!unmeasured.empty()) out += "  not measured (no collective matched): " + describe_ranks(unmeasured) + "\n";
+  return out;
+}
+
+std::string notes_grouped(const nlohmann::json& notes) {
+  std::map<std::string, std::vector<int>> by_text;  // "rank R: text" -> text's ranks
+  std::vector<std::string> order;
+  for (const auto& n : notes) {
+    std::string text = n.get<std::string>();
+    int rank = -1;
+    if (text.rfind("rank ", 0) == 0 && text.find(": ") != std::string::npos) {
+      rank = std::atoi(text.c_str() + 5);
+      text = text.substr(text.find(": ") + 2);
+    }
+    if (!by_text.count(text)) order.push_back(text);
+    if (rank >= 0) by_text[text].push_back(rank);
+  }
+  std::string out;
+  for (const std::string& t : order)
+    out += clip("  " + (by_text[t].empty() ? "" : describe_ranks(by_text[t]) + ": ") + t, kReportLineMax) + "\n";
+  return out;
+}
+}  // namespace
+
 std::string kineto_report_text(const RunTrace& run) {
   const nlohmann::json r = kineto_report_json(run);
   if (r.is_null()) return {};
+  const bool many = r["clock_alignment"].size() > static_cast<size_t>(kRanksListedInFull);
   std::string out =
       fmt("clock alignment (offset of each rank's clock from rank %d's, median of matched collectives' "
-          "end-time differences ± their median absolute deviation):\n",
-          r.value("reference_rank", 0));
-  for (const auto& a : r["clock_alignment"]) {
-    if (!a.value("measured", false)) {
-      out += fmt("  rank %d: not measured (no collective matched)\n", a.value("rank", 0));
-      continue;
+          "end-time differences ± their median absolute deviation%s):\n",
+          r.value("reference_rank", 0), many ? "; each rank's in --json" : "");
+  if (many) {
+    out += clock_alignment_summary(r["clock_alignment"]);
+  } else {
+    for (const auto& a : r["clock_alignment"]) {
+      if (!a.value("measured", false)) {
+        out += fmt("  rank %d: not measured (no collective matched)\n", a.value("rank", 0));
+        continue;
+      }
+      std::string bounds;
+      if (a["bounds_ms"].is_array() && a.value("rank", 0) != r.value("reference_rank", 0))
+        bounds = fmt(", certainly within [%+.2f, %+.2f] ms%s", a["bounds_ms"][0].get<double>(),
+                     a["bounds_ms"][1].get<double>(), a.value("clamped_to_bounds", false) ? " (median clamped)" : "");
+      out += fmt("  rank %d: %+.2f ms ± %.2f ms from %zu collectives%s\n", a.value("rank", 0),
+                 a.value("offset_ms", 0.0), a.value("uncertainty_ms", 0.0), a.value("collectives", size_t{0}),
+                 bounds.c_str());
     }
-    std::string bounds;
-    if (a["bounds_ms"].is_array() && a.value("rank", 0) != r.value("reference_rank", 0))
-      bounds = fmt(", certainly within [%+.2f, %+.2f] ms%s", a["bounds_ms"][0].get<double>(),
-                   a["bounds_ms"][1].get<double>(), a.value("clamped_to_bounds", false) ? " (median clamped)" : "");
-    out += fmt("  rank %d: %+.2f ms ± %.2f ms from %zu collectives%s\n", a.value("rank", 0), a.value("offset_ms", 0.0),
-               a.value("uncertainty_ms", 0.0), a.value("collectives", size_t{0}), bounds.c_str());
   }
   if (!r["notes"].empty()) {
     out += "notes:\n";
-    for (const auto& n : r["notes"]) out += "  " + n.get<std::string>() + "\n";
+    if (many) {
+      out += notes_grouped(r["notes"]);
+    } else {
+      for (const auto& n : r["notes"]) out += "  " + n.get<std::string>() + "\n";
+    }
   }
   return out;
 }

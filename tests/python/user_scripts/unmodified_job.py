@@ -5,7 +5,9 @@ is (ddp_profile.auto finds the model, optimizer, loader and snapshots).
 
 --plant no-set-epoch: the sampler's epoch is never set (every epoch draws epoch 0's order): data.shard_rule fails.
 --plant tutorial-snapshot: the snapshot holds only the weights and the epoch, as the tutorial's does; a resume
-  restarts the optimizer's momentum from zero: checkpoint.complete names what is missing."""
+  restarts the optimizer's momentum from zero: checkpoint.complete names what is missing.
+--plant safetensors-weights: the snapshot is the weights alone, written with safetensors' save_file:
+  checkpoint.complete names what is missing from that file."""
 import argparse
 import os
 
@@ -60,6 +62,11 @@ class Trainer:
             print("epoch %d: mean loss %.4f" % (epoch, total / len(self.loader)), flush=True)
 
     def _save_snapshot(self, epoch: int) -> None:
+        if self.plant == "safetensors-weights":
+            from safetensors.torch import save_file
+
+            save_file({k: v.contiguous() for k, v in self.model.module.state_dict().items()}, self.snapshot)
+            return
         snap = {"MODEL_STATE": self.model.module.state_dict(), "EPOCHS_RUN": epoch + 1}
         if self.plant != "tutorial-snapshot":
             snap.update(OPTIMIZER_STATE=self.optimizer.state_dict(), RNG=torch.get_rng_state())
