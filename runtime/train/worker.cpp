@@ -290,9 +290,7 @@ class Trainer {
         StageScope stage(Stage::wait_comm);
         sync_.finish();
       }
-      // The leak memory.steady must find: a forward outside no_grad kept for later (a metric list, a logged
-      // output). Its graph holds every layer's saved activations, unlike the backwarded loss, whose graph
-      // backward already freed.
+      // The leak memory.steady must find: an output kept with its graph (every layer's saved activations).
       if (planted_.keep_graphs) kept_graphs_.push_back(model_.forward(b.x, nullptr));
       at::Tensor l = loss.detach().to(at::kDouble);
       step_loss = step_loss.defined() ? step_loss + l : l;
