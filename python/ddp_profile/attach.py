@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch
 
-from . import env, files, hashing, heartbeat as hb, layout
+from . import env, files, flight_recorder, hashing, heartbeat as hb, layout
 from .env import Config
 
 __version__ = "0.1.0"
@@ -163,6 +163,7 @@ class Companion:
         self.verify = os.path.join(cfg.run, layout.VERIFY_DIR)
         os.makedirs(self.verify, exist_ok=True)
         self.hb = hb.Heartbeat(cfg.run, self.rank)
+        flight_recorder.watch(cfg.run, self.rank)  # a hang's dump, on the supervisor's request
         self.numerics: Any = None
         self.coll: Any = None
         self.training: Any = None

@@ -55,6 +55,13 @@ def companion_save_copy_file(save: int, rank: int) -> str:
     return "checkpoints/save%d/rank%d.pt" % (save, rank)
 
 
+FLIGHT_RECORDER_REQUEST = "flight_recorder/request"  # the supervisor asks for Flight Recorder dumps (a hang)
+
+
+def flight_recorder_dump_file(rank: int) -> str:
+    return "flight_recorder/rank%d.pkl" % rank
+
+
 def kineto_rank_trace_file(rank: int) -> str:
     return "rank%d.pt.trace.json" % rank
 
@@ -101,6 +108,8 @@ def contract() -> dict:
             "reference_meta": reference_meta_file(7),
             "save_copy": companion_save_copy_file(2, 3),
             "kineto_trace": kineto_rank_trace_file(3),
+            "flight_recorder_request": FLIGHT_RECORDER_REQUEST,
+            "flight_recorder_dump": flight_recorder_dump_file(3),
         },
         "heartbeat": {"size": HEARTBEAT_SIZE, "magic": HEARTBEAT_MAGIC, "format_version": HEARTBEAT_FORMAT_VERSION,
                       "fields": {k: v[0] for k, v in HEARTBEAT_FIELDS.items()},

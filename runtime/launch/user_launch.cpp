@@ -16,6 +16,7 @@
 
 #include "profiler/clock.h"
 #include "runtime/launch/companion_files.h"
+#include "runtime/launch/hang_dumps.h"
 #include "runtime/launch/hang_watch.h"
 #include "runtime/launch/loopback_port.h"
 #include "runtime/launch/progress.h"
@@ -181,6 +182,8 @@ bool launch_chooses_port(const std::vector<std::string>& argv, const std::map<st
 
 UserLaunchResult run_user_launch(const UserLaunch& given) {
   UserLaunch launch = given;
+  if (!launch.env.count(kEnvTorchFrBufferSize) && !std::getenv(kEnvTorchFrBufferSize))
+    launch.env[kEnvTorchFrBufferSize] = kFrBufferEntries;  // a hang's dumps (hang_dumps.h)
   if (!launch_chooses_port(launch.argv, launch.env)) {
     const int port = free_loopback_port();
     if (port > 0) launch.env[kEnvTorchrunMasterPort] = std::to_string(port);
@@ -284,7 +287,12 @@ UserLaunchResult run_user_launch(const UserLaunch& given) {
       double silent_s = 0;
       const int hung = hang_watch.poll(running, now_ns, silent_s);
       if (hung >= 0) {
-        note_fault(hung, hang_message(ranks, hung, launch.hang_timeout_s));
+        std::vector<int> alive;
+        for (const auto& rr : running)
+          if (!rr.process_stopped) alive.push_back(rr.rank);  // a stopped process cannot answer
+        // Asked before the ranks are ended: their dumps say which collective the others wait in.
+        note_fault(hung, hang_message(ranks, hung, launch.hang_timeout_s) + "; " +
+                             hang_dump_verdict(launch.run_dir, alive));
         res.hung = true;
         res.killed_by_us = true;
         kill_group();

@@ -13,6 +13,7 @@
 #include "traces/kineto/kineto_import.h"
 #include "traces/kineto/kineto_merge.h"
 #include "traces/diff/run_diff.h"
+#include "traces/flight_recorder/fr_report.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
 #include "traces/analysis/summary.h"
@@ -156,7 +157,22 @@ int run_summary(const Command& cmd) {
   return 0;
 }
 
+// --analyze of Flight Recorder dumps (docs/flight-recorder.md): where a hung job's ranks part, not stalls.
+int run_analyze_fr(const Command& cmd) {
+  std::vector<FrDump> dumps;
+  std::string err;
+  if (!read_fr_dumps(cmd.inputs, dumps, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 1;
+  }
+  const FrVerdict v = match_fr_dumps(dumps);
+  if (cmd.json) std::cout << fr_report_json(v, dumps).dump(2) << "\n";
+  else std::cout << fr_report_text(v, dumps);
+  return 0;
+}
+
 int run_analyze(const Command& cmd) {
+  if (is_fr_input(cmd.inputs)) return run_analyze_fr(cmd);
   RunTrace run;
   if (int rc = load_or_report(cmd, run)) return rc;
   Analysis a = analyze(run);

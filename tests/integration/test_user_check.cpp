@@ -34,6 +34,21 @@ TEST_F(UserCheck, TheSeedJobInPlainPyTorchPassesTheWholeLadder) {
                          "comm.no_sync", "checkpoint.complete", "checkpoint.resume", "faults.exit"})
     EXPECT_EQ(c.status(id), "pass") << id << ": " << c.summary(id);
   EXPECT_EQ(file_bytes(script), before) << "the user's script was modified";
+  // The planted hang: before the ranks were ended, their Flight Recorder dumps named the collective the hung rank never
+  // joined (docs/flight-recorder.md), and the dumps stay in the run for --analyze.
+  std::string hang;
+  for (const auto& ch : c.checks["checks"])
+    if (ch["id"] == "faults.exit")
+      for (const auto& d : ch["details"])
+        if (d["kind"] == "hang") hang = d["message"];
+  const std::string culprit = "rank " + hang.substr(5, hang.find(' ', 5) - 5);
+  EXPECT_NE(hang.find("Flight Recorder: the ranks part at all_reduce #"), std::string::npos) << hang;
+  EXPECT_NE(hang.find(culprit + " never joined it"), std::string::npos) << hang;
+  const std::string dumps = c.checks["run"].get<std::string>() + "/fault_hang/flight_recorder";
+  auto fr = ddptest::run({kExe, "--analyze", dumps}, dumps + ".log", 60);
+  EXPECT_EQ(fr.code, 0) << fr.output;
+  EXPECT_NE(fr.output.find("verdict: the ranks part at all_reduce #"), std::string::npos) << fr.output;
+  EXPECT_NE(fr.output.find("seed_job.py:"), std::string::npos) << "the user's line, not torch's: " << fr.output;
   // Our manifest layout, from the companion's records: the diff and the analysis read it as ours.
   auto m = read_json(c.checks["run"].get<std::string>() + "/main/manifest.json");
   EXPECT_EQ(m["launch"]["method"], "torchrun");

@@ -58,6 +58,11 @@ std::string checkpoint_folder(int64_t step);  // checkpoints/step<k>
 std::string checkpoint_rank_file(int rank);   // rank<R>.pt, inside a checkpoint folder
 // --export RUN --format kineto: one PyTorch profiler (Kineto) trace per rank in the output folder (docs/kineto.md).
 std::string kineto_rank_trace_file(int rank);  // rank<R>.pt.trace.json
+// A user's job called hung: the supervisor creates the request, each rank's companion answers with its Flight
+// Recorder dump (torch's pickle, stack frames kept), read by traces/flight_recorder (docs/flight-recorder.md).
+inline const char* kFlightRecorderDir = "flight_recorder";
+inline const char* kFlightRecorderRequest = "flight_recorder/request";
+std::string flight_recorder_dump_file(int rank);  // flight_recorder/rank<R>.pkl
 // Files our Kineto importer reads from a folder: *.json and *.json.gz, except the run folder's own JSON files.
 bool is_trace_file_name(const std::string& name);
 // manifest.json, trace.json, run_status.json, checks.json: never a rank's profiler trace.
