@@ -13,6 +13,7 @@
 #include <string>
 
 #include "traces/base/read_progress.h"
+#include "traces/chrome/chrome_lenient.h"
 #include "traces/chrome/chrome_pieces.h"
 #include "traces/chrome/chrome_reader.h"
 #include "traces/chrome/chrome_status.h"
@@ -159,7 +160,7 @@ ChromeStatus read_chrome_bytes(const std::string& path, std::string& out) {
   }
 }
 
-ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+ChromeStatus chrome_parse::parse_file_strict(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   trace_read_progress().reading(path);
   try {
     std::error_code ec;
@@ -178,7 +179,7 @@ ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_
     ChromeStatus s = read_chrome_bytes(path, text);
     if (!s.ok()) return s;
     info = ChromeDocInfo{};
-    return parse_chrome_json(text, on_event, info);
+    return parse_json_strict(text, on_event, info);
   } catch (const std::bad_alloc&) {
     return make_chrome_error(ChromeError::too_large, "out of memory while reading " + path);
   }

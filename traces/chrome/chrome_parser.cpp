@@ -23,6 +23,7 @@
 
 #include "traces/base/read_progress.h"
 #include "traces/chrome/chrome_json_text.h"
+#include "traces/chrome/chrome_lenient.h"
 #include "traces/chrome/chrome_parse_errors.h"
 #include "traces/chrome/chrome_pieces.h"
 #include "traces/chrome/chrome_reader.h"
@@ -553,9 +554,9 @@ Reading read_text(std::string_view text, size_t capacity, size_t user, size_t si
 }
 }  // namespace chrome_parse
 
-ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+ChromeStatus chrome_parse::parse_json_strict(const std::string& json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   if (json.capacity() < json.size() + simdjson::SIMDJSON_PADDING)
-    return parse_chrome_json(std::string_view(json), on_event, info);
+    return parse_json_strict(std::string_view(json), on_event, info);
   try {
     bool done = false;
     ChromeStatus s = parse_in_pieces(json, on_event, info, done);
@@ -568,7 +569,7 @@ ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_
   }
 }
 
-ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+ChromeStatus chrome_parse::parse_json_strict(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   try {
     bool done = false;
     ChromeStatus s = parse_in_pieces(json, on_event, info, done);

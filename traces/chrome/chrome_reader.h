@@ -81,6 +81,9 @@ struct ChromeDocInfo {
   // Bytes of the largest text parsed at once: a piece of ~64 KiB for a big document cut between its events, the
   // whole text for a small one (or one that could not be cut).
   uint64_t largest_piece = 0;
+  // What was read leniently, when the document was not strictly JSON (chrome_lenient.h): "" when it was.
+  std::string not_strict;
+  bool closed_by_reader = false;  // an Array Format document without its `]`: a writer that stopped mid-trace
   // The producer: "ddp_profile" for our export, "kineto" for PyTorch profiler traces, else "".
   std::string producer() const;
 };

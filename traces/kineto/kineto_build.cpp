@@ -369,6 +369,7 @@ BuiltRank build_rank(const KFile& f, int world) {
   }
   std::sort(windows.begin(), windows.end(), [](const Window& x, const Window& y) { return x.t0 < y.t0; });
   if (f.cut_off.error != ChromeError::none) keep_complete_steps(spans, windows, main_thread(spans), b.notes);
+  if (!f.not_strict.empty()) b.notes.push_back(f.name + ": " + f.not_strict);
   if (f.negative_durations)
     b.notes.push_back(fmt("%llu stage spans with a negative dur read as 0 long (a damaged or clock-stepped trace)",
                           static_cast<unsigned long long>(f.negative_durations)));

@@ -219,6 +219,10 @@ KFile read_kineto_file(const std::string& path, const KinetoStageMap& map, const
     f.cut_off = f.status;
     f.status = ChromeStatus{};
   }
+  f.not_strict = info.not_strict;
+  if (info.closed_by_reader) {  // the same for the Array Format (legacy traces), closed by the reader
+    f.cut_off = ChromeStatus{ChromeError::truncated, info.not_strict, 0};
+  }
   if (!f.status.ok()) {
     f.spans.clear();
     return f;

@@ -48,6 +48,7 @@ struct KFile {
   // A trace cut off by a killed job (the JSON ends inside traceEvents): the events before the cut are read and the
   // reader's `truncated` status is kept here, status itself is ok. The last step is then incomplete.
   ChromeStatus cut_off;
+  std::string not_strict;  // what the reader read leniently (trailing commas, an unclosed array): said in the notes
 };
 
 // Reads `path`. A damaged file comes back with `status` set and nothing else trusted (a cut-off one with `cut_off`,

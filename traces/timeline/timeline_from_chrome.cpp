@@ -103,11 +103,18 @@ bool ChromeToTimeline::operator()(const ChromeEventView& e) {
     }
     case 'i':
     case 'I':
-      if (e.name == "[memory]" && e.has_ts) {  // Kineto's allocator samples
+    case 'R':  // a mark: an instant as far as a timeline goes
+      if (!e.has_ts) break;
+      if (e.name == "[memory]") {  // Kineto's allocator samples
         int p = proc(e);
         for (const char* k : {"Total Allocated", "Total Reserved"})
           if (const ChromeValue* v = e.arg(k); v && v->is_number()) b_.add_counter(p, k, e.ts_ns, v->num);
+        break;
       }
+      // As Perfetto draws them: a zero-length slice on the thread ("s": "t", the default) or the process's lane of
+      // that tid ("p"); global ones ("g") belong to no process.
+      if (e.scope == "g") ++global_instants_;
+      else span(e, e.ts_ns, e.ts_ns);
       break;
     case 'M':
       metadata(e);
@@ -129,6 +136,9 @@ void ChromeToTimeline::close(int64_t end_ns) {
   open_.clear();
   if (unclosed) b_.problem(std::to_string(unclosed) + " \"B\" events without an \"E\" (closed at the trace's end)");
   if (unmatched_end_) b_.problem(std::to_string(unmatched_end_) + " \"E\" events without a \"B\" (ignored)");
+  if (global_instants_)
+    b_.problem(std::to_string(global_instants_) + " global instant events (\"s\": \"g\") not drawn: they belong to no "
+               "process or thread");
 }
 
 int ChromeToTimeline::proc(const ChromeEventView& e) {
@@ -362,6 +372,7 @@ bool build_from_chrome(const ChromeParse& parse, const std::string& source, bool
     error = source.empty() || chrome_error_names_file(st.error) ? st.message : source + ": " + st.message;
     return false;
   }
+  if (!info.not_strict.empty()) b.problem(info.not_strict);
   conv.close(conv.last_ts());
   b.timeline().producer = info.producer();
   b.timeline().source = source;

@@ -73,6 +73,7 @@ class ChromeToTimeline {
   uint32_t args_file_ = kNoFile;
   int last_proc_ = -1;
   uint64_t unmatched_end_ = 0;
+  uint64_t global_instants_ = 0;  // instant events of global scope: no thread or process to draw them on
   int64_t last_ts_ = std::numeric_limits<int64_t>::min();
 };
 

@@ -254,7 +254,8 @@ TEST(ChromeReader, MalformedInputGivesTypedErrors) {
       {"42", ChromeError::not_a_trace},
       {"nul", ChromeError::truncated},
       {"nope", ChromeError::syntax},
-      {"[{\"ph\":\"X\",}]", ChromeError::syntax},
+      {"[{\"ph\":\"X\",,}]", ChromeError::syntax},  // one trailing comma is read (chrome_lenient.h), two are not
+      {"[,]", ChromeError::syntax},
       {"[{\"ph\":\"X\" \"ts\":1}]", ChromeError::syntax},
       {"[{\"name\":\"a\\qb\"}]", ChromeError::syntax},
       {"[{\"name\":\"a\nb\"}]", ChromeError::syntax},
@@ -270,6 +271,17 @@ TEST(ChromeReader, MalformedInputGivesTypedErrors) {
     ChromeStatus s = parse_chrome_json(c.text, nullptr, info);
     EXPECT_EQ(s.error, c.want) << c.text.substr(0, 40) << " -> " << s.message;
     EXPECT_FALSE(s.message.empty());
+    EXPECT_TRUE(info.not_strict.empty()) << c.text.substr(0, 40);
+  }
+  // Read as Perfetto reads them, with a note: a trailing comma, an Array Format document never closed.
+  for (const std::string& text : {std::string("[{\"ph\":\"X\",\"ts\":1,}]"), std::string("[{\"ph\":\"X\",\"ts\":1},\n"),
+                                  std::string("[{\"ph\":\"X\",\"ts\":1}, {\"ph\":\"X\",\"t")}) {
+    ChromeDocInfo info;
+    size_t events = 0;
+    ChromeStatus s = parse_chrome_json(text, [&](const ChromeEventView&) { return ++events, true; }, info);
+    EXPECT_TRUE(s.ok()) << text << " -> " << s.message;
+    EXPECT_EQ(events, 1u) << text;
+    EXPECT_NE(info.not_strict.find("not strictly JSON"), std::string::npos) << text;
   }
   // Accepted oddities: bare arrays, escapes, string pids, B/E pairs, missing fields.
   Timeline tl;

@@ -61,6 +61,26 @@ void copy_pair(const std::string& scenario, const std::string& d, const std::fun
   write_text(d + "/rank1.pt.trace.json", edit(read_text(rank_file(scenario, 1))));
 }
 
+// The legacy profiler's Array Format cut by a killed job: no closing `]`. Read as Perfetto reads it (up to the last
+// whole event), said as not strictly JSON, and treated as cut off: the incomplete last step is left out.
+TEST(KinetoRobust, ALegacyArrayCutOffIsClosedByTheReaderAndItsLastStepLeftOut) {
+  const std::string d = temp_dir("legacy_cut");
+  const std::string legacy = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-1.13-legacy/slow-data-rank1/";
+  for (int r : {0, 1}) {
+    std::string text;
+    ASSERT_TRUE(read_chrome_bytes(legacy + "legacy_rank" + std::to_string(r) + ".json.gz", text).ok());
+    write_text(d + "/rank" + std::to_string(r) + ".json", r == 1 ? text.substr(0, text.size() * 2 / 3) : text);
+  }
+  RunTrace run;
+  std::string err;
+  ASSERT_TRUE(load({d}, run, err)) << err;
+  ASSERT_EQ(run.ranks.size(), 2u);
+  const std::string notes = notes_of(run);
+  EXPECT_NE(notes.find("not strictly JSON"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("the events array is not closed"), std::string::npos) << notes;
+  EXPECT_TRUE(kineto_report_json(run)["files"][1]["cut_off"].get<bool>());
+}
+
 // A job killed while rank 1's profiler wrote its trace: the JSON stops in the middle of traceEvents. The events
 // before the cut are read, the last step reached is left out as incomplete, the report says so, and the merged
 // export writes what was read instead of refusing the file.
