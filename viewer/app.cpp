@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "traces/analysis/analysis.h"
+#include "traces/flight_recorder/fr_dump.h"
 #include "traces/native/load_run.h"
 #include "traces/kineto/kineto_import.h"
 #include "traces/timeline/timeline_kineto.h"
@@ -22,7 +23,7 @@ constexpr int kAnalysisNice = 10;  // the analysis of per-rank traces, made whil
 
 bool App::load(const std::string& path, std::string& error, const LoadOptions& opts) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  if (std::filesystem::is_directory(path, ec) && !is_fr_input({path})) {
     RunTrace run;
     if (!load_run(path, run, error) || !keep_steps(run, opts.steps, error)) return false;
     try {
@@ -41,6 +42,10 @@ bool App::load(const std::string& path, std::string& error, const LoadOptions& o
   Timeline t;
   if (!load_timeline(path, t, error)) return false;
   set_timeline(std::move(t));
+  if (is_fr_input({path})) {
+    stall_source = "Flight Recorder dumps: no stalls; where the ranks part is the first load note";
+    return true;
+  }
   // stalls of a Chrome trace: an analysis.json next to it, when there is one
   std::filesystem::path side = std::filesystem::path(path).parent_path() / "analysis.json";
   std::string err;
@@ -55,11 +60,19 @@ bool App::load(const std::string& path, std::string& error, const LoadOptions& o
 
 bool App::opens_as_kineto_run(const std::vector<std::string>& inputs) {
   std::error_code ec;
+  if (is_fr_input(inputs)) return false;  // Flight Recorder dumps: load_timeline's
   return inputs.size() > 1 || (is_kineto_input(inputs) && std::filesystem::is_directory(inputs.front(), ec));
 }
 
 bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map, std::string& error,
                const LoadOptions& opts) {
+  if (inputs.size() > 1 && is_fr_input(inputs)) {  // dump files named one by one
+    Timeline t;
+    if (!timeline_from_fr_dumps(inputs, t, error)) return false;
+    set_timeline(std::move(t));
+    stall_source = "Flight Recorder dumps: no stalls; where the ranks part is the first load note";
+    return true;
+  }
   if (!opens_as_kineto_run(inputs)) {
     if (inputs.empty()) {
       error = "nothing to open";

@@ -111,11 +111,13 @@ void add_output_options(CLI::App& app, Command& c, RawOptions& raw) {
   auto* g_out = app.add_option_group("Output");
   g_out->add_option("--out", c.out_dir, "run folder to write (default: runs/<timestamp>)");
   g_out->add_option("-o,--output", c.output_file,
-                    "with --export: the JSON file to write (default DIR/trace.json); with --format kineto: the folder");
+                    "with --export: the JSON file to write (default DIR/trace.json); with --format kineto: the folder; "
+                    "with --format perfetto: the trace (default DIR/trace.pftrace), or FILE.tar: one per rank");
   raw.format = g_out->add_option("--format", c.export_format,
                                    "with --export: chrome (one trace, default) or kineto (one of our runs as per-rank "
-                                   "PyTorch profiler traces in the folder -o DIR, for HTA)")
-                     ->check(CLI::IsMember({"chrome", "kineto"}));
+                                   "PyTorch profiler traces in the folder -o DIR, for HTA) or perfetto (Perfetto's "
+                                   "protobuf format, docs/viewer.md)")
+                     ->check(CLI::IsMember({"chrome", "kineto", "perfetto"}));
   g_out->add_flag("--json", c.json, "with --summary/--analyze: print JSON");
   g_out->add_option("--cycle", raw.cycles, "with Kineto traces of several profiling cycles: only cycle N (1-based); "
                                        "--diff A B --cycle N M compares A's cycle N with B's cycle M")

@@ -14,6 +14,7 @@
 #include "traces/kineto/kineto_merge.h"
 #include "traces/diff/run_diff.h"
 #include "traces/flight_recorder/fr_report.h"
+#include "traces/perfetto/perfetto_export.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
 #include "traces/analysis/summary.h"
@@ -108,10 +109,35 @@ int run_export_kineto(const Command& cmd) {
             << " launch flows, " << stats.bytes << " bytes\n";
   return 0;
 }
+
+// --export DIR|TRACES --format perfetto [-o FILE|FILE.tar]: Perfetto's protobuf format (docs/viewer.md).
+int run_export_perfetto(const Command& cmd) {
+  if (is_kineto_input(cmd.inputs) && cmd.output_file.empty()) {
+    std::cerr << "ddp_profile: --export of PyTorch profiler traces needs -o FILE (the trace to write)\n";
+    return 2;
+  }
+  RunTrace run;
+  if (int rc = load_or_report(cmd, run)) return rc;
+  const std::string path = cmd.output_file.empty() ? in_run(cmd.input_dir, kPerfettoTraceFile) : cmd.output_file;
+  PerfettoExportStats stats;
+  std::string err;
+  if (!export_perfetto(run, path, stats, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 1;
+  }
+  std::cout << "wrote " << path << ": " << stats.slices << " slices, " << stats.counters << " counter samples, "
+            << stats.flows << " flows from " << run.ranks.size() << " rank(s), " << stats.bytes << " bytes"
+            << (is_perfetto_archive_path(path) ? " (a tar: one file per rank and perfetto_manifest.json)" : "") << "\n";
+  if (stats.clipped)
+    std::cerr << "ddp_profile: note: " << stats.clipped << " spans outlasted the span enclosing them on their thread "
+              << "and end with it (a Perfetto thread track nests)\n";
+  return 0;
+}
 }  // namespace
 
 int run_export(const Command& cmd) {
   if (cmd.export_format == "kineto") return run_export_kineto(cmd);
+  if (cmd.export_format == "perfetto") return run_export_perfetto(cmd);
   RunTrace run;
   if (is_kineto_input(cmd.inputs) && cmd.output_file.empty()) {
     std::cerr << "ddp_profile: --export of PyTorch profiler traces needs -o FILE (the merged trace to write)\n";

@@ -15,6 +15,7 @@ namespace ddp {
 // --- names, relative to the run folder ---------------------------------------------------------------------------
 inline const char* kManifestFile = "manifest.json";
 inline const char* kChromeTraceFile = "trace.json";
+inline const char* kPerfettoTraceFile = "trace.pftrace";  // --export --format perfetto's default
 inline const char* kRunStatusFile = "run_status.json";  // the supervisor's verdict: exit code, culprit, per-rank exits
 inline const char* kChecksFile = "checks.json";         // --check's results
 inline const char* kCheckMainRun = "main";              // --check: the verification run the ladder judges

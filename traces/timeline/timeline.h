@@ -297,7 +297,10 @@ bool timeline_from_chrome_text(std::string_view json, Timeline& out, std::string
 // says where that is on the run's clock. False with `error` set when a file cannot be re-read.
 bool timeline_from_kineto_run(const RunTrace& run, Timeline& out, std::string& error);
 
-// A run folder or a Chrome trace file.
+// torch Flight Recorder dumps (a folder of them, or the files; traces/flight_recorder) as per-rank collective timelines.
+bool timeline_from_fr_dumps(const std::vector<std::string>& inputs, Timeline& out, std::string& error);
+
+// A run folder, a folder of Flight Recorder dumps, or a Chrome trace file.
 bool load_timeline(const std::string& path, Timeline& out, std::string& error);
 
 // The stage a Chrome event maps to: our vocabulary by name, Kineto GPU categories (kernel, gpu_memcpy, gpu_memset,

@@ -8,6 +8,7 @@
 #include "traces/model/cuda_names.h"
 #include "traces/native/load_run.h"
 #include "traces/timeline/timeline.h"
+#include "traces/flight_recorder/fr_dump.h"
 #include "traces/timeline/timeline_sources.h"
 
 namespace ddp {
@@ -114,6 +115,7 @@ Timeline timeline_from_run(const RunTrace& run) {
 
 bool load_timeline(const std::string& path, Timeline& out, std::string& error) {
   std::error_code ec;
+  if (is_fr_input({path})) return timeline_from_fr_dumps({path}, out, error);
   if (std::filesystem::is_directory(path, ec)) {
     RunTrace run;
     if (!load_run(path, run, error)) return false;

@@ -11,6 +11,7 @@
 #include "traces/base/rank_set.h"
 #include "traces/flight_recorder/fr_match.h"
 #include "traces/flight_recorder/fr_report.h"
+#include "traces/timeline/timeline.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -158,6 +159,38 @@ TEST(FlightRecorder, AMissingDumpAndAFolderWithoutDumpsAreSaid) {
   EXPECT_NE(err.find("rank 0 has two dumps"), std::string::npos) << err;
   EXPECT_TRUE(ddp::is_fr_input({kData + "stuck_rank"}));
   EXPECT_FALSE(ddp::is_fr_input({std::string(DDP_SOURCE_DIR) + "/tests/data/kineto"}));
+}
+
+}  // namespace
+
+// The viewer's reading: one process per rank, a lane per process group, a span per collective named as the report
+// names it, the verdict first among the load notes.
+
+namespace {
+
+TEST(FlightRecorder, TheViewerDrawsEachRanksCollectivesWithTheVerdictFirst) {
+  ddp::Timeline tl;
+  std::string err;
+  const std::string dir = kData + "stuck_64";
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".pkl") files.push_back(e.path().string());
+  ASSERT_TRUE(ddp::timeline_from_fr_dumps(files, tl, err)) << err;
+  ASSERT_EQ(tl.processes.size(), 64u);
+  ASSERT_FALSE(tl.problems.empty());
+  EXPECT_EQ(tl.problems.front().rfind("Flight Recorder: the ranks part at all_reduce #11", 0), 0u) << tl.problems.front();
+  size_t spans_37 = 0, spans_0 = 0;
+  bool named = false;
+  for (const auto& p : tl.processes)
+    for (const auto& lane : p.lanes)
+      for (const auto& row : lane.rows)
+        for (const auto& s : row.spans) {
+          if (p.rank == 37) ++spans_37;
+          if (p.rank == 0) ++spans_0;
+          named = named || tl.name(s) == "all_reduce #11 [1024] Float";
+        }
+  EXPECT_EQ(spans_0, spans_37 + 1) << "rank 37 never enqueued #11";
+  EXPECT_TRUE(named);
 }
 
 }  // namespace
