@@ -70,7 +70,7 @@ TEST(KinetoExportCli, BadCombinationsAreUsageErrorsThatWriteNothing) {
   auto no_o = cli("no_o", {"--export", run, "--format", "kineto"});
   EXPECT_EQ(no_o.code, 2);
   EXPECT_NE(no_o.output.find("needs -o DIR"), std::string::npos) << no_o.output;
-  EXPECT_EQ(cli("bad_format", {"--export", run, "--format", "perfetto", "-o", out}).code, 2);
+  EXPECT_EQ(cli("bad_format", {"--export", run, "--format", "systrace", "-o", out}).code, 2);
   auto not_export = cli("format_summary", {"--summary", run, "--format", "kineto"});
   EXPECT_EQ(not_export.code, 2);
   EXPECT_NE(not_export.output.find("--format only applies to --export"), std::string::npos) << not_export.output;
