@@ -114,7 +114,10 @@ ChromeStatus read_again(std::string& text, const std::string& note, bool closed,
 
 using namespace chrome_parse;
 
-ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+namespace {
+// Strict first (in place for a padded string, the fast path); a refused text made strict and read again.
+template <typename Text>
+ChromeStatus parse_text_leniently(const Text& json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   uint64_t delivered = 0;
   const ChromeStatus s = parse_json_strict(json, [&](const ChromeEventView& e) { return ++delivered, !on_event || on_event(e); }, info);
   if (!worth_retrying(s)) return s;
@@ -123,15 +126,14 @@ ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_ev
   const std::string note = make_strict(text, &closed);
   return note.empty() ? s : read_again(text, note, closed, delivered, on_event, info, s);
 }
+}  // namespace
+
+ChromeStatus parse_chrome_json(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+  return parse_text_leniently(json, on_event, info);
+}
 
 ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
-  uint64_t delivered = 0;
-  const ChromeStatus s = parse_json_strict(json, [&](const ChromeEventView& e) { return ++delivered, !on_event || on_event(e); }, info);
-  if (!worth_retrying(s)) return s;
-  std::string text(json);
-  bool closed = false;
-  const std::string note = make_strict(text, &closed);
-  return note.empty() ? s : read_again(text, note, closed, delivered, on_event, info, s);
+  return parse_text_leniently(json, on_event, info);
 }
 
 ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info) {
