@@ -22,8 +22,9 @@ std::string hang_dump_verdict(const std::string& run_dir, const std::vector<int>
     size_t answered = 0;
     for (int r : ranks) {
       const std::string p = in_run(run_dir, flight_recorder_dump_file(r));
-      if (fs::exists(p, ec)) paths.push_back(p);
-      answered += fs::exists(p, ec) || fs::exists(p + ".error", ec);
+      const bool dumped = fs::exists(p, ec);
+      if (dumped) paths.push_back(p);
+      answered += dumped || fs::exists(p + ".error", ec);
     }
     if (answered == ranks.size() || std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -21,19 +21,13 @@ bool same_sizes_by_contract(const std::string& op) {
   return ops.count(op) > 0;
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t k = 0; k < s.size(); ++k) t += (k ? ", " : "") + std::to_string(s[k]);
-  return t + "]";
-}
-
 std::string key_of(const FrEntry& e, FrMismatchKind k) {
   switch (k) {
     case FrMismatchKind::op:
       return e.op;
     case FrMismatchKind::sizes: {
       std::string t;
-      for (const auto& s : e.input_sizes) t += shape_text(s);
+      for (const auto& s : e.input_sizes) t += describe_fr_shape(s);
       return t;
     }
     case FrMismatchKind::dtypes: {
@@ -62,17 +56,6 @@ std::vector<FrVariant> variants_of(const std::map<int, const FrEntry*>& at, FrMi
 struct RankEntries {
   std::map<int64_t, const FrEntry*> by_seq;
   const FrDump* dump = nullptr;
-  // The entry's own state first; pg_status only where the backend tracks completion (not Gloo: see FrDone).
-  FrDone done(int64_t seq, const std::string& group) const {
-    const FrEntry* e = by_seq.at(seq);
-    if (e->state == "completed" || e->completed_ns > 0) return FrDone::yes;
-    if (e->backend == "gloo") return e->retired ? FrDone::ended : FrDone::no;
-    if (e->state == "started" || e->started_ns > 0) return FrDone::no;
-    auto st = dump->status.find(group);
-    if (st != dump->status.end() && st->second.last_completed >= 0)
-      return seq <= st->second.last_completed ? FrDone::yes : FrDone::no;
-    return FrDone::unknown;
-  }
 };
 
 std::vector<int> members_of(const std::string& id, const std::vector<FrDump>& dumps,
@@ -121,7 +104,7 @@ void find_parting(FrGroupVerdict& g, const std::map<int, RankEntries>& ranks) {
     FrLast l{r, !re.by_seq.empty(), {}, FrDone::unknown};
     if (l.any) {
       l.entry = *re.by_seq.rbegin()->second;
-      l.done = re.done(last, g.id);
+      l.done = fr_entry_done(*re.by_seq.rbegin()->second, *re.dump);
     }
     g.last.push_back(l);
   }
@@ -142,9 +125,7 @@ void find_parting(FrGroupVerdict& g, const std::map<int, RankEntries>& ranks) {
     if (l.any && l.done == FrDone::no) g.stuck_inside.push_back(l.rank);
 }
 
-std::string group_text(const FrGroupVerdict& g) {
-  return "group " + g.id + (g.desc.empty() ? std::string() : " (" + g.desc + ")");
-}
+std::string group_text(const FrGroupVerdict& g) { return describe_fr_group(g.id, g.desc); }
 
 std::string last_text(const FrGroupVerdict& g, int rank) {
   for (const FrLast& l : g.last)
@@ -208,6 +189,26 @@ const char* fr_done_text(FrDone d) {
   return "?";
 }
 
+FrDone fr_entry_done(const FrEntry& e, const FrDump& dump) {
+  if (e.state == "completed" || e.completed_ns > 0) return FrDone::yes;
+  if (e.backend == "gloo") return e.retired ? FrDone::ended : FrDone::no;  // see FrDone
+  if (e.state == "started" || e.started_ns > 0) return FrDone::no;
+  auto st = dump.status.find(e.group);
+  if (st != dump.status.end() && st->second.last_completed >= 0)
+    return e.collective_seq <= st->second.last_completed ? FrDone::yes : FrDone::no;
+  return FrDone::unknown;
+}
+
+std::string describe_fr_shape(const std::vector<int64_t>& dims) {
+  std::string t = "[";
+  for (size_t k = 0; k < dims.size(); ++k) t += (k ? ", " : "") + std::to_string(dims[k]);
+  return t + "]";
+}
+
+std::string describe_fr_group(const std::string& id, const std::string& desc) {
+  return "group " + id + (desc.empty() ? std::string() : " (" + desc + ")");
+}
+
 const char* fr_mismatch_name(FrMismatchKind k) {
   switch (k) {
     case FrMismatchKind::op:
@@ -223,7 +224,7 @@ const char* fr_mismatch_name(FrMismatchKind k) {
 std::string describe_fr_entry(const FrEntry& e) {
   std::string t = e.op + " #" + std::to_string(e.is_p2p ? e.p2p_seq : e.collective_seq);
   std::string sizes;
-  for (const auto& s : e.input_sizes) sizes += (sizes.empty() ? "" : ", ") + shape_text(s);
+  for (const auto& s : e.input_sizes) sizes += (sizes.empty() ? "" : ", ") + describe_fr_shape(s);
   if (!sizes.empty()) t += " " + sizes;
   std::vector<std::string> dtypes = e.input_dtypes;
   std::sort(dtypes.begin(), dtypes.end());

@@ -32,6 +32,8 @@ struct FrMismatch {
 // (a peer gone), and its pg_status can lag: `retired` false is pending, true is ended.
 enum class FrDone { yes, no, ended, unknown };
 const char* fr_done_text(FrDone d);  // "completed" | "pending" | "ended (completed or failed)" | "completion not recorded"
+// Whether `e`, an entry of `dump`, completed: its own state first; pg_status only where the backend tracks completion.
+FrDone fr_entry_done(const FrEntry& e, const FrDump& dump);
 
 // A rank's last collective in a group: what it last enqueued and whether it completed.
 struct FrLast {
@@ -72,5 +74,7 @@ FrVerdict match_fr_dumps(const std::vector<FrDump>& dumps);
 
 // "all_reduce #19 [4096] Float" (sizes and dtypes of the inputs).
 std::string describe_fr_entry(const FrEntry& e);
+std::string describe_fr_shape(const std::vector<int64_t>& dims);            // "[2, 4096]"
+std::string describe_fr_group(const std::string& id, const std::string& desc);  // "group 0 (default_pg)"
 
 }  // namespace ddp

@@ -8,10 +8,6 @@
 namespace ddp {
 namespace {
 
-std::string group_title(const FrGroupVerdict& g) {
-  return "group " + g.id + (g.desc.empty() ? std::string() : " (" + g.desc + ")");
-}
-
 // Ranks by their last collective: one line per distinct (sequence id, completion) however many ranks share it.
 void last_lines(const FrGroupVerdict& g, int world, std::string& out) {
   std::map<std::pair<int64_t, FrDone>, std::vector<int>> by;
@@ -76,7 +72,7 @@ std::string fr_report_text(const FrVerdict& v, const std::vector<FrDump>& dumps)
   for (const auto& b : backends) out += ", " + b;
   out += "\n\nverdict: " + clip(v.headline, kReportLineMax * 2) + "\n";
   for (const FrGroupVerdict& g : v.groups) {
-    out += "\n" + group_title(g) + ": " + describe_ranks(g.members, v.world);
+    out += "\n" + describe_fr_group(g.id, g.desc) + ": " + describe_ranks(g.members, v.world);
     if (g.common_last >= g.common_first && g.compared > 0)
       out += "; #" + std::to_string(g.common_first) + "-#" + std::to_string(g.common_last) + " in every dump, " +
              std::to_string(g.compared) + " compared";

@@ -15,15 +15,10 @@ namespace {
 constexpr int64_t kUntimedLastNs = 1000;
 
 std::string entry_text(const FrEntry& e, FrDone done) {
-  std::string t = "process group " + e.group + (e.group_name.empty() ? "" : " (" + e.group_name + ")") + "\nstate: " +
-                  fr_done_text(done);
+  std::string t = describe_fr_group(e.group, e.group_name) + "\nstate: " + fr_done_text(done);
   if (!e.output_sizes.empty()) {
     t += "\noutputs:";
-    for (const auto& s : e.output_sizes) {
-      t += " [";
-      for (size_t k = 0; k < s.size(); ++k) t += (k ? ", " : "") + std::to_string(s[k]);
-      t += "]";
-    }
+    for (const auto& s : e.output_sizes) t += " " + describe_fr_shape(s);
   }
   if (!e.frame.empty()) t += "\nenqueued at " + e.frame;
   return t;
@@ -49,16 +44,14 @@ bool timeline_from_fr_dumps(const std::vector<std::string>& inputs, Timeline& ou
     for (const FrEntry& e : d.entries) by_group[e.group].push_back(&e);
     for (auto& [group, entries] : by_group) {
       const int l = b.lane(p, group);
-      b.set_lane_name(p, l, "group " + group + (entries.front()->group_name.empty() ? "" : " (" + entries.front()->group_name + ")"));
+      b.set_lane_name(p, l, describe_fr_group(group, entries.front()->group_name));
       b.set_lane_sort(p, l, static_cast<int64_t>(group.size()) * 1000 + (group.empty() ? 0 : group[0]));
       std::stable_sort(entries.begin(), entries.end(),
                        [](const FrEntry* x, const FrEntry* y) { return x->created_ns < y->created_ns; });
       for (size_t k = 0; k < entries.size(); ++k) {
         const FrEntry& e = *entries[k];
         const bool last = k + 1 == entries.size();
-        const FrDone done = e.state == "completed" || e.completed_ns > 0 ? FrDone::yes
-                            : e.backend == "gloo"                       ? (e.retired ? FrDone::ended : FrDone::no)
-                                                                        : FrDone::unknown;
+        const FrDone done = fr_entry_done(e, d);
         int64_t t1 = last ? e.created_ns + kUntimedLastNs : entries[k + 1]->created_ns;
         if (e.completed_ns > e.created_ns) t1 = e.completed_ns;
         if (last && done == FrDone::no) t1 = std::max(latest, e.created_ns + kUntimedLastNs);
