@@ -15,7 +15,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMP
   -DDDP_PROFILE_FUZZ=ON -DDDP_PROFILE_RUNTIME=OFF -DDDP_PROFILE_VIEWER=OFF -DDDP_PROFILE_BENCH=OFF \
   -DDDP_PROFILE_TESTS=OFF > /dev/null
 # FUZZ_TARGETS="fuzz_dataset fuzz_checkpoint" runs only those.
-targets=(${FUZZ_TARGETS:-fuzz_chrome_json fuzz_chrome_pieces fuzz_kineto_file fuzz_native_trace fuzz_manifest fuzz_fr_dump fuzz_dataset fuzz_checkpoint})
+targets=(${FUZZ_TARGETS:-fuzz_chrome_json fuzz_chrome_pieces fuzz_kineto_file fuzz_native_trace fuzz_manifest fuzz_fr_dump fuzz_kineto_digest fuzz_dataset fuzz_checkpoint})
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
 
 seed() {  # target -> seed files
@@ -25,6 +25,7 @@ seed() {  # target -> seed files
     fuzz_native_trace) find tests/data/fuzz/native -type f ;;
     fuzz_manifest) find tests/data/fuzz/manifest -type f ;;
     fuzz_fr_dump) find tests/data/flight_recorder -type f \( -name '*.pkl' -o -name '*.json' \) -size -64k ;;
+    fuzz_kineto_digest) find tests/data/fuzz/digest -type f ;;
     fuzz_dataset) find tests/data/fuzz/dataset -type f ;;
     fuzz_checkpoint) true ;;
   esac

@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
       return ddp::run_summary(cmd);
     case ddp::Mode::analyze:
       return ddp::run_analyze(cmd);
+    case ddp::Mode::digest:
+      return ddp::run_digest(cmd);
     case ddp::Mode::diff:
       return ddp::run_diff(cmd);
     case ddp::Mode::none:

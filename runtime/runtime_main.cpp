@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     case ddp::Mode::export_trace: return ddp::run_export(cmd);
     case ddp::Mode::summary: return ddp::run_summary(cmd);
     case ddp::Mode::analyze: return ddp::run_analyze(cmd);
+    case ddp::Mode::digest: return ddp::run_digest(cmd);
     case ddp::Mode::diff: return ddp::run_diff(cmd);
     case ddp::Mode::none: break;
   }

@@ -101,7 +101,9 @@ void add_mode_options(CLI::App& app, Command& c, RawOptions& raw) {
   inputs("--export", "rebuild DIR/trace.json (Chrome/Perfetto) from the native traces; or merge per-rank PyTorch "
                      "profiler traces (TRACES..., with -o) into one aligned trace");
   inputs("--summary", "per-rank step count, step time, time per stage, bytes (DIR or TRACES...)");
-  inputs("--analyze", "stalls with their cross-rank root causes (DIR or TRACES...)");
+  inputs("--analyze", "stalls with their cross-rank root causes (DIR or TRACES..., or a folder of digests)");
+  inputs("--digest", "per-rank digests of PyTorch profiler traces into -o DIR, made where the traces lie (one call "
+                     "per node into one DIR), for --analyze DIR (docs/kineto.md, Digests)");
   g_mode->add_option("--diff", c.diff_dirs, "what changed between two runs")->expected(2);
   g_mode->add_flag("--worker", raw.worker, "run as one rank (used by the supervisor and external launchers)");
   g_mode->require_option(1);
@@ -111,6 +113,7 @@ void add_output_options(CLI::App& app, Command& c, RawOptions& raw) {
   auto* g_out = app.add_option_group("Output");
   g_out->add_option("--out", c.out_dir, "run folder to write (default: runs/<timestamp>)");
   g_out->add_option("-o,--output", c.output_file,
+                    "with --digest: the folder for the digests; "
                     "with --export: the JSON file to write (default DIR/trace.json); with --format kineto: the folder; "
                     "with --format perfetto: the trace (default DIR/trace.pftrace), or FILE.tar: one per rank");
   raw.format = g_out->add_option("--format", c.export_format,
@@ -118,7 +121,7 @@ void add_output_options(CLI::App& app, Command& c, RawOptions& raw) {
                                    "PyTorch profiler traces in the folder -o DIR, for HTA) or perfetto (Perfetto's "
                                    "protobuf format, docs/viewer.md)")
                      ->check(CLI::IsMember({"chrome", "kineto", "perfetto"}));
-  g_out->add_flag("--json", c.json, "with --summary/--analyze: print JSON");
+  g_out->add_flag("--json", c.json, "with --summary/--analyze/--digest: print JSON");
   g_out->add_option("--cycle", raw.cycles, "with Kineto traces of several profiling cycles: only cycle N (1-based); "
                                        "--diff A B --cycle N M compares A's cycle N with B's cycle M")
       ->expected(1, 2)
@@ -250,7 +253,8 @@ std::string check_mode_rules(const RawOptions& raw, Command& c) {
   if (!c.checks.empty() && c.mode != Mode::check) return "--checks only applies to --check";
   if (!c.inputs.empty()) c.input_dir = c.inputs.front();
   const bool offline = c.mode == Mode::export_trace || c.mode == Mode::summary || c.mode == Mode::analyze;
-  if (!c.maps.empty() && !offline) return "--map only applies to --export, --summary and --analyze";
+  if (!c.maps.empty() && !offline && c.mode != Mode::digest)
+    return "--map only applies to --export, --summary, --analyze and --digest";
   if (!raw.cycles.empty() && !(offline || c.mode == Mode::diff))
     return "--cycle only applies to --export, --summary, --analyze and --diff";
   if (raw.cycles.size() == 2 && c.mode != Mode::diff) return "--cycle N M (two cycles) only applies to --diff";
@@ -268,7 +272,10 @@ std::string check_mode_rules(const RawOptions& raw, Command& c) {
   KinetoStageMap map;
   for (const auto& m : c.maps)
     if (!map.add_user_rule(m, err)) return err;
-  if (!c.output_file.empty() && c.mode != Mode::export_trace) return "-o/--output only applies to --export";
+  if (!c.output_file.empty() && c.mode != Mode::export_trace && c.mode != Mode::digest)
+    return "-o/--output only applies to --export and --digest";
+  if (c.mode == Mode::digest && c.output_file.empty())
+    return "--digest TRACES... needs -o DIR (the folder for the digests; several nodes may write into one)";
   if (raw.format->count() && c.mode != Mode::export_trace) return "--format only applies to --export";
   if (c.export_format == "kineto" && c.output_file.empty())
     return "--export RUN --format kineto needs -o DIR (the folder for the per-rank traces)";
@@ -309,6 +316,7 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   else if (app.count("--export")) c.mode = Mode::export_trace;
   else if (app.count("--summary")) c.mode = Mode::summary;
   else if (app.count("--analyze")) c.mode = Mode::analyze;
+  else if (app.count("--digest")) c.mode = Mode::digest;
   else if (app.count("--diff")) c.mode = Mode::diff;
   std::string err = resolve_job(raw, c.job);
   if (err.empty()) err = check_mode_rules(raw, c);

@@ -9,6 +9,7 @@
 
 #include "traces/analysis/analysis.h"
 #include "traces/chrome/chrome_export.h"
+#include "traces/kineto/kineto_digest.h"
 #include "traces/kineto/kineto_export.h"
 #include "traces/kineto/kineto_import.h"
 #include "traces/kineto/kineto_merge.h"
@@ -18,6 +19,7 @@
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
 #include "traces/analysis/summary.h"
+#include "traces/base/rank_set.h"
 #include "traces/model/step_window.h"
 
 namespace ddp {
@@ -29,6 +31,10 @@ int load_or_report(const Command& cmd, RunTrace& run) {
   bool ok = false;
   {
     ReadProgressBar bar("reading", trace_input_bytes(cmd.inputs));
+    if (!cmd.maps.empty() && names_digests(cmd.inputs)) {
+      std::cerr << "ddp_profile: --map applies where the events are: give it to --digest, not to the digests\n";
+      return 2;
+    }
     if (is_kineto_input(cmd.inputs)) {
       KinetoStageMap map;
       for (const auto& m : cmd.maps) map.add_user_rule(m, err);  // checked when the command line was parsed
@@ -143,6 +149,11 @@ int run_export(const Command& cmd) {
     std::cerr << "ddp_profile: --export of PyTorch profiler traces needs -o FILE (the merged trace to write)\n";
     return 2;
   }
+  if (names_digests(cmd.inputs)) {  // the merged trace carries every event of the files; a digest has their stages
+    std::cerr << "ddp_profile: --export reads the traces themselves, not digests (--format perfetto exports the "
+                 "stages digests keep)\n";
+    return 2;
+  }
   if (int rc = load_or_report(cmd, run)) return rc;
   std::string path = cmd.output_file.empty() ? cmd.input_dir + "/" + kChromeTraceFile : cmd.output_file;
   ExportStats stats;
@@ -210,6 +221,54 @@ int run_analyze(const Command& cmd) {
     std::cout << analysis_text(a);
     if (is_kineto_run(run)) std::cout << "\n" << kineto_report_text(run);
   }
+  return 0;
+}
+
+// --digest TRACES... -o DIR (docs/kineto.md, Digests): the per-rank half of --analyze, where the traces lie.
+int run_digest(const Command& cmd) {
+  if (cmd.inputs.size() == 1 && is_run_folder(cmd.input_dir)) {
+    std::cerr << "ddp_profile: " << cmd.input_dir << " is one of our runs: its rank<R>.ddpt traces are compact "
+              << "already (copy them into one folder and --analyze it); --digest reads PyTorch profiler traces\n";
+    return 2;
+  }
+  KinetoStageMap map;
+  std::string err;
+  for (const auto& m : cmd.maps) map.add_user_rule(m, err);  // checked when the command line was parsed
+  std::vector<DigestMade> made;
+  bool ok = false;
+  {
+    ReadProgressBar bar("digesting", trace_input_bytes(cmd.inputs));
+    ok = make_digests(cmd.inputs, map, cmd.output_file, made, err);
+  }
+  if (!ok) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 1;
+  }
+  uint64_t in = 0, out = 0, json = 0;
+  std::vector<int> ranks;
+  nlohmann::json j = nlohmann::json::array();
+  for (const DigestMade& d : made) {
+    in += d.trace_bytes;
+    out += d.digest_bytes;
+    json += d.json_bytes;
+    if (d.rank >= 0) ranks.push_back(d.rank);
+    if (!d.problem.empty()) std::cerr << "ddp_profile: warning: " << d.trace << ": " << d.problem << "\n";
+    j.push_back({{"trace", d.trace}, {"digest", d.digest}, {"rank", d.rank}, {"trace_bytes", d.trace_bytes},
+                 {"json_bytes", d.json_bytes}, {"digest_bytes", d.digest_bytes}, {"problem", d.problem}});
+  }
+  if (cmd.json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  auto percent = [](uint64_t part, uint64_t whole) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f %%", whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+    return std::string(buf);
+  };
+  std::cout << "digested " << made.size() << " trace(s) of " << (ranks.empty() ? "no known rank" : describe_ranks(ranks))
+            << " into " << cmd.output_file << ": " << out << " bytes, " << percent(out, json) << " of their " << json
+            << " bytes of JSON (" << percent(out, in) << " of the " << in << " bytes on disk); --analyze "
+            << cmd.output_file << " once every node's digests are there\n";
   return 0;
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// The trace commands: --export, --summary, --analyze and --diff read a finished (or crashed) run folder, or a PyTorch
+// The trace commands: --export, --summary, --analyze, --digest and --diff read a finished (or crashed) run folder, or a PyTorch
 // job's per-rank profiler traces, and start nothing; no LibTorch involved.
 #include <string>
 
@@ -9,5 +9,6 @@ namespace ddp {
 int run_export(const Command& cmd);
 int run_summary(const Command& cmd);
 int run_analyze(const Command& cmd);
+int run_digest(const Command& cmd);
 int run_diff(const Command& cmd);
 }  // namespace ddp

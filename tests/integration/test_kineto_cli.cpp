@@ -122,3 +122,35 @@ TEST(KinetoCli, BadInputExitsWithTheDocumentedCodes) {
   EXPECT_NE(r.output.find(files[0]), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(d + "/rank0.pt.trace.json.gz"), std::string::npos) << r.output;
 }
+
+// Analysis where the traces are (docs/kineto.md, Digests): each "node" digests its own rank's trace into one folder
+// (with the --map rule the traces need), and --analyze of that folder says what --analyze of the traces says.
+TEST(KinetoCli, DigestsMadeOnePerNodeAnalyseAsTheTracesDo) {
+  const std::string scenario = "slow-optimizer-rank1";
+  const std::vector<std::string> map = {"--map", "^slow_optimizer_sleep$=optimizer"};
+  const std::string d = fresh_dir("digests");
+  for (const std::string& f : files_of(scenario)) {
+    std::vector<std::string> args = {"--digest", f, "-o", d};
+    args.insert(args.end(), map.begin(), map.end());
+    auto r = run_cli("digest_call", args);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("digested 1 trace(s)"), std::string::npos) << r.output;
+  }
+  auto raw = analyze_json("digest_raw", {kCpu + "/" + scenario}, map);
+  auto dig = analyze_json("digest_dig", {d});
+  ddptest::expect_top_cause(dig, 1, "optimizer", "from digests");
+  EXPECT_EQ(raw["verdict"], dig["verdict"]);
+  EXPECT_EQ(raw["causes"], dig["causes"]);
+  EXPECT_EQ(raw["ranks"], dig["ranks"]);
+  EXPECT_EQ(raw["flags"], dig["flags"]);
+  EXPECT_EQ(raw["clock_alignment"], dig["clock_alignment"]);
+
+  // What a digest cannot do, or a command line that cannot mean anything, is said with the usage exit code.
+  EXPECT_EQ(run_cli("digest_no_o", {"--digest", kCpu + "/balanced"}).code, 2);
+  auto exp = run_cli("digest_export", {"--export", d, "-o", d + ".json"});
+  EXPECT_EQ(exp.code, 2) << exp.output;
+  EXPECT_NE(exp.output.find("not digests"), std::string::npos) << exp.output;
+  auto late_map = run_cli("digest_late_map", {"--analyze", d, "--map", "x=forward"});
+  EXPECT_EQ(late_map.code, 2) << late_map.output;
+  EXPECT_NE(late_map.output.find("give it to --digest"), std::string::npos) << late_map.output;
+}

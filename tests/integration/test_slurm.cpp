@@ -180,4 +180,35 @@ TEST_F(SlurmCluster, TheLadderOnTheUsersOwnScriptUnderSrun) {
   EXPECT_EQ(q.output, "") << "jobs left on the cluster";
 }
 
+// Analysis where the traces are: srun runs one task per node, each digesting the traces on its own node (here the
+// loopback cluster's one node, under a folder named after it, SLURMD_NODENAME) into one shared folder; --analyze of
+// that folder says what --analyze of the traces says.
+TEST_F(SlurmCluster, DigestsMadeBySrunOnEachNodeAnalyseAsTheTraces) {
+  const std::string d = ddptest::fresh_dir("slurm_digest");
+  const std::string traces = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu/slow-data-rank1";
+  auto host = run({"/usr/bin/srun", "--nodes", "1", "--ntasks-per-node", "1", "/bin/sh", "-c",
+                   "echo $SLURMD_NODENAME"},
+                  d + ".host.log", 60);
+  ASSERT_EQ(host.code, 0) << host.output;
+  const std::string node = host.output.substr(0, host.output.find('\n'));
+  ASSERT_FALSE(node.empty()) << host.output;
+  fs::create_directories(d + "/local/" + node);
+  for (const auto& e : fs::directory_iterator(traces)) fs::copy_file(e.path(), fs::path(d) / "local" / node / e.path().filename());
+  auto r = run({"/usr/bin/srun", "--nodes", "1", "--ntasks-per-node", "1", "/bin/sh", "-c",
+                "exec \"$0\" --digest \"$1/$SLURMD_NODENAME\" -o \"$2\"", kExe, d + "/local", d + "/digests"},
+               d + ".srun.log", 120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("digested 2 trace(s)"), std::string::npos) << r.output;
+  auto raw = ddptest::run({kExe, "--analyze", traces, "--json"}, d + ".raw.log", 120);
+  auto dig = ddptest::run({kExe, "--analyze", d + "/digests", "--json"}, d + ".dig.log", 120);
+  ASSERT_EQ(raw.code, 0) << raw.output;
+  ASSERT_EQ(dig.code, 0) << dig.output;
+  const nlohmann::json a = ddptest::printed_json(raw.output), b = ddptest::printed_json(dig.output);
+  EXPECT_EQ(b["causes"][0]["rank"], 1) << b.dump(2);
+  EXPECT_EQ(b["causes"][0]["stage"], "wait_data") << b.dump(2);
+  EXPECT_EQ(a["verdict"], b["verdict"]);
+  EXPECT_EQ(a["causes"], b["causes"]);
+  EXPECT_EQ(a["ranks"], b["ranks"]);
+}
+
 }  // namespace

@@ -53,6 +53,7 @@ KFile merge(std::vector<KFile*>& parts) {
   m.base_ns = first.base_ns;
   m.array_format = first.array_format;
   m.schema_version = first.schema_version;
+  m.digest = first.digest;
   std::map<std::string, uint16_t> thread_index;
   std::map<std::string, uint32_t> name_index;
   for (KFile* p : parts) {

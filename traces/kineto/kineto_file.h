@@ -4,6 +4,7 @@
 // the Chrome reader (traces/chrome/chrome_reader.h); every other event is left out here, so a big trace costs memory only
 // for its stage spans. Internal to traces/kineto_*.cpp.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,12 +50,21 @@ struct KFile {
   // reader's `truncated` status is kept here, status itself is ok. The last step is then incomplete.
   ChromeStatus cut_off;
   std::string not_strict;  // what the reader read leniently (trailing commas, an unclosed array): said in the notes
+  std::string digest;      // read from this digest (traces/kineto/kineto_digest.h), not from the trace `path` names
 };
 
 // Reads `path`. A damaged file comes back with `status` set and nothing else trusted (a cut-off one with `cut_off`,
 // its events before the cut kept; one without events with status `empty`); never throws on bad bytes.
 // `also`, when set, sees every event too, in the same reading (the viewer's timeline), on this thread.
 KFile read_kineto_file(const std::string& path, const KinetoStageMap& map, const ChromeEventFn* also = nullptr);
+
+// The trace files and digests `inputs` name (files, or folders of them), in a stable order; false with `error` when
+// an input is missing or a folder holds none.
+bool list_trace_files(const std::vector<std::string>& inputs, std::vector<std::string>& files, std::string& error);
+// Each file read, in parallel: a trace by read_kineto_file, a digest by read_digest (kineto_digest.h). `each_file`
+// as load_kineto_run (kineto_import.h) takes it.
+std::vector<KFile> read_trace_files(const std::vector<std::string>& files, const KinetoStageMap& map,
+                                    const std::function<ChromeEventFn(const std::string& path)>* each_file);
 
 // The rank a file name spells: rank<R>, rank-<R> or rank_<R> (also inside a longer name). False when none.
 bool rank_from_file_name(const std::string& name, int& rank);

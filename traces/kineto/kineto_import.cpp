@@ -16,6 +16,7 @@
 #include "traces/kineto/kineto_align.h"
 #include "traces/kineto/kineto_build.h"
 #include "traces/kineto/kineto_cycles.h"
+#include "traces/kineto/kineto_digest.h"
 #include "traces/kineto/kineto_file.h"
 
 namespace ddp {
@@ -24,18 +25,27 @@ using namespace kineto_detail;
 
 namespace {
 
-// The trace files the inputs name, in a stable order.
-bool list_files(const std::vector<std::string>& inputs, std::vector<std::string>& files, std::string& error) {
+// A file a folder holds that the importer reads: a profiler trace or a digest of one (kineto_digest.h).
+bool is_input_file_name(const std::string& name) {
+  return (is_trace_file_name(name) && !is_run_folder_file(name)) || is_digest_file_name(name);
+}
+
+}  // namespace
+
+namespace kineto_detail {
+
+// The trace files (and digests) the inputs name, in a stable order.
+bool list_trace_files(const std::vector<std::string>& inputs, std::vector<std::string>& files, std::string& error) {
   for (const std::string& in : inputs) {
     std::error_code ec;
     if (fs::is_directory(in, ec)) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(in, ec))
-        if (e.is_regular_file(ec) && is_trace_file_name(e.path().filename().string()) &&
-            !is_run_folder_file(e.path().filename().string()))
+        if (e.is_regular_file(ec) && is_input_file_name(e.path().filename().string()))
           found.push_back(e.path().string());
       if (found.empty()) {
-        error = in + ": no trace files (*.json, *.json.gz) and no rank<R>.ddpt in this folder";
+        error = in + ": no trace files (*.json, *.json.gz), no digests (*" + kDigestSuffix +
+                ") and no rank<R>.ddpt in this folder";
         return false;
       }
       std::sort(found.begin(), found.end());
@@ -50,8 +60,8 @@ bool list_files(const std::vector<std::string>& inputs, std::vector<std::string>
   return true;
 }
 
-std::vector<KFile> read_all(const std::vector<std::string>& files, const KinetoStageMap& map,
-                            const KinetoFileEvents* each_file) {
+std::vector<KFile> read_trace_files(const std::vector<std::string>& files, const KinetoStageMap& map,
+                                    const KinetoFileEvents* each_file) {
   std::vector<KFile> out(files.size());
   // The callers' callbacks are made here, in file order, so that whatever they keep per file is made on one thread.
   std::vector<ChromeEventFn> also(each_file ? files.size() : 0);
@@ -62,13 +72,27 @@ std::vector<KFile> read_all(const std::vector<std::string>& files, const KinetoS
   auto work = [&] {
     KinetoStageMap mine = map;
     for (size_t i = next++; i < files.size(); i = next++)
-      out[i] = read_kineto_file(files[i], mine, also.empty() || !also[i] ? nullptr : &also[i]);
+      out[i] = is_digest_file_name(files[i]) ? read_digest(files[i])
+                                              : read_kineto_file(files[i], mine, also.empty() || !also[i] ? nullptr : &also[i]);
   };
   std::vector<std::thread> pool;
   for (size_t i = 1; i < n; ++i) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
   return out;
+}
+
+}  // namespace kineto_detail
+
+namespace {
+
+// Which ranks were read from digests: their numbers are the traces', their other events are not at hand.
+std::string digests_note(const std::vector<KFile>& files, int world) {
+  std::vector<int> ranks;
+  for (const KFile& f : files)
+    if (!f.digest.empty() && f.status.ok()) ranks.push_back(f.rank);
+  if (ranks.empty()) return {};
+  return describe_ranks(ranks, world) + " read from digests (ddp_profile --digest, made where the traces lie)";
 }
 
 // "0-33, 35-299"
@@ -218,7 +242,7 @@ bool is_kineto_input(const std::vector<std::string>& inputs) {
   if (fs::is_regular_file(p, ec)) return true;
   if (!fs::is_directory(p, ec) || is_run_folder(p)) return false;
   for (const auto& e : fs::directory_iterator(p, ec))
-    if (is_trace_file_name(e.path().filename().string()) && !is_run_folder_file(e.path().filename().string()))
+    if (is_input_file_name(e.path().filename().string()))
       return true;
   return false;
 }
@@ -228,8 +252,15 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
   run = RunTrace{};
   run.dir = inputs.empty() ? std::string() : inputs.front();
   std::vector<std::string> paths;
-  if (!list_files(inputs, paths, error)) return false;
-  std::vector<KFile> files = read_all(paths, map, each_file);
+  if (!list_trace_files(inputs, paths, error)) return false;
+  if (each_file)  // the viewer's timeline is built from every event: a digest keeps only the stage spans
+    for (const std::string& p : paths)
+      if (is_digest_file_name(p)) {
+        error = p + ": a digest (ddp_profile --digest) holds only what --analyze and --summary read; open the "
+                    "traces it was made from";
+        return false;
+      }
+  std::vector<KFile> files = read_trace_files(paths, map, each_file);
   nlohmann::json cycles;
   std::string cycles_note;
   if (!group_cycles(files, cycle, cycles, cycles_note, error)) return false;
@@ -253,6 +284,7 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
                               {"format", format_of(f)},
                               {"events", events},
                               {"cut_off", cut_off}});
+      if (!f.digest.empty()) report_files.back()["digest"] = f.digest;
       if (cut_off)
         run.problems.push_back("rank " + std::to_string(f.rank) + ": " + path + " is cut off (" + f.cut_off.message +
                                "): the job was killed while the profiler wrote it? Its events before the cut are "
@@ -300,6 +332,7 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
     run.ranks.push_back(std::move(b.trace));
   }
   for (const std::string& n : limits_of(run)) notes.push_back(n);
+  if (const std::string n = digests_note(files, world); !n.empty()) notes.push_back(n);
   if (formats.size() > 1) notes.push_back(mixed_formats_note(formats));
   if (!cycles_note.empty())
     notes.insert(notes.begin(), cycles_note + " (several profiling cycles per rank: steps are the ProfilerStep ids the "
@@ -329,7 +362,7 @@ uint64_t trace_input_bytes(const std::vector<std::string>& inputs) {
     }
     for (const auto& e : fs::directory_iterator(p, ec)) {
       const std::string name = e.path().filename().string();
-      if (is_rank_trace_file(name))
+      if (is_rank_trace_file(name) || is_digest_file_name(name))
         total += e.file_size(ec);
       else if (is_trace_file_name(name) && !is_run_folder_file(name))
         total += chrome_text_bytes_estimate(e.path().string());
