@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <future>
 #include <new>
@@ -127,6 +128,18 @@ void App::set_timeline(Timeline t) {
   pending_analysis_ = {};
   analysed_run_.reset();
   tl = std::move(t);
+  overview = build_rank_overview(tl);
+  // Only ranks count: one trace's processes (a CPU process and its GPU streams) are one job's, shown whole.
+  const bool few = static_cast<size_t>(std::count_if(overview.ranks.begin(), overview.ranks.end(),
+                                                     [](int r) { return r >= 0; })) <= kRanksShownExpanded;
+  expanded.assign(tl.processes.size(), few ? 1 : 0);
+  summary_lane.assign(tl.processes.size(), 0);
+  for (size_t pi = 0; pi < tl.processes.size(); ++pi) {
+    const Process& p = tl.processes[pi];
+    for (size_t li = 0; li < p.lanes.size(); ++li)
+      if (p.lanes[li].span_count > p.lanes[summary_lane[pi]].span_count) summary_lane[pi] = li;
+  }
+  scroll_to_process = -1;
   view.set_data_range(tl.t_begin, tl.t_end);
   view.fit_all();
   sel = Selection{};
@@ -145,6 +158,21 @@ void App::go_to_step(int64_t step) {
   } else {
     status = "step " + std::to_string(step) + " is not in the trace";
   }
+}
+
+void App::show_rank_step(size_t step_row, size_t rank_col) {
+  if (step_row >= overview.steps.size() || rank_col >= overview.ranks.size()) return;
+  const OverviewCell& c = overview.at(step_row, rank_col);
+  view.fit(overview.step_t0[step_row], overview.step_t1[step_row], 0.05);
+  const int rank = overview.ranks[rank_col];
+  for (size_t pi = 0; pi < tl.processes.size(); ++pi)
+    if (tl.processes[pi].rank == rank || pi == overview.process[rank_col]) expanded[pi] = 1;
+  scroll_to_process = static_cast<int64_t>(overview.process[rank_col]);
+  char buf[160];
+  const std::string who = rank >= 0 ? who_label(rank) : tl.processes[overview.process[rank_col]].name;
+  std::snprintf(buf, sizeof buf, "%s step %u: busy %s, %.2fx the median rank", who.c_str(),
+                overview.steps[step_row], format_duration(c.own_ns).c_str(), static_cast<double>(c.score));
+  status = buf;
 }
 
 void App::jump_to(const StallItem& s) {
@@ -218,6 +246,7 @@ void App::frame(float width, float height) {
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
   toolbar(*this);
+  draw_overview(*this, ImGui::GetContentRegionAvail().x);
   const float panels_h = std::max(150.0f, ImGui::GetContentRegionAvail().y * 0.34f);
   const float timeline_h = std::max(100.0f, ImGui::GetContentRegionAvail().y - panels_h - ImGui::GetStyle().ItemSpacing.y);
   draw_timeline(*this, ImGui::GetContentRegionAvail().x, timeline_h);

@@ -11,6 +11,7 @@
 #include "traces/kineto/kineto_map.h"
 #include "traces/model/run_trace.h"
 #include "traces/model/step_window.h"
+#include "traces/timeline/rank_overview.h"
 #include "traces/timeline/timeline.h"
 #include "viewer/view_state.h"
 
@@ -59,6 +60,7 @@ struct FrameInfo {
   uint64_t merged_boxes = 0;
   uint64_t spans_in_merged = 0;
   uint64_t labels = 0;
+  uint64_t overview_rects = 0;
 };
 
 class App {
@@ -85,8 +87,20 @@ class App {
 
   void go_to_step(int64_t step);
   void jump_to(const StallItem& s);
+  // The overview's cell (step row, rank column): that step fitted, that rank's processes expanded and scrolled to.
+  void show_rank_step(size_t step_row, size_t rank_col);
+  bool is_expanded(size_t process) const { return process < expanded.size() && expanded[process]; }
+
+  // Above this many ranks every process starts collapsed to its header and one summary row (its busiest lane's
+  // first row), so that 1024 ranks fit a few screens; each expands on a click of its header or the overview.
+  static constexpr size_t kRanksShownExpanded = 4;
 
   Timeline tl;
+  RankOverview overview;          // ranks x steps (traces/timeline/rank_overview.h), built with the timeline
+  std::vector<uint8_t> expanded;  // per process: 1 draws every lane, 0 the header and a summary row
+  std::vector<size_t> summary_lane;  // per process: the lane its collapsed row shows (the one with most spans)
+  int overview_colour = 0;        // 0: busy time against the median rank, 1: the dominant stage
+  int64_t scroll_to_process = -1;  // the next frame scrolls the tracks to this process
   ViewState view;
   Selection sel;
   Options opt;
@@ -116,6 +130,8 @@ class App {
 
 // Views, one file each.
 void draw_timeline(App& app, float width, float height);                 // timeline_view.cpp
+float overview_height(const App& app);                                   // overview_view.cpp
+void draw_overview(App& app, float width);                               // overview_view.cpp
 float draw_counter_tracks(App& app, const Process& p, ImDrawList* dl, float x_label, float x0, float width,
                           float y);                                      // counters_view.cpp
 float counter_tracks_height(const App& app, const Process& p);           // counters_view.cpp

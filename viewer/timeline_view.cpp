@@ -110,6 +110,7 @@ float x_at(const App& app, const TrackLayout& t, int64_t time) {
 struct Pointer {
   ImVec2 pos;
   bool in_tracks = false;  // over the tracks window, right of the labels
+  bool in_window = false;  // over the tracks window, labels included
 };
 
 struct Hit {
@@ -195,11 +196,17 @@ void draw_lane(App& app, ImDrawList* dl, const TrackLayout& t, const Lane& lane,
   }
 }
 
-void draw_process_header(ImDrawList* dl, const TrackLayout& t, const Process& p, float y) {
+// The header: the process' name, [+] collapsed or [-] expanded; a click on it toggles.
+void draw_process_header(App& app, ImDrawList* dl, const TrackLayout& t, size_t pi, float y, const Pointer& m) {
   if (!t.visible(y, y + kHeaderH)) return;
+  const bool open = app.is_expanded(pi);
   dl->AddRectFilled(ImVec2(t.left, y), ImVec2(t.x1, y + kHeaderH), kHeader);
-  dl->AddText(nullptr, 0.0f, ImVec2(t.left + 4, y + 3), IM_COL32(255, 255, 255, 255), p.name.c_str(), nullptr, 0.0f,
+  const std::string label = (open ? "[-] " : "[+] ") + app.tl.processes[pi].name;
+  dl->AddText(nullptr, 0.0f, ImVec2(t.left + 4, y + 3), IM_COL32(255, 255, 255, 255), label.c_str(), nullptr, 0.0f,
               nullptr);
+  if (m.in_window && m.pos.y >= y && m.pos.y < y + kHeaderH && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
+      pi < app.expanded.size())
+    app.expanded[pi] = open ? 0 : 1;
 }
 
 // A red band along the bottom of the process header, so stalls stand out even when lanes scroll away.
@@ -234,20 +241,30 @@ float draw_process(App& app, ImDrawList* dl, const TrackLayout& t, size_t pi, fl
                    std::optional<Hit>& hit) {
   const Process& p = app.tl.processes[pi];
   const float header_y = y;
-  draw_process_header(dl, t, p, header_y);
+  draw_process_header(app, dl, t, pi, header_y, m);
   y += kHeaderH;
   WaitRuns waits;
-  bool alt = false;
-  for (size_t li = 0; li < p.lanes.size(); ++li) {
-    const Lane& lane = p.lanes[li];
-    if (lane.span_count == 0) continue;
-    draw_lane(app, dl, t, lane, RowAt{pi, li, 0}, y, alt, m, waits, hit);
-    y += static_cast<float>(lane.rows.size()) * kRowH + kLaneGap;
-    alt = !alt;
+  if (!app.is_expanded(pi)) {
+    // Collapsed: the busiest lane's first row only (a rank's main thread, in a Kineto trace).
+    const size_t li = pi < app.summary_lane.size() ? app.summary_lane[pi] : 0;
+    if (li < p.lanes.size() && !p.lanes[li].rows.empty()) {
+      if (t.visible(y, y + kRowH)) draw_row(app, dl, t, p.lanes[li].rows[0], RowAt{pi, li, 0}, y, m, waits, hit);
+      y += kRowH + kLaneGap;
+    }
+  } else {
+    bool alt = false;
+    for (size_t li = 0; li < p.lanes.size(); ++li) {
+      const Lane& lane = p.lanes[li];
+      if (lane.span_count == 0) continue;
+      draw_lane(app, dl, t, lane, RowAt{pi, li, 0}, y, alt, m, waits, hit);
+      y += static_cast<float>(lane.rows.size()) * kRowH + kLaneGap;
+      alt = !alt;
+    }
+    if (app.opt.show_counters) y += draw_counter_tracks(app, p, dl, t.left, t.x0, t.w, y);
   }
-  if (app.opt.show_counters) y += draw_counter_tracks(app, p, dl, t.left, t.x0, t.w, y);
   if (app.opt.highlight_waits) draw_wait_band(dl, waits, header_y);
-  if (app.opt.show_step_marks && !p.steps.empty()) draw_step_marks(app, dl, t, p, header_y, y);
+  if (app.opt.show_step_marks && !p.steps.empty() && t.visible(header_y, y))
+    draw_step_marks(app, dl, t, p, header_y, y);
   return y + 6.0f;
 }
 
@@ -258,6 +275,10 @@ float draw_processes(App& app, ImDrawList* dl, const TrackLayout& t, float y, co
   for (size_t pi = 0; pi < tl.processes.size(); ++pi) {
     const Process& p = tl.processes[pi];
     if (p.span_count == 0 && p.counters.empty()) continue;  // e.g. Kineto's idle GPU processes
+    if (app.scroll_to_process == static_cast<int64_t>(pi)) {  // the overview asked for this one
+      ImGui::SetScrollY(ImGui::GetScrollY() + (y - t.clip_y0));
+      app.scroll_to_process = -1;
+    }
     y = draw_process(app, dl, t, pi, y, m, hit);
   }
   if (tl.processes.empty())
@@ -377,6 +398,7 @@ void draw_timeline(App& app, float width, float height) {
   Pointer m;
   m.pos = ImGui::GetIO().MousePos;
   m.in_tracks = hovered && m.pos.x >= t.x0 && m.pos.x < t.x1;
+  m.in_window = hovered && m.pos.x >= t.left && m.pos.x < t.x1;
 
   std::optional<Hit> hit;
   const float bottom = draw_processes(app, dl, t, start.y, m, hit);
