@@ -19,6 +19,7 @@
 #include "backends/imgui_impl_opengl3.h"
 #include "traces/base/read_progress.h"
 #include "traces/kineto/kineto_import.h"
+#include "traces/base/stats.h"
 #include "viewer/app.h"
 
 namespace {
@@ -166,8 +167,8 @@ void print_frame_stats(const std::vector<double>& cpu_ms, const ddp::viewer::App
     sum += v;
     mx = std::max(mx, v);
   }
-  std::printf("frame_cpu_ms mean=%.2f max=%.2f frames=%zu boxes=%llu merged=%llu\n", sum / cpu_ms.size(), mx,
-              cpu_ms.size(), static_cast<unsigned long long>(app.last.boxes),
+  std::printf("frame_cpu_ms mean=%.2f p90=%.2f max=%.2f frames=%zu boxes=%llu merged=%llu\n", sum / cpu_ms.size(),
+              ddp::percentile(cpu_ms, 0.9), mx, cpu_ms.size(), static_cast<unsigned long long>(app.last.boxes),
               static_cast<unsigned long long>(app.last.merged_boxes));
 }
 
