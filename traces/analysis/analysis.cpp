@@ -92,6 +92,7 @@ Analysis analyze(const RunTrace& run) {
   std::vector<RankData> data;
   data.reserve(run.ranks.size());
   for (const RankTrace& t : run.ranks) data.push_back(prepare(t));
+  index_peer_launches(data);
   for (const RankData& d : data) {
     a.ranks.push_back(rank_stats(d, data, std::max(a.world, 1), cfg));
     if (d.steps.empty()) a.problems.push_back("rank " + std::to_string(d.rank) + ": no steps recorded");

@@ -168,8 +168,35 @@ int64_t union_length(std::vector<Interval> v) {
   return total;
 }
 
+void index_peer_launches(std::vector<RankData>& all) {
+  auto index = std::make_shared<PeerLaunches>();
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
+  for (const RankData& d : all)
+    for (const auto& [key, t] : d.launch) {
+      auto [it, fresh] = index->top.try_emplace(key, PeerLaunches::Top{kNone, kNone, -1, -1});
+      PeerLaunches::Top& top = it->second;
+      if (t > top.t1 || top.r1 < 0) {
+        top.t2 = top.t1, top.r2 = top.r1;
+        top.t1 = t, top.r1 = d.rank;
+      } else if (t > top.t2 || top.r2 < 0) {
+        top.t2 = t, top.r2 = d.rank;
+      }
+    }
+  for (RankData& d : all) d.peers = index;
+}
+
 int64_t peer_launch(const std::vector<RankData>& all, int self, uint64_t key, int* who) {
   int64_t best = std::numeric_limits<int64_t>::min();
+  if (!all.empty() && all.front().peers) {
+    const auto& top = all.front().peers->top;
+    auto it = top.find(key);
+    if (it == top.end()) return best;
+    const PeerLaunches::Top& t = it->second;
+    const int r = t.r1 == self ? t.r2 : t.r1;
+    if (r < 0) return best;
+    if (who) *who = r;
+    return t.r1 == self ? t.t2 : t.t1;
+  }
   for (const RankData& p : all) {
     if (p.rank == self) continue;
     auto it = p.launch.find(key);

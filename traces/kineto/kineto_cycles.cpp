@@ -56,6 +56,7 @@ KFile merge(std::vector<KFile*>& parts) {
   m.digest = first.digest;
   std::map<std::string, uint16_t> thread_index;
   std::map<std::string, uint32_t> name_index;
+  std::map<std::string, uint16_t> group_index{{"", 0}};  // m.process_groups starts as {""}: 0 is "not said"
   for (KFile* p : parts) {
     m.events += p->events;
     m.negative_durations += p->negative_durations;
@@ -70,6 +71,14 @@ KFile merge(std::vector<KFile*>& parts) {
         auto [it, fresh] = name_index.emplace(p->names[s.name], static_cast<uint32_t>(m.names.size()));
         if (fresh) m.names.push_back(it->first);
         s.name = it->second;
+      }
+      // Each file numbers its own process groups: a span keeps its group's name, not another file's number.
+      if (s.pg < p->process_groups.size()) {
+        auto [it, fresh] = group_index.emplace(p->process_groups[s.pg], static_cast<uint16_t>(m.process_groups.size()));
+        if (fresh) m.process_groups.push_back(it->first);
+        s.pg = it->second;
+      } else {
+        s.pg = 0;
       }
       m.spans.push_back(std::move(s));
     }

@@ -188,6 +188,26 @@ TEST(KinetoCycles, EveryCycleOfEveryRankIsOneRunAndOneCycleCanBePicked) {
   EXPECT_NE(err.find("rank1.2.pt.trace.json does not pair"), std::string::npos) << err;
   fs::remove_all(d);
 }
+
+// Each file numbers its own process groups ("Process Group Name" of NCCL collectives): a rank's cycles merged keep
+// every span's group (the merge once left them pointing past the merged table, and reading it crashed).
+TEST(KinetoCycles, CyclesOfTracesWithProcessGroupsKeepTheirGroups) {
+  const std::string d = temp_dir("cycles_pg");
+  std::string one;
+  for (const auto& e : fs::directory_iterator(kData + "/pytorch-2.11-gpu/nccl1-h200")) one = e.path().string();
+  write_shifted(one, d + "/rank0.1.pt.trace.json", 0);
+  write_shifted(one, d + "/rank0.2.pt.trace.json", 30'000'000'000);
+  const RunTrace single = load({one}), both = load({d});
+  ASSERT_EQ(both.ranks.size(), 1u);
+  auto sized_collectives = [](const RunTrace& r) {
+    size_t n = 0;
+    for (const Event& e : r.ranks[0].events) n += e.stage_id() == Stage::allreduce && e.value > 0;
+    return n;
+  };
+  ASSERT_GT(sized_collectives(single), 0u);
+  EXPECT_EQ(sized_collectives(both), 2 * sized_collectives(single));
+  fs::remove_all(d);
+}
 }  // namespace
 
 namespace {
