@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <future>
 #include <new>
+#include <set>
 
 #include <imgui.h>
 #include <sys/resource.h>
@@ -134,10 +135,22 @@ void App::set_timeline(Timeline t) {
                                                      [](int r) { return r >= 0; })) <= kRanksShownExpanded;
   expanded.assign(tl.processes.size(), few ? 1 : 0);
   summary_lane.assign(tl.processes.size(), 0);
+  summary_row.assign(tl.processes.size(), 0);
+  rank_head.assign(tl.processes.size(), 1);
+  std::set<int> ranks_seen;
   for (size_t pi = 0; pi < tl.processes.size(); ++pi) {
     const Process& p = tl.processes[pi];
+    if (p.rank >= 0 && !ranks_seen.insert(p.rank).second) rank_head[pi] = 0;
+    if (p.lanes.empty()) continue;
     for (size_t li = 0; li < p.lanes.size(); ++li)
       if (p.lanes[li].span_count > p.lanes[summary_lane[pi]].span_count) summary_lane[pi] = li;
+    // The step spans (ours, ProfilerStep#N) say only where steps are: the row below them says what the rank did.
+    const std::vector<Row>& rows = p.lanes[summary_lane[pi]].rows;
+    for (size_t ri = 0; ri < rows.size(); ++ri)
+      if (!rows[ri].spans.empty() && rows[ri].spans.front().stage != static_cast<uint8_t>(Stage::step)) {
+        summary_row[pi] = ri;
+        break;
+      }
   }
   scroll_to_process = -1;
   view.set_data_range(tl.t_begin, tl.t_end);
@@ -165,14 +178,20 @@ void App::show_rank_step(size_t step_row, size_t rank_col) {
   const OverviewCell& c = overview.at(step_row, rank_col);
   view.fit(overview.step_t0[step_row], overview.step_t1[step_row], 0.05);
   const int rank = overview.ranks[rank_col];
-  for (size_t pi = 0; pi < tl.processes.size(); ++pi)
-    if (tl.processes[pi].rank == rank || pi == overview.process[rank_col]) expanded[pi] = 1;
+  set_rank_expanded(overview.process[rank_col], true);
   scroll_to_process = static_cast<int64_t>(overview.process[rank_col]);
   char buf[160];
   const std::string who = rank >= 0 ? who_label(rank) : tl.processes[overview.process[rank_col]].name;
   std::snprintf(buf, sizeof buf, "%s step %u: busy %s, %.2fx the median rank", who.c_str(),
                 overview.steps[step_row], format_duration(c.own_ns).c_str(), static_cast<double>(c.score));
   status = buf;
+}
+
+void App::set_rank_expanded(size_t process, bool open) {
+  if (process >= tl.processes.size()) return;
+  const int rank = tl.processes[process].rank;
+  for (size_t pi = 0; pi < tl.processes.size(); ++pi)
+    if (pi == process || (rank >= 0 && tl.processes[pi].rank == rank)) expanded[pi] = open ? 1 : 0;
 }
 
 void App::jump_to(const StallItem& s) {

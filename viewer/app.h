@@ -90,15 +90,19 @@ class App {
   // The overview's cell (step row, rank column): that step fitted, that rank's processes expanded and scrolled to.
   void show_rank_step(size_t step_row, size_t rank_col);
   bool is_expanded(size_t process) const { return process < expanded.size() && expanded[process]; }
+  // Expands or collapses every process of `process`'s rank (a Kineto rank's CPU, GPU and stage processes together).
+  void set_rank_expanded(size_t process, bool open);
 
-  // Above this many ranks every process starts collapsed to its header and one summary row (its busiest lane's
-  // first row), so that 1024 ranks fit a few screens; each expands on a click of its header or the overview.
+  // Above this many ranks every rank starts collapsed to one row (its first process's summary row), so that 1024
+  // ranks are 1024 rows; each expands on a click of its row or of the overview.
   static constexpr size_t kRanksShownExpanded = 4;
 
   Timeline tl;
   RankOverview overview;          // ranks x steps (traces/timeline/rank_overview.h), built with the timeline
-  std::vector<uint8_t> expanded;  // per process: 1 draws every lane, 0 the header and a summary row
+  std::vector<uint8_t> expanded;     // per process: 1 draws its header and every lane, 0 (a collapsed rank) one row
+  std::vector<uint8_t> rank_head;    // per process: the first of its rank's (the one a collapsed rank shows)
   std::vector<size_t> summary_lane;  // per process: the lane its collapsed row shows (the one with most spans)
+  std::vector<size_t> summary_row;   // ... and the row: the first below the step spans
   int overview_colour = 0;        // 0: busy time against the median rank, 1: the dominant stage
   int64_t scroll_to_process = -1;  // the next frame scrolls the tracks to this process
   ViewState view;

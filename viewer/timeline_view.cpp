@@ -204,9 +204,8 @@ void draw_process_header(App& app, ImDrawList* dl, const TrackLayout& t, size_t 
   const std::string label = (open ? "[-] " : "[+] ") + app.tl.processes[pi].name;
   dl->AddText(nullptr, 0.0f, ImVec2(t.left + 4, y + 3), IM_COL32(255, 255, 255, 255), label.c_str(), nullptr, 0.0f,
               nullptr);
-  if (m.in_window && m.pos.y >= y && m.pos.y < y + kHeaderH && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
-      pi < app.expanded.size())
-    app.expanded[pi] = open ? 0 : 1;
+  if (m.in_window && m.pos.y >= y && m.pos.y < y + kHeaderH && ImGui::IsMouseClicked(ImGuiMouseButton_Left))
+    app.set_rank_expanded(pi, !open);
 }
 
 // A red band along the bottom of the process header, so stalls stand out even when lanes scroll away.
@@ -244,31 +243,43 @@ float draw_process(App& app, ImDrawList* dl, const TrackLayout& t, size_t pi, fl
   draw_process_header(app, dl, t, pi, header_y, m);
   y += kHeaderH;
   WaitRuns waits;
-  if (!app.is_expanded(pi)) {
-    // Collapsed: the busiest lane's first row only (a rank's main thread, in a Kineto trace).
-    const size_t li = pi < app.summary_lane.size() ? app.summary_lane[pi] : 0;
-    if (li < p.lanes.size() && !p.lanes[li].rows.empty()) {
-      if (t.visible(y, y + kRowH)) draw_row(app, dl, t, p.lanes[li].rows[0], RowAt{pi, li, 0}, y, m, waits, hit);
-      y += kRowH + kLaneGap;
-    }
-  } else {
-    bool alt = false;
-    for (size_t li = 0; li < p.lanes.size(); ++li) {
-      const Lane& lane = p.lanes[li];
-      if (lane.span_count == 0) continue;
-      draw_lane(app, dl, t, lane, RowAt{pi, li, 0}, y, alt, m, waits, hit);
-      y += static_cast<float>(lane.rows.size()) * kRowH + kLaneGap;
-      alt = !alt;
-    }
-    if (app.opt.show_counters) y += draw_counter_tracks(app, p, dl, t.left, t.x0, t.w, y);
+  bool alt = false;
+  for (size_t li = 0; li < p.lanes.size(); ++li) {
+    const Lane& lane = p.lanes[li];
+    if (lane.span_count == 0) continue;
+    draw_lane(app, dl, t, lane, RowAt{pi, li, 0}, y, alt, m, waits, hit);
+    y += static_cast<float>(lane.rows.size()) * kRowH + kLaneGap;
+    alt = !alt;
   }
+  if (app.opt.show_counters) y += draw_counter_tracks(app, p, dl, t.left, t.x0, t.w, y);
   if (app.opt.highlight_waits) draw_wait_band(dl, waits, header_y);
   if (app.opt.show_step_marks && !p.steps.empty() && t.visible(header_y, y))
     draw_step_marks(app, dl, t, p, header_y, y);
   return y + 6.0f;
 }
 
-// Every process with something to show, from y down. Returns the y below the last one.
+// A collapsed rank: one row, its label ([+] and its first process' name; a click expands the rank) and that
+// process' summary row (its busiest lane's first row below the step spans: what the rank did, in stage colours).
+float draw_collapsed_rank(App& app, ImDrawList* dl, const TrackLayout& t, size_t pi, float y, const Pointer& m,
+                          std::optional<Hit>& hit) {
+  const float h = kRowH + 2;
+  if (!t.visible(y, y + h)) return y + h;
+  const Process& p = app.tl.processes[pi];
+  dl->AddRectFilled(ImVec2(t.left, y), ImVec2(t.x0 - 2, y + h - 1), kHeader);
+  const std::string label = "[+] " + (p.rank >= 0 ? "rank " + std::to_string(p.rank) : p.name);
+  dl->AddText(nullptr, 0.0f, ImVec2(t.left + 4, y + 2), IM_COL32(255, 255, 255, 255), label.c_str(), nullptr, 0.0f,
+              &t.label_clip);
+  const size_t li = pi < app.summary_lane.size() ? app.summary_lane[pi] : 0;
+  const size_t ri = pi < app.summary_row.size() ? app.summary_row[pi] : 0;
+  WaitRuns waits;
+  if (li < p.lanes.size() && ri < p.lanes[li].rows.size())
+    draw_row(app, dl, t, p.lanes[li].rows[ri], RowAt{pi, li, ri}, y + 1, m, waits, hit);
+  if (m.in_window && m.pos.x < t.x0 && m.pos.y >= y && m.pos.y < y + h && ImGui::IsMouseClicked(ImGuiMouseButton_Left))
+    app.set_rank_expanded(pi, true);
+  return y + h;
+}
+
+// Every process with something to show, from y down; a collapsed rank is one row. Returns the y below the last one.
 float draw_processes(App& app, ImDrawList* dl, const TrackLayout& t, float y, const Pointer& m,
                      std::optional<Hit>& hit) {
   const Timeline& tl = app.tl;
@@ -279,7 +290,10 @@ float draw_processes(App& app, ImDrawList* dl, const TrackLayout& t, float y, co
       ImGui::SetScrollY(ImGui::GetScrollY() + (y - t.clip_y0));
       app.scroll_to_process = -1;
     }
-    y = draw_process(app, dl, t, pi, y, m, hit);
+    if (app.is_expanded(pi))
+      y = draw_process(app, dl, t, pi, y, m, hit);
+    else if (pi >= app.rank_head.size() || app.rank_head[pi])
+      y = draw_collapsed_rank(app, dl, t, pi, y, m, hit);
   }
   if (tl.processes.empty())
     dl->AddText(ImVec2(t.x0 + 10, y + 10), IM_COL32(220, 220, 220, 255), "the trace holds no spans");

@@ -152,4 +152,24 @@ TEST_F(OverviewFrame, APressOnTheStragglersColumnPicksIt) {
   EXPECT_NE(app.status.find("x the median rank"), std::string::npos) << app.status;
 }
 
+// A collapsed rank is one row; a press on its label expands that rank alone (all its processes).
+TEST_F(OverviewFrame, APressOnACollapsedRanksLabelExpandsThatRank) {
+  App app;
+  app.set_timeline(synthetic(256, 6, 3, Stage::forward));
+  gui.frame(app);
+  auto expanded_ranks = [&] {
+    std::vector<int> out;
+    for (size_t p = 0; p < app.tl.processes.size(); ++p)
+      if (app.is_expanded(p)) out.push_back(app.tl.processes[p].rank);
+    return out;
+  };
+  for (float y = 150; y < 600 && expanded_ranks().empty(); y += 4) {
+    gui.frame(app, 30, y, 0, true);
+    gui.frame(app, 30, y, 0, false);
+  }
+  const std::vector<int> open = expanded_ranks();
+  ASSERT_EQ(open.size(), 1u) << "one rank (one process each here) expanded by one press";
+  EXPECT_GE(open[0], 0);
+}
+
 }  // namespace
