@@ -93,3 +93,29 @@ TEST(KinetoExportCli, BadCombinationsAreUsageErrorsThatWriteNothing) {
 
   EXPECT_EQ(cli("format_missing", {"--export", out + "/no_such_run", "--format", "kineto", "-o", out + "/k"}).code, 1);
 }
+
+// --export --format perfetto from the command line: our run by default into DIR/trace.pftrace, users' traces into
+// -o FILE, many ranks as a tar with a manifest; a foreign extension is not taken for a tar, a missing -o for users'
+// traces is a usage error. (The protobuf itself is decoded in tests/traces/perfetto.)
+TEST(PerfettoExportCli, OurRunUsersTracesAndATarOfRanks) {
+  const std::string& run = slow_forward_run();
+  auto ours = cli("perfetto_ours", {"--export", run, "--format", "perfetto"});
+  ASSERT_EQ(ours.code, 0) << ours.output;
+  EXPECT_GT(fs::file_size(run + "/trace.pftrace"), 1000u) << ours.output;
+  EXPECT_NE(ours.output.find("from 2 rank(s)"), std::string::npos) << ours.output;
+
+  const std::string traces = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu/slow-data-rank1";
+  const std::string d = fresh_dir("perfetto_users");
+  fs::create_directories(d);
+  auto tar = cli("perfetto_tar", {"--export", traces, "--format", "perfetto", "-o", d + "/ranks.tar"});
+  ASSERT_EQ(tar.code, 0) << tar.output;
+  EXPECT_NE(tar.output.find("perfetto_manifest.json"), std::string::npos) << tar.output;
+  auto list = ddptest::run({"/bin/tar", "-tf", d + "/ranks.tar"}, d + ".tar.log", 30);
+  ASSERT_EQ(list.code, 0) << list.output;
+  EXPECT_NE(list.output.find("perfetto_manifest.json"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("rank1"), std::string::npos) << list.output;
+
+  auto no_o = cli("perfetto_no_o", {"--export", traces, "--format", "perfetto"});
+  EXPECT_EQ(no_o.code, 2) << no_o.output;
+  EXPECT_FALSE(fs::exists(traces + "/trace.pftrace"));
+}
