@@ -262,11 +262,12 @@ int run_digest(const Command& cmd) {
   }
   auto percent = [](uint64_t part, uint64_t whole) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f %%", whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+    const double share = whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+    std::snprintf(buf, sizeof buf, "%.2f %%", share);
     return std::string(buf);
   };
-  std::cout << "digested " << made.size() << " trace(s) of " << (ranks.empty() ? "no known rank" : describe_ranks(ranks))
-            << " into " << cmd.output_file << ": " << out << " bytes, " << percent(out, json) << " of their " << json
+  const std::string who = ranks.empty() ? "no known rank" : describe_ranks(ranks);
+  std::cout << "digested " << made.size() << " trace(s) of " << who << " into " << cmd.output_file << ": " << out << " bytes, " << percent(out, json) << " of their " << json
             << " bytes of JSON (" << percent(out, in) << " of the " << in << " bytes on disk); --analyze "
             << cmd.output_file << " once every node's digests are there\n";
   return 0;

@@ -193,7 +193,8 @@ TEST_F(SlurmCluster, DigestsMadeBySrunOnEachNodeAnalyseAsTheTraces) {
   const std::string node = host.output.substr(0, host.output.find('\n'));
   ASSERT_FALSE(node.empty()) << host.output;
   fs::create_directories(d + "/local/" + node);
-  for (const auto& e : fs::directory_iterator(traces)) fs::copy_file(e.path(), fs::path(d) / "local" / node / e.path().filename());
+  for (const auto& e : fs::directory_iterator(traces))
+    fs::copy_file(e.path(), fs::path(d) / "local" / node / e.path().filename());
   auto r = run({"/usr/bin/srun", "--nodes", "1", "--ntasks-per-node", "1", "/bin/sh", "-c",
                 "exec \"$0\" --digest \"$1/$SLURMD_NODENAME\" -o \"$2\"", kExe, d + "/local", d + "/digests"},
                d + ".srun.log", 120);

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "traces/base/atomic_file.h"
+#include "traces/base/varint.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -29,44 +30,10 @@ constexpr int kFormatVersion = 1;
 constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 32;
 constexpr uint8_t kWaitUntilFirstOp = 1;
 
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
-int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 // a + b wrapping around instead of overflowing: damaged deltas give wrong numbers, which are checked, not UB.
 int64_t wrap_add(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
 }
-
-// Reads varints and bytes from the payload; any read past its end makes `ok` false and returns 0.
-struct Cursor {
-  const uint8_t* p;
-  const uint8_t* end;
-  bool ok = true;
-  uint64_t varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (p >= end) break;
-      const uint8_t b = *p++;
-      v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) return v;
-    }
-    ok = false;
-    return 0;
-  }
-  uint8_t byte() {
-    if (p >= end) {
-      ok = false;
-      return 0;
-    }
-    return *p++;
-  }
-};
 
 nlohmann::json status_json(const ChromeStatus& s) {
   return {{"error", static_cast<int>(s.error)}, {"message", s.message}, {"offset", s.offset}};
@@ -120,7 +87,8 @@ void put_spans(std::string& out, const std::vector<KSpan>& spans) {
   for (const KSpan& s : spans) put_varint(out, s.bytes);
   for (const KSpan& s : spans) put_varint(out, s.step);
   int64_t prev_corr = 0;
-  for (const KSpan& s : spans) put_varint(out, zigzag(int64_t{s.correlation} - std::exchange(prev_corr, s.correlation)));
+  for (const KSpan& s : spans)
+    put_varint(out, zigzag(int64_t{s.correlation} - std::exchange(prev_corr, s.correlation)));
   for (const KSpan& s : spans) put_varint(out, s.name);
   for (const KSpan& s : spans) put_varint(out, s.thread);
   for (const KSpan& s : spans) put_varint(out, s.pg);
@@ -131,7 +99,7 @@ void put_spans(std::string& out, const std::vector<KSpan>& spans) {
 
 // A column of `n` varints, each checked to fit `max`.
 template <typename T>
-void get_column(Cursor& c, std::vector<KSpan>& spans, T KSpan::*field, uint64_t max) {
+void get_column(VarintReader& c, std::vector<KSpan>& spans, T KSpan::*field, uint64_t max) {
   for (KSpan& s : spans) {
     const uint64_t v = c.varint();
     if (v > max) c.ok = false;
@@ -140,7 +108,7 @@ void get_column(Cursor& c, std::vector<KSpan>& spans, T KSpan::*field, uint64_t 
 }
 
 // The spans, each checked against the header's tables: an index out of range is damage.
-bool get_spans(Cursor& c, const KFile& f, size_t n, std::vector<KSpan>& spans, std::string& why) {
+bool get_spans(VarintReader& c, const KFile& f, size_t n, std::vector<KSpan>& spans, std::string& why) {
   spans.resize(n);
   int64_t prev = 0;
   for (KSpan& s : spans) s.t0 = prev = wrap_add(prev, unzigzag(c.varint()));
@@ -228,7 +196,7 @@ bool read_payload(const std::string& path, std::string& payload, std::string& wh
 }
 
 // The payload's JSON header; the cursor is left at the spans.
-bool read_header(Cursor& c, nlohmann::json& h, std::string& why) {
+bool read_header(VarintReader& c, nlohmann::json& h, std::string& why) {
   const uint64_t len = c.varint();
   if (!c.ok || len > static_cast<uint64_t>(c.end - c.p)) {
     why = "its header is cut off";
@@ -249,7 +217,7 @@ bool read_header(Cursor& c, nlohmann::json& h, std::string& why) {
 }
 
 bool decode(const std::string& payload, KFile& f, std::string& why) {
-  Cursor c{reinterpret_cast<const uint8_t*>(payload.data()), reinterpret_cast<const uint8_t*>(payload.data()) +
+  VarintReader c{reinterpret_cast<const uint8_t*>(payload.data()), reinterpret_cast<const uint8_t*>(payload.data()) +
                                                                  payload.size()};
   nlohmann::json h;
   if (!read_header(c, h, why)) return false;
@@ -358,7 +326,7 @@ bool read_digest_origin(const std::string& path, DigestOrigin& origin, std::stri
   std::string payload, why;
   nlohmann::json h;
   if (read_payload(path, payload, why)) {
-    Cursor c{reinterpret_cast<const uint8_t*>(payload.data()),
+    VarintReader c{reinterpret_cast<const uint8_t*>(payload.data()),
              reinterpret_cast<const uint8_t*>(payload.data()) + payload.size()};
     if (read_header(c, h, why)) try {
         origin.host = h.at("host").get<std::string>();

@@ -1,37 +1,8 @@
 #include "traces/native/event_codec.h"
 
-namespace ddp {
-namespace {
-inline void put_varint(std::vector<uint8_t>& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<uint8_t>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<uint8_t>(v));
-}
-inline uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
-inline int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+#include "traces/base/varint.h"
 
-struct Cursor {
-  const uint8_t* p;
-  const uint8_t* end;
-  bool ok = true;
-  uint64_t varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (p >= end) {
-        ok = false;
-        return 0;
-      }
-      uint8_t b = *p++;
-      v |= static_cast<uint64_t>(b & 0x7F) << shift;
-      if (!(b & 0x80)) return v;
-    }
-    ok = false;  // more than 10 bytes: not a varint we wrote
-    return 0;
-  }
-};
-}  // namespace
+namespace ddp {
 
 void encode_events(const Event* events, size_t count, std::vector<uint8_t>& out) {
   int64_t prev_t0 = 0;
@@ -54,7 +25,7 @@ void encode_events(const Event* events, size_t count, std::vector<uint8_t>& out)
 
 bool decode_events(const uint8_t* data, size_t size, size_t count, uint8_t lane, std::vector<Event>& out,
                    std::string& error) {
-  Cursor c{data, data + size};
+  VarintReader c{data, data + size};
   int64_t prev_t0 = 0;
   int64_t prev_step = 0;
   // No reserve here: callers append chunk after chunk, and an exact reserve per chunk would copy quadratically.

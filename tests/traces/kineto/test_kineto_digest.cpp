@@ -100,7 +100,8 @@ TEST(KinetoDigest, AnotherTracesDigestOfTheSameNameIsRefusedAndNothingIsWritten)
   const std::string before = read_bytes(first[0].digest) + read_bytes(first[1].digest);
   // The same file names, another job's traces (another folder): both ranks' names are taken.
   for (int r = 0; r < 2; ++r)
-    fs::copy_file(rank_file("slow-data-rank1", r), other + "/" + fs::path(rank_file("balanced", r)).filename().string());
+    fs::copy_file(rank_file("slow-data-rank1", r),
+                  other + "/" + fs::path(rank_file("balanced", r)).filename().string());
   KinetoStageMap map;
   std::vector<DigestMade> made;
   std::string err;
