@@ -128,6 +128,13 @@ void start_signal_thread() {
   }).detach();
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  // A peer killed while this rank writes to its socket: the write must fail (EPIPE), so that the collective throws
+  // and this rank says which peer it lost, instead of SIGPIPE's default action ending it without a word (seen under
+  // srun: "task 0: Broken pipe" and nothing from rank 0). Python ignores SIGPIPE for the same reason.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, nullptr);
 }
 
 [[noreturn]] void die(const std::string& what) {

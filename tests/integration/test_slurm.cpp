@@ -147,6 +147,14 @@ TEST_F(SlurmCluster, ARankKilledInsideTheJobEndsTheStepQuickly) {
   ASSERT_GE(ddptest::wait_for_step(d, 1, 10, 120).step, 10) << ddptest::read_file(d + ".log");
   const ddp::ProgressSnapshot one = ddp::read_progress(ddp::progress_file(d, 1));
   ASSERT_GT(one.pid, 0);
+  // Rank 0 must outlive a write to its dead peer's socket (EPIPE, not SIGPIPE's silent end) to say what happened:
+  // it ignores SIGPIPE (bit 13 of /proc/PID/status SigIgn). Seen once without: "task 0: Broken pipe", no word.
+  const ddp::ProgressSnapshot zero = ddp::read_progress(ddp::progress_file(d, 0));
+  const std::string status = ddptest::read_file("/proc/" + std::to_string(zero.pid) + "/status");
+  const size_t at = status.find("SigIgn:");
+  ASSERT_NE(at, std::string::npos) << status;
+  EXPECT_TRUE(std::stoull(status.substr(at + 7, status.find('\n', at) - at - 7), nullptr, 16) & (1ull << (SIGPIPE - 1)))
+      << status.substr(at, 40);
   const auto killed = std::chrono::steady_clock::now();
   ASSERT_EQ(::kill(one.pid, SIGKILL), 0);
   const int code = ddptest::wait(p, 60);
