@@ -252,6 +252,12 @@ std::string check_mode_rules(const RawOptions& raw, Command& c) {
   if (!is_run && c.job_options_given) return "job options only apply to --record, --check and --worker";
   if (!c.checks.empty() && c.mode != Mode::check) return "--checks only applies to --check";
   if (!c.inputs.empty()) c.input_dir = c.inputs.front();
+  // CLI11 gives a mode that needs an input the next word even when it is an option ("--digest -o DIR" makes "-o"
+  // and DIR the inputs): said here, not as "-o: no such file" or a missing -o.
+  for (const std::string& in : c.inputs)
+    if (in.size() > 1 && in[0] == '-')
+      return "\"" + in + "\" is an option where the traces or folders go: give them first (--analyze TRACES... " +
+             "[options]); a file whose name starts with '-' as ./" + in;
   const bool offline = c.mode == Mode::export_trace || c.mode == Mode::summary || c.mode == Mode::analyze;
   if (!c.maps.empty() && !offline && c.mode != Mode::digest)
     return "--map only applies to --export, --summary, --analyze and --digest";

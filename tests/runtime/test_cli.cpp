@@ -34,6 +34,12 @@ TEST(Cli, OfflineModesTakeSeveralTracesAndMaps) {
   EXPECT_EQ(r.cmd.input_dir, "a.json");
   EXPECT_TRUE(r.cmd.json);
   EXPECT_EQ(r.cmd.maps.size(), 2u);
+  r = parse({"--digest", "node0/", "a.json", "-o", "digests", "--map", "x=forward"});
+  ASSERT_LT(r.exit_code, 0) << r.message;
+  EXPECT_EQ(r.cmd.mode, ddp::Mode::digest);
+  EXPECT_EQ(r.cmd.inputs, (std::vector<std::string>{"node0/", "a.json"}));
+  EXPECT_EQ(r.cmd.output_file, "digests");
+  EXPECT_NE(parse({"--digest", "-o", "digests"}).message.find("give them first"), std::string::npos);
   r = parse({"--summary", "run_dir"});
   ASSERT_LT(r.exit_code, 0) << r.message;
   EXPECT_EQ(r.cmd.input_dir, "run_dir") << "one run folder, as before";
@@ -76,6 +82,9 @@ TEST(Cli, UsageErrorsExitTwoWithAReason) {
            {"--summary", "d", "--epochs", "3"},
            {"--record", "--bogus"},
            {"--diff", "onlyone"},
+           {"--digest", "-o", "dir"},
+           {"--analyze", "--json"},
+           {"--digest", "traces"},
        }) {
     auto r = parse(args);
     EXPECT_EQ(r.exit_code, 2) << (args.empty() ? "(none)" : args.back());
