@@ -267,9 +267,10 @@ int run_digest(const Command& cmd) {
     return std::string(buf);
   };
   const std::string who = ranks.empty() ? "no known rank" : describe_ranks(ranks);
-  std::cout << "digested " << made.size() << " trace(s) of " << who << " into " << cmd.output_file << ": " << out << " bytes, " << percent(out, json) << " of their " << json
-            << " bytes of JSON (" << percent(out, in) << " of the " << in << " bytes on disk); --analyze "
-            << cmd.output_file << " once every node's digests are there\n";
+  std::cout << "digested " << made.size() << " trace(s) of " << who << " into " << cmd.output_file << ": " << out
+            << " bytes, " << percent(out, json) << " of their " << json << " bytes of JSON (" << percent(out, in)
+            << " of the " << in << " bytes on disk); --analyze " << cmd.output_file
+            << " once every node's digests are there\n";
   return 0;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// The trace commands: --export, --summary, --analyze, --digest and --diff read a finished (or crashed) run folder, or a PyTorch
-// job's per-rank profiler traces, and start nothing; no LibTorch involved.
+// The trace commands: --export, --summary, --analyze, --digest and --diff read a finished (or crashed) run folder,
+// or a PyTorch job's per-rank profiler traces, and start nothing; no LibTorch involved.
 #include <string>
 
 #include "runtime/common/command.h"

@@ -74,7 +74,8 @@ KFile merge(std::vector<KFile*>& parts) {
       }
       // Each file numbers its own process groups: a span keeps its group's name, not another file's number.
       if (s.pg < p->process_groups.size()) {
-        auto [it, fresh] = group_index.emplace(p->process_groups[s.pg], static_cast<uint16_t>(m.process_groups.size()));
+        const auto next = static_cast<uint16_t>(m.process_groups.size());
+        auto [it, fresh] = group_index.emplace(p->process_groups[s.pg], next);
         if (fresh) m.process_groups.push_back(it->first);
         s.pg = it->second;
       } else {

@@ -72,8 +72,9 @@ std::vector<KFile> read_trace_files(const std::vector<std::string>& files, const
   auto work = [&] {
     KinetoStageMap mine = map;
     for (size_t i = next++; i < files.size(); i = next++)
-      out[i] = is_digest_file_name(files[i]) ? read_digest(files[i])
-                                              : read_kineto_file(files[i], mine, also.empty() || !also[i] ? nullptr : &also[i]);
+      out[i] = is_digest_file_name(files[i])
+                   ? read_digest(files[i])
+                   : read_kineto_file(files[i], mine, also.empty() || !also[i] ? nullptr : &also[i]);
   };
   std::vector<std::thread> pool;
   for (size_t i = 1; i < n; ++i) pool.emplace_back(work);
