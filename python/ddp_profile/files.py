@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import Dict, Any, Callable, Optional, TextIO
+import time
+from typing import Dict, Any, Callable, List, Optional, TextIO, Tuple
 
 
 def dumps(obj: Any) -> str:
@@ -92,14 +93,50 @@ def copy(src: str, dst: str) -> None:
     _atomic(dst, lambda tmp: shutil.copyfile(src, tmp))
 
 
-def copy_tree(src: str, dst: str) -> None:
-    """A checkpoint directory copied whole; the copy appears under its name only once complete."""
+def _listing(src: str) -> Optional[List[Tuple[str, int, int]]]:
+    """Every file under `src` with its size and time, or None when one vanished while listed."""
+    out: List[Tuple[str, int, int]] = []
+    for root, _, names in os.walk(src):
+        for name in names:
+            try:
+                st = os.stat(os.path.join(root, name))
+            except FileNotFoundError:
+                return None
+            out.append((os.path.join(root, name), st.st_size, st.st_mtime_ns))
+    return sorted(out)
+
+
+def _settled(src: str, quiet_s: float, limit_s: float) -> None:
+    """Waits until a directory other ranks may still be writing holds no temporary file and has not changed for
+    `quiet_s` (at most `limit_s`). accelerate's save_state returns on every rank without a barrier while the main
+    process still writes the model and optimizer files (each through a .tmp* file renamed into place): a copy taken
+    then lost a file as it was renamed (seen: "[Errno 2] No such file" on a .tmp* under the directory)."""
+    deadline = time.monotonic() + limit_s
+    last = _listing(src)
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = _listing(src)
+        if now is not None and now == last and not any(os.path.basename(p).startswith(".tmp") for p, _, _ in now):
+            return
+        last = now
+
+
+def copy_tree(src: str, dst: str, quiet_s: float = 0.3, limit_s: float = 30.0) -> None:
+    """A checkpoint directory copied whole once it has settled; the copy appears under its name only once complete.
+    A file that still vanishes during the copy makes it start again (three times at most)."""
     d = os.path.dirname(os.path.abspath(dst))
     os.makedirs(d, exist_ok=True)
     tmp = os.path.join(d, ".%s.tmp%d" % (os.path.basename(dst), os.getpid()))
-    shutil.rmtree(tmp, ignore_errors=True)
     try:
-        shutil.copytree(src, tmp)
+        for attempt in range(3):
+            _settled(src, quiet_s, limit_s)
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                shutil.copytree(src, tmp)
+                break
+            except (shutil.Error, FileNotFoundError):
+                if attempt == 2:
+                    raise
         shutil.rmtree(dst, ignore_errors=True)
         os.replace(tmp, dst)
     finally:

@@ -159,3 +159,28 @@ def test_checkpoint_items():
     only = set(items.found(model.state_dict()))
     assert "param:0.weight" in only and "buffer:1.num_batches_tracked" in only
     assert not only & {"optimizer.param_groups", "epoch", "step", "sampler.position", "rng.torch", "scheduler"}
+
+
+def test_a_checkpoint_directory_still_being_written_is_copied_once_settled(tmp_path):
+    """accelerate's save_state returns on every rank while the main process still writes its files (each through a
+    .tmp* renamed into place): the copy waits for the directory to settle instead of losing or half-copying them."""
+    import threading
+
+    from ddp_profile import files
+
+    src = tmp_path / "ckpt"
+    src.mkdir()
+
+    def writer():
+        for k in range(30):
+            tmp = src / (".tmp%d" % k)
+            tmp.write_bytes(os.urandom(100_000))
+            os.replace(tmp, src / ("part%d.bin" % k))
+            time.sleep(0.01)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    time.sleep(0.02)
+    files.copy_tree(str(src), str(tmp_path / "copy"), quiet_s=0.15)
+    t.join()
+    assert sorted(os.listdir(tmp_path / "copy")) == sorted("part%d.bin" % k for k in range(30))
