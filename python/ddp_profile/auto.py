@@ -13,7 +13,9 @@ companion at the DDP model's first training forward:
 - torch.save: a save holding the model's weights is a checkpoint (what dp.save records).
 - the loss: none is known for a plain script (numerics.reference says how to give one); Lightning's training_step
   is one.
-A script that calls ddp_profile.attach itself keeps that companion: nothing here acts then."""
+A script that calls ddp_profile.attach gets this same companion, built at its call with what it hands over
+(attach_explicit); everything else is still found here. A loader the script iterates through dp.loader is left to
+dp.loader, and dp.save writes past the patched torch.save: nothing is recorded twice."""
 from __future__ import annotations
 
 import collections
@@ -25,11 +27,13 @@ from typing import Any, Deque, List, Optional
 
 import torch
 
-from .attach import Companion, current
 from . import env, files, frameworks
 from . import heartbeat as hb
-from .sampling import batch_len, first_tensors, record_loader, take
-from .training import find_scheduler, live_objects
+from .checkpoint_items import Items
+from .companion import Companion, current
+from .ground import live_objects
+from .sampling import first_tensors, record_loader
+from .training import find_scheduler
 
 _MAX_QUEUED = 64  # batches fetched and not yet trained on; older ones are dropped (their indices taken off)
 
@@ -112,7 +116,8 @@ class Auto:
     # -- loaders ----------------------------------------------------------------------------------------------------
     def iterate(self, loader: Any, start: Any) -> Any:
         """`start()` is the loader's own __iter__: a pass of the outermost loader is recorded."""
-        if self.depth > 0:
+        c = current()
+        if self.depth > 0 or (c is not None and loader in c.own_loaders):
             return start()
         if self.cfg.check:
             record_loader(loader)  # before the pass creates its samplers' iterators
@@ -120,13 +125,10 @@ class Auto:
 
     def waiting_for_data(self, it: _Iteration) -> None:
         c = current()
-        if c is not None and c.found_by != "attach" and it.loader is self.train_loader:
+        if c is not None and it.loader is self.train_loader:
             c.hb.stage(hb.WAIT_DATA)
 
     def fetched(self, it: _Iteration, batch: Any) -> None:
-        c = current()
-        if c is not None and c.found_by == "attach":
-            return
         if self.train_loader is not None and it.loader is not self.train_loader:
             return  # a validation loader's batch: not the training's data
         self.queue.append(_Fetched(it, batch, it.fetched))
@@ -143,7 +145,7 @@ class Auto:
         """A batch fetched and never trained on (a resume skipping ahead, a framework's look-ahead at the end)."""
         c = current()
         if c is not None and e.it.loader is self.train_loader:
-            take(c.stream, batch_len(e.batch))
+            c.recorder.drop_batch(e.batch)
 
     def _consume(self, args: Any, kwargs: Any) -> None:
         """The batch this training forward takes: recorded as dp.loader records a yielded batch."""
@@ -224,11 +226,18 @@ class Auto:
             c._forward_pre(model, args)  # its own pre-hook was registered during this forward: it runs from the next
 
     def _attach(self, model: torch.nn.Module, opt: Any, objects: List[Any]) -> None:
+        self.build(model, opt, None, None, None, find_scaler(objects), frameworks.which(model))
+
+    def build(self, model: torch.nn.Module, opt: Any, loss_fn: Any, sampler: Any, scheduler: Any, scaler: Any,
+              found_by: str) -> Companion:
+        """The companion, with what was handed over and the rest found: the loss from the framework, the
+        scheduler driving the optimizer. From now the training forwards take the fetched batches."""
         self._remove_first_hooks()
         self.models = []
-        Companion(self.cfg, model, opt, frameworks.loss_fn(model), None, find_scheduler(opt), find_scaler(objects),
-                  found_by=frameworks.which(model))
+        c = Companion(self.cfg, model, opt, loss_fn if loss_fn is not None else frameworks.loss_fn(model), sampler,
+                      scheduler if scheduler is not None else find_scheduler(opt), scaler, found_by)
         model.register_forward_pre_hook(self._training_forward, prepend=True, with_kwargs=True)
+        return c
 
     def _training_forward(self, model: torch.nn.Module, args: Any, kwargs: Any) -> None:
         if model.training and torch.is_grad_enabled():
@@ -247,7 +256,7 @@ class Auto:
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save(self, obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
         c = current()
-        if c is None or c.found_by == "attach" or self.writing_directory or not holds_model_weights(obj, c):
+        if c is None or self.writing_directory or not holds_model_weights(obj, c):
             files.original_torch_save()(obj, f, *args, **kwargs)
             return
         c.buffer_path = self.buffer_path
@@ -259,13 +268,13 @@ class Auto:
     def saved_file(self, obj: Any, path: Any) -> None:
         """A file the job wrote itself (safetensors) holding the model's weights: a checkpoint."""
         c = current()
-        if c is not None and c.found_by != "attach" and not self.writing_directory and \
+        if c is not None and not self.writing_directory and \
                 isinstance(path, (str, os.PathLike)) and holds_model_weights(obj, c):
             c.saved_file(obj, os.fspath(path))
 
     def saved_directory(self, path: Any) -> None:
         c = current()
-        if c is not None and c.found_by != "attach" and path is not None:
+        if c is not None and path is not None:
             c.saved_directory(str(path))
 
 
@@ -302,8 +311,6 @@ def find_scaler(objects: List[Any]) -> Any:
 
 def holds_model_weights(obj: Any, comp: Any) -> bool:
     """A save is a checkpoint when it holds the model's parameters (a state_dict, or a dict with one inside)."""
-    from .checkpoint_items import Items
-
     if obj is None or isinstance(obj, (str, bytes, int, float)):
         return False
     found = Items(comp.module, comp.optimizer, None, None, False).found(obj)
@@ -352,6 +359,15 @@ def install() -> None:
 
     register_optimizer_step_pre_hook(a.first_step)
     frameworks.install(a)
+
+
+def attach_explicit(cfg: env.Config, model: torch.nn.Module, optimizer: Any, loss_fn: Any, sampler: Any,
+                    scheduler: Any, scaler: Any) -> Companion:
+    """The script's attach(): the companion built now with what it hands over (install() ran first)."""
+    a = _auto if _auto is not None else Auto(cfg)
+    if scaler is None:
+        scaler = find_scaler(live_objects(_scaler_classes())) if _scaler_classes() else None
+    return a.build(model, optimizer, loss_fn, sampler, scheduler, scaler, "attach")
 
 
 def patch_iter(cls: type) -> None:

@@ -1,4 +1,6 @@
-"""Run-folder files: JSON lines appended and flushed line by line, whole files replaced atomically."""
+"""Run-folder files: JSON lines appended and flushed line by line, whole files replaced atomically (the one atomic
+writer: every file that appears whole goes through _atomic). Every record is checked against its row of
+layout.RECORDS (traces/model/records.def) before it is written."""
 from __future__ import annotations
 
 import json
@@ -7,6 +9,8 @@ import shutil
 import time
 from typing import Dict, Any, Callable, List, Optional, TextIO, Tuple
 
+from . import layout
+
 
 def dumps(obj: Any) -> str:
     # Sorted keys, compact: the same text nlohmann::json::dump() writes for the C++ runtime's lines.
@@ -14,14 +18,19 @@ def dumps(obj: Any) -> str:
 
 
 class Jsonl:
-    def __init__(self, path: str) -> None:
+    """One verification log: every line a `record` of layout.RECORDS."""
+
+    def __init__(self, path: str, record: str) -> None:
+        if record not in layout.RECORDS:
+            raise layout.ContractError("%s: no record '%s' in layout.RECORDS" % (path, record))
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.path = path
+        self.path, self.record = path, record
         self._f: Optional[TextIO] = open(path, "w", encoding="utf-8")
 
-    def write(self, obj: Any) -> None:
+    def write(self, obj: Dict[str, Any]) -> None:
         if self._f is None:
             return
+        layout.check_record(self.record, obj, os.path.basename(self.path))
         self._f.write(dumps(obj) + "\n")
         self._f.flush()
 
@@ -43,7 +52,10 @@ def _atomic(path: str, write: Callable[[str], None]) -> None:
             os.unlink(tmp)
 
 
-def write_json(path: str, obj: Any) -> None:
+def write_record(path: str, record: str, obj: Dict[str, Any]) -> None:
+    """A whole JSON file holding one `record` of layout.RECORDS, replaced atomically."""
+    layout.check_record(record, obj, os.path.basename(path))
+
     def w(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n")
@@ -80,8 +92,11 @@ def tensors_save(tensors: "Dict[str, Any]", path: str) -> None:
     LibTorch's unpickler lacks). Names are 'params/<p>', 'grads/<p>', 'acts/<micro>/<layer>'."""
     import torch
 
-    data = torch._C._pickle_save(tensors)
+    write_bytes(path, torch._C._pickle_save(tensors))
 
+
+def write_bytes(path: str, data: bytes) -> None:
+    """`data` as the whole file: readers see it complete or not at all."""
     def write(tmp: str) -> None:
         with open(tmp, "wb") as f:
             f.write(data)

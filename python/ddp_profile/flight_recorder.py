@@ -9,7 +9,7 @@ import os
 import threading
 from typing import Callable, Optional
 
-from . import layout
+from . import files, layout
 
 POLL_S = 0.1  # how often the thread looks for the request: within the supervisor's wait (runtime/launch/hang_dumps.h)
 
@@ -33,10 +33,8 @@ def _answer(run: str, rank: int, dump: Callable[..., bytes]) -> None:
             continue
         path = os.path.join(run, layout.flight_recorder_dump_file(rank))
         try:
-            data = dump(includeCollectives=True, includeStackTraces=True, onlyActive=False)
-            with open(path + ".tmp", "wb") as f:
-                f.write(data)
-            os.replace(path + ".tmp", path)  # whole or absent: the supervisor reads it as soon as it appears
+            # Whole or absent: the supervisor reads it as soon as it appears.
+            files.write_bytes(path, dump(includeCollectives=True, includeStackTraces=True, onlyActive=False))
         except Exception as e:  # noqa: BLE001 - a dump that fails must not end the rank it describes
             with open(path + ".error", "w") as f:
                 f.write("%s: %s\n" % (type(e).__name__, e))

@@ -16,20 +16,11 @@ from typing import Any, Callable, Optional, Tuple
 
 import torch
 
-
-def _class_names(obj: Any) -> set:
-    return {c.__module__.split(".")[0] + "." + c.__name__ for c in type(obj).__mro__}
-
-
-def is_lightning(module: torch.nn.Module) -> bool:
-    names = _class_names(module)
-    return "lightning.LightningModule" in names or "pytorch_lightning.LightningModule" in names
+from .ground import is_lightning, live_objects, unwrap
 
 
 def which(model: torch.nn.Module) -> str:
     """How the companion found the job: "lightning", "accelerate" or "auto" (a plain script)."""
-    from .attach import unwrap
-
     if is_lightning(unwrap(model)):
         return "lightning"
     acc = sys.modules.get("accelerate.state")
@@ -47,8 +38,6 @@ def _loss_of(out: Any) -> Any:
 
 
 def loss_fn(model: torch.nn.Module) -> Optional[Callable[[torch.nn.Module, Any], Any]]:
-    from .attach import unwrap
-
     if is_lightning(unwrap(model)):
         return _lightning_loss
     return None
@@ -70,8 +59,6 @@ def scheduler_rule(scheduler: Any) -> Tuple[int, str]:
     cls = getattr(mod, "AcceleratedScheduler", None)
     if cls is None or scheduler is None:
         return 1, ""
-    from .training import live_objects
-
     for o in live_objects((cls,)):
         if getattr(o, "scheduler", None) is scheduler and getattr(o, "step_with_optimizer", False) and \
                 not getattr(o, "split_batches", False):
@@ -80,17 +67,6 @@ def scheduler_rule(scheduler: Any) -> Tuple[int, str]:
             n = int(AcceleratorState().num_processes)
             return n, ("accelerate's prepared scheduler steps it once per process (%d) at each optimizer step" % n)
     return 1, ""
-
-
-def copy_memo(module: torch.nn.Module) -> dict:
-    """deepcopy memo entries for the reference's copy of the module: a LightningModule's Trainer (and Fabric) are
-    not copied but left out (None), so the copy's training_step cannot log into or step the live Trainer."""
-    memo: dict = {}
-    for attr in ("_trainer", "_fabric"):
-        v = getattr(module, attr, None) if is_lightning(module) else None
-        if v is not None:
-            memo[id(v)] = None
-    return memo
 
 
 def install(auto: Any) -> None:

@@ -7,7 +7,7 @@ of the package) and fails on any difference. Names here are relative to the run 
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 # --- the switches the outer ddp_profile sets (runtime/launch/user_job.h) ----------------------------------------------
 ENV_RUN = "DDP_PROFILE_RUN"                       # the run folder; unset: the companion does nothing
@@ -66,6 +66,204 @@ def kineto_rank_trace_file(rank: int) -> str:
     return "rank%d.pt.trace.json" % rank
 
 
+# --- the records inside those files (traces/model/records.def), field by field ----------------------------------------
+# record -> key -> (type, unit, required). Types are records.def's words; NESTED + name is a record declared here. A
+# writer checks every object against its record (check_record) before writing it: a key the table does not declare,
+# a required one missing or null, or a value of another type is a ContractError, never a line the judges misread.
+REQUIRED, OPTIONAL = True, False
+NESTED = "record:"
+RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
+    "samples": {
+        "epoch": ("Int", "", REQUIRED),
+        "step": ("Int", "steps", REQUIRED),
+        "micro": ("Int", "", REQUIRED),
+        "batch": ("Int", "", REQUIRED),
+        "indices": ("IntList", "", REQUIRED),
+        "sampler_epoch": ("Int", "", OPTIONAL),
+    },
+    "replicas": {
+        "step": ("Int", "steps", REQUIRED),
+        "param_hash": ("String", "", REQUIRED),
+    },
+    "tensor_stats": {
+        "count": ("Int", "elements", REQUIRED),
+        "hash": ("String", "", REQUIRED),
+        "mean": ("Float", "", OPTIONAL),
+        "std": ("Float", "", OPTIONAL),
+        "min": ("Float", "", OPTIONAL),
+        "max": ("Float", "", OPTIONAL),
+        "l2": ("Float", "", OPTIONAL),
+    },
+    "summaries": {
+        "step": ("Int", "steps", REQUIRED),
+        "kind": ("String", "", REQUIRED),
+        "name": ("String", "", REQUIRED),
+        "micro": ("Int", "", OPTIONAL),
+        "stats": (NESTED + "tensor_stats", "", REQUIRED),
+    },
+    "micro_collectives": {
+        "step": ("Int", "steps", REQUIRED),
+        "micro": ("Int", "", REQUIRED),
+        "sync_flag": ("Bool", "", OPTIONAL),
+        "collectives": ("Int", "", OPTIONAL),
+        "bytes": ("Int", "bytes", OPTIONAL),
+    },
+    "checkpoints": {
+        "index": ("Int", "", REQUIRED),
+        "step": ("Int", "steps", REQUIRED),
+        "epoch": ("Int", "", REQUIRED),
+        "path": ("String", "", OPTIONAL),
+        "abs_path": ("String", "", OPTIONAL),
+        "copy": ("String", "", REQUIRED),
+        "expected": ("StringList", "", REQUIRED),
+        "found": ("StringList", "", REQUIRED),
+        "epoch_boundary": ("Bool", "", REQUIRED),
+        "rng_untouched": ("StringList", "", REQUIRED),
+    },
+    "final_state": {
+        "name": ("String", "", REQUIRED),
+        "hash": ("String", "", REQUIRED),
+    },
+    "resume_points": {
+        "after_save": ("Int", "", REQUIRED),
+        "step": ("Int", "steps", REQUIRED),
+        "items": ("StringPairs", "", REQUIRED),
+    },
+    "nonfinite_layer": {
+        "layer": ("String", "", OPTIONAL),
+        "error": ("String", "", OPTIONAL),
+    },
+    "training": {
+        "step": ("Int", "steps", REQUIRED),
+        "rss": ("Int", "bytes", REQUIRED),
+        "cuda_allocated": ("Int", "bytes", OPTIONAL),
+        "cuda_reserved": ("Int", "bytes", OPTIONAL),
+        "params": ("Int", "", OPTIONAL),
+        "forwards": ("Int", "", OPTIONAL),
+        "output_finite": ("Bool", "", OPTIONAL),
+        "model_in_eval": ("Bool", "", OPTIONAL),
+        "eval_modules": ("StringList", "", OPTIONAL),
+        "grad_zero": ("StringList", "", OPTIONAL),
+        "grad_nonfinite": ("StringList", "", OPTIONAL),
+        "grad_none": ("StringList", "", OPTIONAL),
+        "unchanged": ("StringList", "", OPTIONAL),
+        "lrs": ("FloatList", "", OPTIONAL),
+        "scheduler_steps": ("Int", "", OPTIONAL),
+        "first_nonfinite_layer": (NESTED + "nonfinite_layer", "", OPTIONAL),
+    },
+    "sampler_info": {
+        "class": ("String", "", OPTIONAL),
+        "is_distributed": ("Bool", "", REQUIRED),
+        "dataset_size": ("Int", "items", OPTIONAL),
+        "shuffle": ("Bool", "", OPTIONAL),
+        "seed": ("Int", "", OPTIONAL),
+        "drop_last": ("Bool", "", OPTIONAL),
+        "num_replicas": ("Int", "", OPTIONAL),
+        "rank": ("Int", "", OPTIONAL),
+    },
+    "probe_info": {
+        "class": ("String", "", OPTIONAL),
+        "size": ("Int", "items", OPTIONAL),
+        "items": ("Json", "", OPTIONAL),
+        "random_items": ("IntList", "", OPTIONAL),
+        "not_probed": ("String", "", OPTIONAL),
+    },
+    "version_info": {
+        "torch": ("String", "", REQUIRED),
+        "python": ("String", "", REQUIRED),
+        "cuda": ("String", "", OPTIONAL),
+        "companion": ("String", "", REQUIRED),
+    },
+    "companion_meta": {
+        "rank": ("Int", "", REQUIRED),
+        "world_size": ("Int", "ranks", REQUIRED),
+        "local_rank": ("Int", "", REQUIRED),
+        "pid": ("Int", "", REQUIRED),
+        "host": ("String", "", REQUIRED),
+        "mode": ("String", "", REQUIRED),
+        "found_by": ("String", "", REQUIRED),
+        "launch": ("Json", "", REQUIRED),
+        "backend": ("String", "", REQUIRED),
+        "device": ("Json", "", REQUIRED),
+        "versions": (NESTED + "version_info", "", REQUIRED),
+        "seeds": ("Json", "", REQUIRED),
+        "config": ("StringList", "", REQUIRED),
+        "start_time": ("String", "", REQUIRED),
+        "batch": ("Json", "", OPTIONAL),
+        "sampler": (NESTED + "sampler_info", "", REQUIRED),
+        "loader": ("Json", "", REQUIRED),
+        "model": ("Json", "", REQUIRED),
+        "optimizer": ("String", "", REQUIRED),
+        "scheduler": ("String", "", OPTIONAL),
+        "scaler": ("Bool", "", REQUIRED),
+        "dropout_off_modules": ("Int", "", REQUIRED),
+        "forward_random_beyond_dropout": ("Bool", "", REQUIRED),
+        "optimizer_steps": ("Int", "steps", REQUIRED),
+        "epochs": ("Int", "", REQUIRED),
+        "loss_fn": ("Bool", "", REQUIRED),
+        "params_outside_optimizer": ("StringList", "", OPTIONAL),
+        "scheduler_steps_per_optimizer_step": ("Int", "", OPTIONAL),
+        "scheduler_rule": ("String", "", OPTIONAL),
+        "dataset_probe": (NESTED + "probe_info", "", OPTIONAL),
+        "reference_error": ("String", "", OPTIONAL),
+        "exit": ("String", "", OPTIONAL),
+    },
+    "reference_meta": {
+        "batch_sizes": ("IntList", "", REQUIRED),
+        "kinds": ("Json", "", REQUIRED),
+    },
+
+}
+# The record each verification log holds, and the two JSON files the companion writes.
+VERIFY_RECORDS = {SAMPLES: "samples", REPLICAS: "replicas", SUMMARIES: "summaries", COLLECTIVES: "micro_collectives",
+                  CHECKPOINTS: "checkpoints", FINAL: "final_state", TRAINING: "training",
+                  RESUME_POINTS: "resume_points"}
+META_RECORD, REFERENCE_META_RECORD = "companion_meta", "reference_meta"
+
+
+class ContractError(ValueError):
+    """An object the companion was about to write does not match its record: a bug in the companion."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+_TYPES: Dict[str, Callable[[Any], bool]] = {
+    "Int": _is_int,
+    "Float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "Bool": lambda v: isinstance(v, bool),
+    "String": lambda v: isinstance(v, str),
+    "IntList": lambda v: isinstance(v, (list, tuple)) and all(_is_int(x) for x in v),
+    "FloatList": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v),
+    "StringList": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
+    "StringPairs": lambda v: isinstance(v, (list, tuple)) and all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in v),
+    "Json": lambda v: True,
+}
+
+
+def check_record(record: str, obj: Dict[str, Any], where: str = "") -> None:
+    """Raises ContractError naming the record and the key when `obj` is not a `record` as RECORDS declares it."""
+    fields = RECORDS[record]
+    at = "%s%s" % (where or record, ": ")
+    for k in obj:
+        if k not in fields:
+            raise ContractError("%sunknown field '%s'" % (at, k))
+    for k, (kind, _unit, required) in fields.items():
+        v = obj.get(k)
+        if v is None:
+            if required:
+                raise ContractError("%sfield '%s': missing" % (at, k))
+            continue
+        if kind.startswith(NESTED):
+            if not isinstance(v, dict):
+                raise ContractError("%sfield '%s': not an object" % (at, k))
+            check_record(kind[len(NESTED):], v, "%s.%s" % (where or record, k))
+        elif not _TYPES[kind](v):
+            raise ContractError("%sfield '%s': not %s (%r)" % (at, k, kind, v))
+
+
 # --- the heartbeat record (runtime/launch/progress.h ProgressRecord), little endian -----------------------------------
 HEARTBEAT_SIZE = 520
 HEARTBEAT_MAGIC = 0x50524F47
@@ -115,4 +313,7 @@ def contract() -> dict:
                       "fields": {k: v[0] for k, v in HEARTBEAT_FIELDS.items()},
                       "reason_bytes": int(HEARTBEAT_FIELDS["reason"][1][:-1]), "states": RANK_STATES},
         "stages": STAGES,
+        "records": {r: {k: {"type": t[len(NESTED):] if t.startswith(NESTED) else t, "nested": t.startswith(NESTED),
+                            "unit": u, "required": req} for k, (t, u, req) in f.items()} for r, f in RECORDS.items()},
+        "verify_records": VERIFY_RECORDS, "meta_record": META_RECORD, "reference_meta_record": REFERENCE_META_RECORD,
     }

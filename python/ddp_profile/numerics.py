@@ -5,7 +5,6 @@ ranks' micro-batches. Dropout modules are put in eval() around every forward of 
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
@@ -13,19 +12,11 @@ import torch
 import torch.nn as nn
 
 from . import files, hashing, layout
+from .ground import copy_without_hooks, dropouts, leaves, to_device
 from .hashing import same_bits
+from .sampling import batch_len
 
 LossFn = Callable[[nn.Module, Any], torch.Tensor]
-
-
-def to_device(obj: Any, device: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to(device)
-    if isinstance(obj, dict):
-        return {k: to_device(v, device) for k, v in obj.items()}
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(to_device(v, device) for v in obj)
-    return obj
 
 
 def concat(batches: List[Any]) -> Any:
@@ -38,24 +29,6 @@ def concat(batches: List[Any]) -> Any:
     if isinstance(b0, (tuple, list)):
         return type(b0)(concat([b[i] for b in batches]) for i in range(len(b0)))
     return b0
-
-
-_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-          "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called")
-
-
-def copy_without_hooks(m: nn.Module) -> nn.Module:
-    """A deep copy of the module whose hook tables are empty (the live ones hold the companion's own hooks), without
-    the framework objects it points back to (a LightningModule's Trainer)."""
-    from .frameworks import copy_memo
-
-    memo: Dict[int, Any] = copy_memo(m)
-    for sub in m.modules():
-        for attr in _HOOKS:
-            d = getattr(sub, attr, None)
-            if d is not None:
-                memo[id(d)] = type(d)()
-    return copy.deepcopy(m, memo)
 
 
 def _unsync_batchnorm(m: nn.Module) -> None:
@@ -83,10 +56,6 @@ def _single_process() -> Iterator[None]:
         dist.is_initialized, c10d.is_initialized = saved
 
 
-def dropouts(m: nn.Module) -> List[nn.Module]:
-    return [x for x in m.modules() if isinstance(x, nn.modules.dropout._DropoutNd)]
-
-
 def _flat(tree: Dict[str, Any], prefix: str = "") -> Dict[str, torch.Tensor]:
     """{"grads": {"fc.weight": t}, "acts": {"0": {"fc": t}}} -> {"grads/fc.weight": t, "acts/0/fc": t}, in order."""
     out: Dict[str, torch.Tensor] = {}
@@ -96,10 +65,6 @@ def _flat(tree: Dict[str, Any], prefix: str = "") -> Dict[str, torch.Tensor]:
         else:
             out[prefix + k] = v
     return out
-
-
-def leaves(m: nn.Module) -> List[Any]:
-    return [(n, x) for n, x in m.named_modules() if next(iter(x.children()), None) is None]
 
 
 def _cpu(t: torch.Tensor) -> torch.Tensor:
@@ -198,7 +163,7 @@ class Numerics:
         device = p0.device if p0 is not None else torch.device("cpu")
         devices = [device.index or 0] if device.type == "cuda" else []
         n = len(self.unions)
-        sizes = [[sampling_len(b) for b in u] for u in self.unions]
+        sizes = [[batch_len(b) for b in u] for u in self.unions]
         with torch.random.fork_rng(devices=devices), torch.enable_grad(), _single_process():
             for m, u in enumerate(self.unions):
                 cur = {}
@@ -216,7 +181,8 @@ class Numerics:
         # The layers' module classes: the judge names the kind of the first diverging layer (BatchNorm -> SyncBatchNorm).
         kinds = {n: type(x).__name__ for n, x in leaves(ref)}
         files.tensors_save(_flat({"grads": grads, "acts": acts}), os.path.join(self.run, layout.reference_step_file(step)))
-        files.write_json(os.path.join(self.run, layout.reference_meta_file(step)), {"batch_sizes": sizes, "kinds": kinds})
+        files.write_record(os.path.join(self.run, layout.reference_meta_file(step)), layout.REFERENCE_META_RECORD,
+                           {"batch_sizes": sizes, "kinds": kinds})
 
     def step_done(self, step: int) -> None:
         self.acts, self.unions, self.snapshot = {}, [], None
@@ -224,9 +190,3 @@ class Numerics:
             for h in self._handles:
                 h.remove()
             self._handles = []
-
-
-def sampling_len(batch: Any) -> int:
-    from .sampling import batch_len
-
-    return batch_len(batch)

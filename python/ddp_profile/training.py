@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 
 from . import files
+from .ground import copy_without_hooks, leaves, live_objects
 from .hashing import same_bits
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -34,24 +35,6 @@ def resident_bytes() -> int:
             return int(f.read().split()[1]) * _PAGE
     except (OSError, IndexError, ValueError):
         return 0
-
-
-def live_objects(kinds: Tuple[type, ...]) -> List[Any]:
-    """The objects of these classes the collector tracks (one walk of the heap), asked their class without the
-    warnings or errors some objects give (torch's deprecated module aliases)."""
-    import gc
-    import warnings
-
-    out = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for o in gc.get_objects():
-            try:
-                if isinstance(o, kinds):
-                    out.append(o)
-            except Exception:  # noqa: BLE001
-                continue
-    return out
 
 
 def outside_optimizer(module: nn.Module, optimizer: Any) -> List[str]:
@@ -133,8 +116,6 @@ class Training:
     def _first_nonfinite_layer(self, args: Any, kwargs: Any) -> Dict[str, Any]:
         """The forward again on a copy of the module, from the same input and RNG state: the first leaf module whose
         output is not finite (forward order)."""
-        from .numerics import copy_without_hooks, leaves
-
         found: List[str] = []
         try:
             copy = copy_without_hooks(self.module)

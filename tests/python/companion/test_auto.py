@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch", reason="torch is not importable")
 import ddp_profile  # noqa: E402
 from ddp_profile import auto, env  # noqa: E402
 
-companion = sys.modules["ddp_profile.attach"]  # the module (the package's `attach` is the function)
+from ddp_profile import companion  # noqa: E402  (the module that owns the process's companion)
 
 PACKAGE = os.path.dirname(ddp_profile.__file__)
 PROBE = ("import sys, torch; print('auto' if 'ddp_profile.auto' in sys.modules else 'off', "
@@ -58,9 +58,12 @@ class _Recorded:
     """The companion's side of a consumed batch, as Companion records it."""
 
     def __init__(self):
-        self.batches, self.epochs, self.found_by, self.stream = [], 0, "auto", None
+        self.batches, self.epochs, self.found_by, self.own_loaders = [], 0, "auto", set()
         self.in_epoch, self.batch_in_epoch = False, 0
-        self.hb = self  # the heartbeat's stage(), unused here
+        self.hb = self.recorder = self  # the heartbeat's stage() and the recorder's drop_batch(), unused here
+
+    def drop_batch(self, batch):
+        pass
 
     def stage(self, s):
         pass

@@ -16,7 +16,7 @@ def _lines(path):
 
 
 def _training(tmp_path, model, optimizer, scheduler=None):
-    return training.Training(model, optimizer, scheduler, files.Jsonl(str(tmp_path / "t.jsonl")))
+    return training.Training(model, optimizer, scheduler, files.Jsonl(str(tmp_path / "t.jsonl"), "training"))
 
 
 def test_a_step_records_zero_nonfinite_and_absent_gradients(tmp_path):
@@ -76,7 +76,7 @@ def test_eval_mode_and_the_scheduler_count_are_recorded(tmp_path):
     model.eval()
     t.forward_pre()
     with torch.no_grad():  # a validation forward: not training, not recorded
-        t2 = training.Training(model, opt, None, files.Jsonl(str(tmp_path / "u.jsonl")))
+        t2 = training.Training(model, opt, None, files.Jsonl(str(tmp_path / "u.jsonl"), "training"))
         t2.forward_pre()
         assert t2.training_forwards == 0
     sched.step()
