@@ -89,7 +89,8 @@ class CheckRecorder(Recorder):
         s = self.c.sampler_in_use()
         self.pending.append({"epoch": epoch, "sampler_epoch": getattr(s, "epoch", None), "micro": micro,
                              "batch": b, "indices": take(self.stream, batch_len(batch))})
-        if self.numerics.verifying(self.c.steps) and self.numerics.loss_fn is not None:
+        # Every rank joins the gather while the script has a loss (rank 0 may have dropped its reference since).
+        if self.numerics.verifying(self.c.steps) and self.c.loss_fn is not None:
             mine = to_device(batch, "cpu")
             if self.c.world > 1 and torch.distributed.is_initialized():
                 every: List[Any] = [None] * self.c.world

@@ -209,7 +209,7 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "exit": ("String", "", OPTIONAL),
     },
     "reference_meta": {
-        "batch_sizes": ("IntList", "", REQUIRED),
+        "batch_sizes": ("Json", "", REQUIRED),
         "kinds": ("Json", "", REQUIRED),
     },
 
@@ -243,25 +243,26 @@ _TYPES: Dict[str, Callable[[Any], bool]] = {
 }
 
 
-def check_record(record: str, obj: Dict[str, Any], where: str = "") -> None:
-    """Raises ContractError naming the record and the key when `obj` is not a `record` as RECORDS declares it."""
+def check_record(record: str, obj: Dict[str, Any], where: str = "", prefix: str = "") -> None:
+    """Raises ContractError naming the file (or record) and the key, as the C++ reader does ("field 'a.b': ..."),
+    when `obj` is not a `record` as RECORDS declares it."""
     fields = RECORDS[record]
-    at = "%s%s" % (where or record, ": ")
+    at = "%s: " % (where or record)
     for k in obj:
         if k not in fields:
-            raise ContractError("%sunknown field '%s'" % (at, k))
+            raise ContractError("%sunknown field '%s%s'" % (at, prefix, k))
     for k, (kind, _unit, required) in fields.items():
         v = obj.get(k)
         if v is None:
             if required:
-                raise ContractError("%sfield '%s': missing" % (at, k))
+                raise ContractError("%sfield '%s%s': missing" % (at, prefix, k))
             continue
         if kind.startswith(NESTED):
             if not isinstance(v, dict):
-                raise ContractError("%sfield '%s': not an object" % (at, k))
-            check_record(kind[len(NESTED):], v, "%s.%s" % (where or record, k))
+                raise ContractError("%sfield '%s%s': not an object" % (at, prefix, k))
+            check_record(kind[len(NESTED):], v, where or record, "%s%s." % (prefix, k))
         elif not _TYPES[kind](v):
-            raise ContractError("%sfield '%s': not %s (%r)" % (at, k, kind, v))
+            raise ContractError("%sfield '%s%s': not %s (%r)" % (at, prefix, k, kind, v))
 
 
 # --- the heartbeat record (runtime/launch/progress.h ProgressRecord), little endian -----------------------------------

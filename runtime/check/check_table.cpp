@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
 #include "traces/native/load_run.h"
 
@@ -19,7 +20,7 @@ CheckResult shard_rule(LadderState& L) {
     std::string err;
     per_rank[r] = read_consumed(L.main.dir, r, err);
     if (per_rank[r].empty())
-      return check_result("data.shard_rule", CheckStatus::fail,
+      return check_result(check_id::kShardRule, CheckStatus::fail,
                           err.empty() ? "rank " + std::to_string(r) + " logged no batches" : err);
   }
   CheckResult r = judge_shard_rule(per_rank, L.subject.shard_expectation(L.main));
@@ -36,7 +37,7 @@ CheckResult rank_sync(LadderState& L) {
   for (int r = 0; r < L.main.world; ++r) {
     std::string err;
     hashes[r] = read_replica_hashes(L.main.dir, r, err);
-    if (!err.empty()) return check_result("numerics.rank_sync", CheckStatus::fail, err);
+    if (!err.empty()) return check_result(check_id::kRankSync, CheckStatus::fail, err);
   }
   return check_rank_sync(hashes);
 }
@@ -56,20 +57,20 @@ CheckResult faults_exit(LadderState& L) { return judge_faults(L.subject.faults(L
 
 const std::vector<CheckEntry>& check_table() {
   static const std::vector<CheckEntry> table = {
-      {"env.manifest", EvidenceFrom::main_run, kEverySubject, manifest},
-      {"data.shard_rule", EvidenceFrom::main_run, kEverySubject, shard_rule},
-      {"data.same_dataset", EvidenceFrom::main_run, kUserScript, same_dataset},
-      {"train.learns", EvidenceFrom::main_run, kUserScript, learns},
-      {"numerics.finite", EvidenceFrom::main_run, kUserScript, finite},
-      {"train.mode", EvidenceFrom::main_run, kUserScript, mode},
-      {"train.schedule", EvidenceFrom::main_run, kUserScript, schedule},
-      {"numerics.reference", EvidenceFrom::main_run, kEverySubject, numerics_reference},
-      {"numerics.rank_sync", EvidenceFrom::main_run, kEverySubject, rank_sync},
-      {"memory.steady", EvidenceFrom::main_run, kEverySubject, memory},
-      {"comm.no_sync", EvidenceFrom::main_run, kEverySubject, no_sync},
-      {"checkpoint.complete", EvidenceFrom::main_run, kEverySubject, checkpoint_complete},
-      {"checkpoint.resume", EvidenceFrom::own_runs, kEverySubject, checkpoint_resume},
-      {"faults.exit", EvidenceFrom::own_runs, kEverySubject, faults_exit},
+      {check_id::kManifest, EvidenceFrom::main_run, kEverySubject, manifest},
+      {check_id::kShardRule, EvidenceFrom::main_run, kEverySubject, shard_rule},
+      {check_id::kSameDataset, EvidenceFrom::main_run, kUserScript, same_dataset},
+      {check_id::kLearns, EvidenceFrom::main_run, kUserScript, learns},
+      {check_id::kFinite, EvidenceFrom::main_run, kUserScript, finite},
+      {check_id::kMode, EvidenceFrom::main_run, kUserScript, mode},
+      {check_id::kSchedule, EvidenceFrom::main_run, kUserScript, schedule},
+      {check_id::kReference, EvidenceFrom::main_run, kEverySubject, numerics_reference},
+      {check_id::kRankSync, EvidenceFrom::main_run, kEverySubject, rank_sync},
+      {check_id::kMemory, EvidenceFrom::main_run, kEverySubject, memory},
+      {check_id::kNoSync, EvidenceFrom::main_run, kEverySubject, no_sync},
+      {check_id::kCheckpointComplete, EvidenceFrom::main_run, kEverySubject, checkpoint_complete},
+      {check_id::kCheckpointResume, EvidenceFrom::own_runs, kEverySubject, checkpoint_resume},
+      {check_id::kFaultsExit, EvidenceFrom::own_runs, kEverySubject, faults_exit},
   };
   return table;
 }

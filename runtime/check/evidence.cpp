@@ -4,7 +4,6 @@
 #include <map>
 #include <set>
 
-#include "traces/base/json_lines.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/native/load_run.h"
 #include "traces/model/run_folder.h"
@@ -13,84 +12,70 @@
 namespace ddp {
 
 std::vector<ConsumedBatch> read_consumed(const std::string& run_dir, int rank, std::string& error) {
-  std::vector<nlohmann::json> lines;
-  const std::string path = in_run(run_dir, verify_samples_file(rank));
-  if (!read_json_lines_strict(path, lines, error)) return {};
+  std::vector<records::samples> lines;
+  if (!read_record_lines(in_run(run_dir, verify_samples_file(rank)), lines, error)) return {};
   std::vector<ConsumedBatch> out;
-  for (const auto& j : lines) {
-    if (!j.contains("indices") || !j["indices"].is_array()) {
-      error = path + ": a line has no indices";
-      return {};
-    }
-    out.push_back({j.value("epoch", 0), j.value("step", int64_t{0}), j.value("micro", 0), j.value("batch", int64_t{0}),
-                   j["indices"].get<std::vector<int64_t>>(),
-                   j.contains("sampler_epoch") && j["sampler_epoch"].is_number_integer()
-                       ? j["sampler_epoch"].get<int64_t>()
-                       : -1});
-  }
+  out.reserve(lines.size());
+  for (auto& l : lines)
+    out.push_back({static_cast<int>(l.epoch), l.step, static_cast<int>(l.micro), l.batch, std::move(l.indices),
+                   l.sampler_epoch});
   return out;
 }
 
 std::map<int64_t, std::string> read_replica_hashes(const std::string& run_dir, int rank, std::string& error) {
-  std::vector<nlohmann::json> lines;
+  std::vector<records::replicas> lines;
   std::map<int64_t, std::string> out;
-  if (!read_json_lines_strict(in_run(run_dir, verify_replicas_file(rank)), lines, error)) return out;
-  for (const auto& j : lines)
-    if (j.contains("step") && j["step"].is_number_integer() && j.contains("param_hash") && j["param_hash"].is_string())
-      out[j["step"].get<int64_t>()] = j["param_hash"];
+  if (!read_record_lines(in_run(run_dir, verify_replicas_file(rank)), lines, error)) return out;
+  for (const auto& l : lines) out[l.step] = l.param_hash;
   return out;
 }
 
-std::vector<TrainingStep> parse_training_steps(const std::vector<nlohmann::json>& lines) {
-  auto names = [](const nlohmann::json& j, const char* k) {
-    std::vector<std::string> out;
-    if (j.contains(k) && j[k].is_array())
-      for (const auto& v : j[k])
-        if (v.is_string()) out.push_back(v);
-    return out;
+bool training_step(const records::training& l, TrainingFields fields, TrainingStep& t, std::string& error) {
+  t = TrainingStep{};
+  t.step = l.step;
+  t.rss = l.rss;
+  t.cuda_allocated = l.cuda_allocated.value_or(-1);
+  if (fields == TrainingFields::memory) return true;
+  // The companion writes these on every line (python/ddp_profile/training.py): one missing is a broken contract.
+  auto need = [&](const auto& field, const char* key) {
+    if (!field) error = std::string("step ") + std::to_string(l.step) + ": the companion's field '" + key + "' is missing";
+    return field.has_value();
   };
-  std::vector<TrainingStep> out;
-  for (const auto& j : lines) {
-    TrainingStep t;
-    t.step = j.value("step", int64_t{0});
-    t.params = j.value("params", 0);
-    t.forwards = j.value("forwards", 0);
-    t.output_finite = j.value("output_finite", true);
-    t.model_in_eval = j.value("model_in_eval", false);
-    t.eval_modules = names(j, "eval_modules");
-    t.grad_zero = names(j, "grad_zero");
-    t.grad_nonfinite = names(j, "grad_nonfinite");
-    t.grad_none = names(j, "grad_none");
-    t.verified = j.contains("unchanged") && j["unchanged"].is_array();
-    t.unchanged = names(j, "unchanged");
-    if (j.contains("lrs") && j["lrs"].is_array())
-      for (const auto& v : j["lrs"])
-        if (v.is_number()) t.lrs.push_back(v.get<double>());
-    if (j.contains("scheduler_steps") && j["scheduler_steps"].is_number_integer())
-      t.scheduler_steps = j["scheduler_steps"].get<int64_t>();
-    if (j.contains("first_nonfinite_layer") && j["first_nonfinite_layer"].is_object()) {
-      const auto& f = j["first_nonfinite_layer"];
-      t.first_nonfinite_layer = f.contains("layer") && f["layer"].is_string() ? f["layer"].get<std::string>() : "";
-    }
-    t.rss = j.value("rss", int64_t{0});
-    t.cuda_allocated = j.contains("cuda_allocated") && j["cuda_allocated"].is_number_integer()
-                           ? j["cuda_allocated"].get<int64_t>()
-                           : -1;
-    out.push_back(std::move(t));
-  }
-  return out;
+  if (!need(l.params, "params") || !need(l.forwards, "forwards") || !need(l.output_finite, "output_finite") ||
+      !need(l.model_in_eval, "model_in_eval") || !need(l.eval_modules, "eval_modules") ||
+      !need(l.grad_zero, "grad_zero") || !need(l.grad_nonfinite, "grad_nonfinite") || !need(l.grad_none, "grad_none") ||
+      !need(l.lrs, "lrs"))
+    return false;
+  t.params = static_cast<int>(*l.params);
+  t.forwards = static_cast<int>(*l.forwards);
+  t.output_finite = *l.output_finite;
+  t.model_in_eval = *l.model_in_eval;
+  t.eval_modules = *l.eval_modules;
+  t.grad_zero = *l.grad_zero;
+  t.grad_nonfinite = *l.grad_nonfinite;
+  t.grad_none = *l.grad_none;
+  t.verified = l.unchanged.has_value();
+  t.unchanged = l.unchanged.value_or(std::vector<std::string>{});
+  t.lrs = *l.lrs;
+  t.scheduler_steps = l.scheduler_steps.value_or(-1);
+  if (l.first_nonfinite_layer) t.first_nonfinite_layer = l.first_nonfinite_layer->layer.value_or("");
+  return true;
 }
 
-TrainingEvidence read_training(const std::string& run_dir, int world) {
+TrainingEvidence read_training(const std::string& run_dir, int world, TrainingFields fields) {
   TrainingEvidence e;
   for (int r = 0; r < world; ++r) {
-    std::vector<nlohmann::json> lines;
-    if (!read_json_lines_strict(in_run(run_dir, verify_log_file(r, kVerifyTraining)), lines, e.failure)) {
-      e.per_rank.clear();
-      return e;
-    }
-    e.per_rank.push_back(parse_training_steps(lines));
+    const std::string path = in_run(run_dir, verify_log_file(r, kVerifyTraining));
+    std::vector<records::training> lines;
+    if (!read_record_lines(path, lines, e.failure)) break;
+    std::vector<TrainingStep> steps(lines.size());
+    std::string why;
+    for (size_t i = 0; i < lines.size() && e.failure.empty(); ++i)
+      if (!training_step(lines[i], fields, steps[i], why)) e.failure = path + ": " + why;
+    if (!e.failure.empty()) break;
+    e.per_rank.push_back(std::move(steps));
   }
+  if (!e.failure.empty()) e.per_rank.clear();
   return e;
 }
 
@@ -110,7 +95,7 @@ std::string resume_data_stream(const std::vector<ConsumedBatch>& straight, const
   if (!first || !last.count(resumed_at)) return {};
   auto same = [&](const ConsumedBatch& a) {
     return a.indices == first->indices &&
-           (a.sampler_epoch < 0 || first->sampler_epoch < 0 || a.sampler_epoch == first->sampler_epoch);
+           (!a.sampler_epoch || !first->sampler_epoch || a.sampler_epoch == first->sampler_epoch);
   };
   if (same(*last[resumed_at])) return {};
   int64_t found = -1;
@@ -138,25 +123,22 @@ std::string resume_data_stream(const std::vector<ConsumedBatch>& straight, const
   return at + batches + ": it skips the batches of " + std::to_string(found - resumed_at) + " step(s)";
 }
 
-std::string resume_point_difference(const std::vector<nlohmann::json>& straight, const std::vector<nlohmann::json>& resumed,
-                                    int after_save, bool& compared) {
-  auto point = [](const std::vector<nlohmann::json>& lines, int save) -> const nlohmann::json* {
+std::string resume_point_difference(const std::vector<records::resume_points>& straight,
+                                    const std::vector<records::resume_points>& resumed, int after_save, bool& compared) {
+  auto point = [](const std::vector<records::resume_points>& lines, int save) -> const records::resume_points* {
     for (const auto& l : lines)
-      if (l.value("after_save", -1) == save && l.contains("items") && l["items"].is_array()) return &l;
+      if (l.after_save == save) return &l;
     return nullptr;
   };
-  const nlohmann::json* a = point(straight, after_save);
-  const nlohmann::json* b = point(resumed, 0);
+  const records::resume_points* a = point(straight, after_save);
+  const records::resume_points* b = point(resumed, 0);
   compared = a && b;
   if (!compared) return {};
-  std::map<std::string, std::string> theirs;
-  for (const auto& it : (*b)["items"])
-    if (it.is_array() && it.size() == 2 && it[0].is_string() && it[1].is_string()) theirs[it[0]] = it[1];
-  for (const auto& it : (*a)["items"]) {
-    if (!it.is_array() || it.size() != 2 || !it[0].is_string() || !it[1].is_string()) continue;
-    auto found = theirs.find(it[0]);
-    if (found == theirs.end()) return it[0].get<std::string>() + " (missing after resuming)";
-    if (found->second != it[1]) return it[0];
+  const std::map<std::string, std::string> theirs(b->items.begin(), b->items.end());
+  for (const auto& [name, hash] : a->items) {
+    auto found = theirs.find(name);
+    if (found == theirs.end()) return name + " (missing after resuming)";
+    if (found->second != hash) return name;
   }
   return {};
 }
@@ -172,18 +154,13 @@ NumericsEvidence numerics_step(int64_t step, int rank, const std::vector<TensorC
   return ev;
 }
 
-std::vector<MicroComm> parse_micro_comm(const std::vector<nlohmann::json>& lines) {
-  std::vector<MicroComm> out;
-  for (const auto& j : lines) {
-    MicroComm m;
-    m.step = j.value("step", int64_t{0});
-    m.micro = j.value("micro", 0);
-    m.collectives =
-        j.contains("collectives") && j["collectives"].is_number_integer() ? j["collectives"].get<int>() : -1;
-    m.sync_flag = j.value("sync_flag", true);
-    out.push_back(m);
-  }
-  return out;
+MicroComm micro_comm(const records::micro_collectives& l) {
+  MicroComm m;
+  m.step = l.step;
+  m.micro = static_cast<int>(l.micro);
+  m.collectives = l.collectives ? static_cast<int>(*l.collectives) : -1;  // -1: not counted (no comm hook)
+  m.sync_flag = l.sync_flag.value_or(true);  // a model without the flag syncs every backward
+  return m;
 }
 
 NoSyncEvidence no_sync_from_trace(const RunTrace& run, int accum, size_t buckets, uint64_t param_bytes) {
@@ -257,10 +234,9 @@ std::vector<RankResume> compare_final_states(const std::vector<std::map<std::str
   return out;
 }
 
-std::map<std::string, std::string> parse_final_state(const std::vector<nlohmann::json>& lines) {
+std::map<std::string, std::string> final_state_of(const std::vector<records::final_state>& lines) {
   std::map<std::string, std::string> out;
-  for (const auto& j : lines)
-    if (j.contains("name") && j["name"].is_string()) out[j["name"]] = j.value("hash", std::string());
+  for (const auto& l : lines) out[l.name] = l.hash;
   return out;
 }
 

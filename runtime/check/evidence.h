@@ -1,16 +1,20 @@
 #pragma once
 // What a check is judged on, as plain data: each subject under check (our job, the user's script) gathers it its own
 // way (runtime/check/subject.h) and the one judge of the check decides (judges.h). Also the readers of the
-// verification logs both subjects write in the same layout (verify/rank<R>.<kind>.jsonl, traces/model/run_folder.h).
+// verification logs both subjects write in the same layout (verify/rank<R>.<kind>.jsonl, traces/model/run_folder.h),
+// each line a record of traces/model/records.def read strictly: a log that breaks the contract is an error naming the
+// file, the line and the field, never a default.
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/run_outcome.h"
+#include "traces/model/records.h"
 #include "traces/model/run_trace.h"
 
 namespace ddp {
@@ -23,7 +27,7 @@ struct ConsumedBatch {
   int micro = 0;
   int64_t batch = 0;
   std::vector<int64_t> indices;
-  int64_t sampler_epoch = -1;  // the sampler's own epoch (set_epoch) where it has one
+  std::optional<int64_t> sampler_epoch;  // the sampler's own epoch (set_epoch) where it has one
 };
 // Every batch a rank logged; empty with `error` when the log is missing or has a damaged line.
 std::vector<ConsumedBatch> read_consumed(const std::string& run_dir, int rank, std::string& error);
@@ -84,7 +88,7 @@ struct MicroComm {
   int collectives = -1;  // -1: not counted (sync_flag says what DDP was told)
   bool sync_flag = true;
 };
-std::vector<MicroComm> parse_micro_comm(const std::vector<nlohmann::json>& lines);
+MicroComm micro_comm(const records::micro_collectives& line);
 // Our own job also knows its buckets: each must be reduced once per optimizer step, the step's bytes the parameters'.
 struct StepVolume {
   int64_t step = 0;
@@ -145,15 +149,15 @@ std::string resume_data_stream(const std::vector<ConsumedBatch>& straight, const
 // The state and RNG streams the straight run held at its first training forward after save `after_save`, against the
 // resumed run's at its first (verify/rank<R>.resume_points.jsonl): the first item, in the straight run's order, that
 // differs or is missing. `compared` false when either run has no such record.
-std::string resume_point_difference(const std::vector<nlohmann::json>& straight, const std::vector<nlohmann::json>& resumed,
-                                    int after_save, bool& compared);
+std::string resume_point_difference(const std::vector<records::resume_points>& straight,
+                                    const std::vector<records::resume_points>& resumed, int after_save, bool& compared);
 std::vector<RankResume> compare_final_states(const std::vector<std::map<std::string, std::string>>& straight,
                                              const std::vector<std::map<std::string, std::string>>& resumed);
-std::map<std::string, std::string> parse_final_state(const std::vector<nlohmann::json>& lines);
+std::map<std::string, std::string> final_state_of(const std::vector<records::final_state>& lines);
 
 // --- train.learns, numerics.finite, train.mode, train.schedule, memory.steady --------------------------------------
-// One optimizer step of one rank, as logged in verify/rank<R>.training.jsonl (the companion writes every field; our
-// own job only the step and its memory).
+// One optimizer step of one rank, as logged in verify/rank<R>.training.jsonl (records::training: the companion writes
+// every field; our own job only the step and its memory).
 struct TrainingStep {
   int64_t step = 0;
   int params = 0;                    // parameters that require grad
@@ -172,7 +176,10 @@ struct TrainingStep {
   int64_t rss = 0;                          // resident bytes
   int64_t cuda_allocated = -1;              // -1: not on CUDA
 };
-std::vector<TrainingStep> parse_training_steps(const std::vector<nlohmann::json>& lines);
+// What a training log must hold: the companion's every field, or our own job's step and memory.
+enum class TrainingFields { companion, memory };
+// One line as the judges see it; false with `error` when `fields` asks for a field the line lacks.
+bool training_step(const records::training& line, TrainingFields fields, TrainingStep& out, std::string& error);
 struct TrainingEvidence {
   std::string failure;                                // a log could not be read: why
   std::vector<std::vector<TrainingStep>> per_rank;    // every logged optimizer step of every rank, in order
@@ -181,15 +188,16 @@ struct TrainingEvidence {
   int64_t scheduler_steps_per_step = 1;  // scheduler.step() calls one optimizer step makes by design (accelerate: world)
   std::string scheduler_rule;           // why, when not 1
 };
-// Every rank's training log in `run_dir` (empty per_rank with `failure` when one is missing or damaged).
-TrainingEvidence read_training(const std::string& run_dir, int world);
+// Every rank's training log in `run_dir` (empty per_rank with `failure` when one is missing, damaged or lacks a field
+// `fields` asks for).
+TrainingEvidence read_training(const std::string& run_dir, int world, TrainingFields fields);
 
 // --- data.same_dataset ----------------------------------------------------------------------------------------------
-// Per rank, the companion's probe of its dataset: {"class", "size", "items": [[index, digest]...], "random_items"} or
-// {"class", "not_probed": why} (python/ddp_profile/dataset_probe.py).
+// Per rank, the companion's probe of its dataset (records::probe_info; python/ddp_profile/dataset_probe.py), empty
+// where the rank probed none.
 struct DatasetEvidence {
   std::string failure;
-  std::vector<nlohmann::json> per_rank;
+  std::vector<std::optional<records::probe_info>> per_rank;
 };
 
 // --- faults.exit -------------------------------------------------------------------------------------------------

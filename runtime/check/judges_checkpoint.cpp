@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
 
 namespace ddp {
@@ -17,12 +18,12 @@ CheckResult check_checkpoint_items(const std::vector<std::string>& expected, con
   if (!missing.empty()) {
     std::string list;
     for (size_t i = 0; i < missing.size() && i < 4; ++i) list += (i ? ", " : "") + missing[i];
-    return check_result("checkpoint.complete", CheckStatus::fail,
+    return check_result(check_id::kCheckpointComplete, CheckStatus::fail,
                 std::to_string(missing.size()) + " item(s) the live run holds are not in " + file + ": " + list +
                     (missing.size() > 4 ? ", ..." : "") + " (a resume would not be exact)",
                 d);
   }
-  return check_result("checkpoint.complete", CheckStatus::pass,
+  return check_result(check_id::kCheckpointComplete, CheckStatus::pass,
               "all " + std::to_string(expected.size()) +
                   " items present (model, AdamW moments and step counts, loss scaler, epoch/step/sampler position, RNG "
                   "states); written atomically with a verified CRC-32",
@@ -60,7 +61,7 @@ CheckResult judge_checkpoint_file(const CheckpointContents& c) {
   r.details["not_needed_here"] = derivable;
   std::string list;
   for (const auto& d : derivable) list += (list.empty() ? "" : "; ") + d;
-  return check_result("checkpoint.complete", CheckStatus::warn,
+  return check_result(check_id::kCheckpointComplete, CheckStatus::warn,
                       "all " + std::to_string(required.size()) + " items a resume from " + c.file +
                           " needs are present; not saved, not needed here: " + list,
                       r.details);
@@ -68,7 +69,7 @@ CheckResult judge_checkpoint_file(const CheckpointContents& c) {
 }  // namespace
 
 CheckResult judge_checkpoint_complete(const CheckpointEvidence& e) {
-  if (e.files.empty()) return check_result("checkpoint.complete", CheckStatus::fail, e.none);
+  if (e.files.empty()) return check_result(check_id::kCheckpointComplete, CheckStatus::fail, e.none);
   CheckResult first;
   for (size_t i = 0; i < e.files.size(); ++i) {
     const CheckpointContents& c = e.files[i];
@@ -92,8 +93,8 @@ std::string resume_hint(const std::string& item) {
 
 CheckResult judge_resume(const ResumeEvidence& e) {
   nlohmann::json d = e.details;
-  if (!e.skipped.empty()) return check_result("checkpoint.resume", CheckStatus::skip, e.skipped, d);
-  if (!e.failed.empty()) return check_result("checkpoint.resume", CheckStatus::fail, e.failed, d);
+  if (!e.skipped.empty()) return check_result(check_id::kCheckpointResume, CheckStatus::skip, e.skipped, d);
+  if (!e.failed.empty()) return check_result(check_id::kCheckpointResume, CheckStatus::fail, e.failed, d);
   d["ranks"] = nlohmann::json::array();
   size_t items = 0;
   for (const RankResume& r : e.ranks) {
@@ -104,7 +105,7 @@ CheckResult judge_resume(const ResumeEvidence& e) {
   for (const RankResume& r : e.ranks) {
     const std::string rank = "rank " + std::to_string(r.rank);
     if (!r.recorded)
-      return check_result("checkpoint.resume", CheckStatus::fail, "the resumed run's " + rank + " recorded no final state", d);
+      return check_result(check_id::kCheckpointResume, CheckStatus::fail, "the resumed run's " + rank + " recorded no final state", d);
     if (!r.first_difference.empty()) {
       d["first_difference"] = r.first_difference;
       // Where the resumed run's data went another way, that is the cause; else a hint from the item's kind.
@@ -118,24 +119,24 @@ CheckResult judge_resume(const ResumeEvidence& e) {
       else if (e.resume_point_compared)
         cause = ": the resumed run started from the straight run's state, RNG streams included, and parted after "
                 "(something drawn or ordered differently after the restore?)";
-      return check_result("checkpoint.resume", CheckStatus::fail,
+      return check_result(check_id::kCheckpointResume, CheckStatus::fail,
                           rank + ": " + r.first_difference + " " + r.difference +
                               " between the straight run and the run " + e.killed + " and resumed" + cause,
                           d);
     }
   }
   // Nothing compared is no pass.
-  if (items == 0) return check_result("checkpoint.resume", CheckStatus::fail, "the straight run recorded no final state", d);
+  if (items == 0) return check_result(check_id::kCheckpointResume, CheckStatus::fail, "the straight run recorded no final state", d);
   d["items"] = items;
   if (e.params_never_changed)  // equal to a run that never moved: no pass
-    return check_result("checkpoint.resume", CheckStatus::warn,
+    return check_result(check_id::kCheckpointResume, CheckStatus::warn,
                         "the resumed run ends equal to the straight run, but the straight run's parameters never "
                         "changed: an exact resume proves nothing (see train.learns)",
                         d);
   if (!e.data_stream.empty())
-    return check_result("checkpoint.resume", CheckStatus::fail,
+    return check_result(check_id::kCheckpointResume, CheckStatus::fail,
                         "the final state matches, but " + e.data_stream, d);
-  return check_result("checkpoint.resume", CheckStatus::pass,
+  return check_result(check_id::kCheckpointResume, CheckStatus::pass,
                       e.killed + " and resumed to the end: " + std::to_string(items) +
                           " items (parameters, optimizer state, and what else the run's state holds) equal the "
                           "straight run's bit for bit on every rank",

@@ -3,13 +3,14 @@
 // step and the step moves exactly the parameters' bytes.
 #include <map>
 
+#include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
 
 namespace ddp {
 namespace {
 
 CheckResult fail(std::string why, nlohmann::json d = nlohmann::json::object()) {
-  return check_result("comm.no_sync", CheckStatus::fail, std::move(why), std::move(d));
+  return check_result(check_id::kNoSync, CheckStatus::fail, std::move(why), std::move(d));
 }
 
 // The first micro-step that breaks the rule, or "".
@@ -46,7 +47,7 @@ std::string volume_problem(size_t rank, const StepVolume& v, size_t buckets, uin
 
 CheckResult judge_no_sync(const NoSyncEvidence& e) {
   if (!e.failure.empty()) return fail(e.failure);
-  if (!e.skipped.empty()) return check_result("comm.no_sync", CheckStatus::skip, e.skipped);
+  if (!e.skipped.empty()) return check_result(check_id::kNoSync, CheckStatus::skip, e.skipped);
   int64_t steps = 0, accumulating = 0;
   bool counted = true;
   for (size_t r = 0; r < e.per_rank.size(); ++r) {
@@ -74,9 +75,9 @@ CheckResult judge_no_sync(const NoSyncEvidence& e) {
   }
   const std::string how = counted ? e.counted_how : "from DDP's sync flag (the script has its own comm hook)";
   if (accumulating == 0)
-    return check_result("comm.no_sync", CheckStatus::pass,
+    return check_result(check_id::kNoSync, CheckStatus::pass,
                         "no gradient accumulation: every optimizer step synchronised once (" + how + ")" + volume, d);
-  return check_result("comm.no_sync", CheckStatus::pass,
+  return check_result(check_id::kNoSync, CheckStatus::pass,
                       std::to_string(accumulating) +
                           " accumulated step(s) across ranks communicated once each, on their last micro-step (" +
                           how + ")" + volume,

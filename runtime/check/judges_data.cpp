@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
 #include "runtime/common/manifest.h"
 
@@ -12,7 +13,7 @@ namespace ddp {
 CheckResult check_manifest(const nlohmann::json& m) {
   const std::vector<std::string>& required = manifest_required_fields();
   std::vector<std::string> missing;
-  if (!m.is_object()) return check_result("env.manifest", CheckStatus::fail, "manifest.json is missing or not valid JSON");
+  if (!m.is_object()) return check_result(check_id::kManifest, CheckStatus::fail, "manifest.json is missing or not valid JSON");
   for (const auto& p : required)
     if (!m.contains(nlohmann::json::json_pointer(p))) missing.push_back(p.substr(1));
   if (m.contains("ranks") && m["ranks"].is_array()) {
@@ -26,7 +27,7 @@ CheckResult check_manifest(const nlohmann::json& m) {
   }
   nlohmann::json d = {{"required", required}, {"missing", missing}};
   if (!missing.empty())
-    return check_result("env.manifest", CheckStatus::fail,
+    return check_result(check_id::kManifest, CheckStatus::fail,
                 "manifest lacks " + std::to_string(missing.size()) + " field(s), first: " + missing.front() +
                     " (a run that crashed before the end has only the start-time manifest)",
                 d);
@@ -34,7 +35,7 @@ CheckResult check_manifest(const nlohmann::json& m) {
                   ", launch " + m["launch"]["method"].get<std::string>() + ", seeds, batch shapes " +
                   m["ranks"][0]["batch"]["x"]["shape"].dump() + " " + m["ranks"][0]["batch"]["x"]["dtype"].get<std::string>() +
                   ", config: all present";
-  return check_result("env.manifest", CheckStatus::pass, s, d);
+  return check_result(check_id::kManifest, CheckStatus::pass, s, d);
 }
 
 CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_rank, int64_t n, bool shuffle,
@@ -43,7 +44,7 @@ CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_
   std::set<int> epochs;
   for (const auto& r : per_rank)
     for (const auto& b : r) epochs.insert(b.epoch);
-  if (epochs.empty()) return check_result("data.shard_rule", CheckStatus::fail, "no consumed batches were logged");
+  if (epochs.empty()) return check_result(check_id::kShardRule, CheckStatus::fail, "no consumed batches were logged");
   nlohmann::json per_epoch = nlohmann::json::array();
   std::string first_problem;
   std::map<int, std::vector<int64_t>> rank0_order;
@@ -103,14 +104,14 @@ CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_
   }
   nlohmann::json d = {{"epochs", per_epoch}, {"order_differs_between_epochs", reshuffled}};
   if (!reshuffled)
-    return check_result("data.shard_rule", CheckStatus::fail,
+    return check_result(check_id::kShardRule, CheckStatus::fail,
                 "rank 0 saw the same order in epochs " + std::to_string(rank0_order.begin()->first) + " and " +
                     std::to_string(std::next(rank0_order.begin())->first) + ": set_epoch was not applied",
                 d);
   if (!first_problem.empty())
-    return check_result("data.shard_rule", CheckStatus::fail, first_problem + " (a rank is reading another rank's shard?)", d);
+    return check_result(check_id::kShardRule, CheckStatus::fail, first_problem + " (a rank is reading another rank's shard?)", d);
   const auto& e0 = per_epoch[0];
-  return check_result("data.shard_rule", CheckStatus::pass,
+  return check_result(check_id::kShardRule, CheckStatus::pass,
               std::to_string(epochs.size()) + " epoch(s), " + std::to_string(world) +
                   " ranks follow DistributedSampler exactly; epoch " + e0["epoch"].dump() + ": " + e0["duplicates"].dump() +
                   " shared (padding), " + e0["missing"].dump() + " unused (drop_last/partial batches)" +
@@ -144,7 +145,7 @@ CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedB
     int64_t with0 = 0;
     for (int64_t i : ranks[1]) with0 += ranks[0].count(i) > 0;
     return check_result(
-        "data.shard_rule", CheckStatus::fail,
+        check_id::kShardRule, CheckStatus::fail,
         "the loader has no DistributedSampler (" + sampler + "): in epoch " + std::to_string(epoch) +
             " rank 1 read " + std::to_string(with0) + " of the same " + std::to_string(ranks[1].size()) +
             " indices as rank 0; each rank reads the whole dataset. Pass sampler=DistributedSampler(dataset) to the "
@@ -153,12 +154,12 @@ CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedB
         d);
   }
   if (seen.empty() || per_rank.size() < 2)
-    return check_result("data.shard_rule", CheckStatus::warn,
+    return check_result(check_id::kShardRule, CheckStatus::warn,
                         "the loader has no DistributedSampler (" + sampler + ") and no batch's indices were recorded: "
                         "nothing shows how the ranks share the data",
                         d);
   const auto& e0 = d["epochs"][0];
-  return check_result("data.shard_rule", CheckStatus::pass,
+  return check_result(check_id::kShardRule, CheckStatus::pass,
                       std::to_string(seen.size()) + " epoch(s): the ranks shard with " + sampler +
                           " (not a DistributedSampler); in every epoch their indices are disjoint (epoch " +
                           e0["epoch"].dump() + ": " + e0["indices_read"].dump() + " items read by " +
@@ -172,7 +173,7 @@ CheckResult judge_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_
 }
 
 CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& h) {
-  if (h.size() < 2) return check_result("numerics.rank_sync", CheckStatus::skip, "one rank: nothing to compare");
+  if (h.size() < 2) return check_result(check_id::kRankSync, CheckStatus::skip, "one rank: nothing to compare");
   size_t compared = 0;
   for (const auto& [step, hash] : h[0]) {
     for (size_t r = 1; r < h.size(); ++r) {
@@ -181,64 +182,77 @@ CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& h
       ++compared;
       if (it->second != hash) {
         std::string when = step < 0 ? "at start (after the initial broadcast)" : "after optimizer step " + std::to_string(step);
-        return check_result("numerics.rank_sync", CheckStatus::fail,
+        return check_result(check_id::kRankSync, CheckStatus::fail,
                     "rank " + std::to_string(r) + "'s parameters differ from rank 0's " + when +
                         " (hash " + it->second + " vs " + hash + "): gradients were not synchronised or ranks ran different updates",
                     {{"first_step", step}, {"rank", r}});
       }
     }
   }
-  if (compared == 0) return check_result("numerics.rank_sync", CheckStatus::fail, "no parameter hashes to compare");
+  if (compared == 0) return check_result(check_id::kRankSync, CheckStatus::fail, "no parameter hashes to compare");
   // Replicas that never changed are identical whatever the synchronisation does: no pass.
   std::set<std::string> distinct;
   for (const auto& [step, hash] : h[0]) distinct.insert(hash);
   if (distinct.size() == 1 && h[0].size() > 1)
-    return check_result("numerics.rank_sync", CheckStatus::warn,
+    return check_result(check_id::kRankSync, CheckStatus::warn,
                         "the parameters never changed in " + std::to_string(h[0].size() - 1) +
                             " optimizer steps: identical replicas prove nothing about the synchronisation (see "
                             "train.learns)",
                         {{"comparisons", compared}, {"never_changed", true}});
-  return check_result("numerics.rank_sync", CheckStatus::pass,
+  return check_result(check_id::kRankSync, CheckStatus::pass,
               "parameters bitwise identical on all ranks at start and after each of " + std::to_string(h[0].size() - 1) +
                   " optimizer steps (" + std::to_string(compared) + " hash comparisons)",
               {{"comparisons", compared}});
 }
 
 
+namespace {
+nlohmann::json json_of(const std::optional<records::probe_info>& p) {
+  if (!p) return nullptr;
+  nlohmann::json j = {{"class", p->class_name ? nlohmann::json(*p->class_name) : nlohmann::json()}};
+  if (p->size) j["size"] = *p->size;
+  if (p->items) j["items"] = *p->items;
+  if (p->random_items) j["random_items"] = *p->random_items;
+  if (p->not_probed) j["not_probed"] = *p->not_probed;
+  return j;
+}
+// index -> digest of a probe's items ([[index, digest], ...]); an index drawn at random on every read (augmentation)
+// is on no rank's list.
+std::map<int64_t, std::string> digests(const records::probe_info& p) {
+  std::map<int64_t, std::string> m;
+  if (p.items && p.items->is_array())
+    for (const auto& it : *p.items)
+      if (it.is_array() && it.size() == 2 && it[0].is_number_integer() && it[1].is_string()) m[it[0]] = it[1];
+  return m;
+}
+}  // namespace
+
 CheckResult judge_same_dataset(const DatasetEvidence& e) {
-  const char* id = "data.same_dataset";
+  const char* id = check_id::kSameDataset;
   if (!e.failure.empty()) return check_result(id, CheckStatus::fail, e.failure);
-  nlohmann::json d = {{"ranks", e.per_rank}};
-  if (e.per_rank.empty() || !e.per_rank.front().is_object())
+  nlohmann::json d = {{"ranks", nlohmann::json::array()}};
+  for (const auto& p : e.per_rank) d["ranks"].push_back(json_of(p));
+  if (e.per_rank.empty() || !e.per_rank.front())
     return check_result(id, CheckStatus::fail, "no rank recorded its dataset (the loader never yielded a batch?)", d);
   for (size_t r = 0; r < e.per_rank.size(); ++r) {
-    const nlohmann::json& p = e.per_rank[r];
-    if (!p.is_object()) return check_result(id, CheckStatus::fail, "rank " + std::to_string(r) + " recorded no dataset", d);
-    if (p.contains("not_probed"))
-      return check_result(id, CheckStatus::skip,
-                          "not compared: " + p.value("not_probed", std::string()) + " (rank " + std::to_string(r) + ")",
+    const auto& p = e.per_rank[r];
+    if (!p) return check_result(id, CheckStatus::fail, "rank " + std::to_string(r) + " recorded no dataset", d);
+    if (p->not_probed)
+      return check_result(id, CheckStatus::skip, "not compared: " + *p->not_probed + " (rank " + std::to_string(r) + ")",
                           d);
   }
-  const nlohmann::json& first = e.per_rank.front();
-  const int64_t size = first.value("size", int64_t{-1});
+  const records::probe_info& first = *e.per_rank.front();
+  auto size_of = [](const records::probe_info& p) { return p.size ? std::to_string(*p.size) : "an unknown number of"; };
   for (size_t r = 1; r < e.per_rank.size(); ++r)
-    if (e.per_rank[r].value("size", int64_t{-1}) != size)
+    if (e.per_rank[r]->size != first.size)
       return check_result(id, CheckStatus::fail,
-                          "rank " + std::to_string(r) + "'s dataset has " +
-                              std::to_string(e.per_rank[r].value("size", int64_t{-1})) + " items, rank 0's " +
-                              std::to_string(size) + ": each rank builds its own dataset",
+                          "rank " + std::to_string(r) + "'s dataset has " + size_of(*e.per_rank[r]) +
+                              " items, rank 0's " + size_of(first) + ": each rank builds its own dataset",
                           d);
-  // index -> digest per rank; an index drawn at random on every read (augmentation) is on no rank's list.
-  auto digests = [](const nlohmann::json& p) {
-    std::map<int64_t, std::string> m;
-    for (const auto& it : p.value("items", nlohmann::json::array()))
-      if (it.is_array() && it.size() == 2 && it[0].is_number_integer() && it[1].is_string()) m[it[0]] = it[1];
-    return m;
-  };
   const auto base = digests(first);
   size_t compared = 0;
   for (size_t r = 1; r < e.per_rank.size(); ++r)
-    for (const auto& [index, digest] : digests(e.per_rank[r])) {
+    for (const auto& [index, digest] : digests(*e.per_rank[r])) {
       auto it = base.find(index);
       if (it == base.end()) continue;
       ++compared;
@@ -250,7 +264,7 @@ CheckResult judge_same_dataset(const DatasetEvidence& e) {
                                 "a fixed generator, a per-rank file list?)",
                             d);
     }
-  const size_t random_items = first.value("random_items", nlohmann::json::array()).size();
+  const size_t random_items = first.random_items ? first.random_items->size() : 0;
   if (e.per_rank.size() < 2)
     return check_result(id, CheckStatus::skip, "one rank: no other rank's dataset to compare", d);
   if (compared == 0)
@@ -259,7 +273,7 @@ CheckResult judge_same_dataset(const DatasetEvidence& e) {
                         "on every read)",
                         d);
   return check_result(id, CheckStatus::pass,
-                      "the same " + std::to_string(size) + "-item " + first.value("class", std::string("dataset")) +
+                      "the same " + size_of(first) + "-item " + first.class_name.value_or("dataset") +
                           " on every rank: " + std::to_string(base.size()) + " items at the same indices equal on " +
                           std::to_string(e.per_rank.size()) + " ranks" +
                           (random_items ? " (" + std::to_string(random_items) + " random on every read, not compared)"

@@ -2,6 +2,7 @@
 // leaves what the user keeps of a failed run readable.
 #include <algorithm>
 
+#include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
 #include "traces/base/text_format.h"
 #include "traces/model/stages.h"
@@ -34,8 +35,8 @@ CheckResult judge_faults(const std::vector<FaultScenario>& scenarios) {
     else if (worst > limit) problem = s.kind + ": a rank took " + fmt("%.2f", worst) + " s to end, limit " + fmt("%.0f", limit) + " s";
     else if (!s.traces_export) problem = s.kind + ": traces did not export: " + s.export_error;
   }
-  if (!problem.empty()) return check_result("faults.exit", CheckStatus::fail, problem, d);
-  return check_result("faults.exit", CheckStatus::pass,
+  if (!problem.empty()) return check_result(check_id::kFaultsExit, CheckStatus::fail, problem, d);
+  return check_result(check_id::kFaultsExit, CheckStatus::pass,
               std::to_string(scenarios.size()) + " injected faults each ended every rank in time, exit 1, culprit, step and stage named, traces exported (" +
                   times + ")",
               d);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
 #include "traces/base/text_format.h"
 
@@ -42,7 +43,7 @@ std::string mb(double bytes) { return fmt("%.1f MB", bytes / 1e6); }
 }  // namespace
 
 CheckResult judge_memory(const TrainingEvidence& e) {
-  const char* id = "memory.steady";
+  const char* id = check_id::kMemory;
   if (!e.failure.empty()) return check_result(id, CheckStatus::fail, e.failure);
   std::vector<Series> ranks;
   for (const auto& steps : e.per_rank) {

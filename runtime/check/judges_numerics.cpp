@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
 #include "traces/base/text_format.h"
 
@@ -101,18 +102,18 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
       cause = "activations agree; the difference arises in the backward pass or the reduction";
     }
     d["first_divergence"] = {{"step", s.step}, {"rank", s.rank}, {"tensor", bad->name}, {"ratio", bad->scale}};
-    return check_result("numerics.reference", CheckStatus::fail, where + ". Likely cause: " + cause, d);
+    return check_result(check_id::kReference, CheckStatus::fail, where + ". Likely cause: " + cause, d);
   }
-  if (compared == 0) return check_result("numerics.reference", CheckStatus::fail, "no gradients were compared", d);
+  if (compared == 0) return check_result(check_id::kReference, CheckStatus::fail, "no gradients were compared", d);
   bool all_zero = true;  // zeros equal zeros whatever the reduction does: no pass
   for (const auto& s : steps)
     for (const auto& g : s.grads) all_zero &= g.reference_zero;
   if (all_zero)
-    return check_result("numerics.reference", CheckStatus::warn,
+    return check_result(check_id::kReference, CheckStatus::warn,
                         "every reference gradient is exactly zero in the " + std::to_string(steps.size() / std::max(world, 1)) +
                             " verified step(s): equal zeros prove nothing about the reduction (see train.learns)",
                         d);
-  return check_result("numerics.reference", CheckStatus::pass,
+  return check_result(check_id::kReference, CheckStatus::pass,
               "synced gradients match a single-rank reference on the union of the ranks' samples for " +
                   std::to_string(steps.size() / std::max(world, 1)) + " step(s) x " + std::to_string(world) + " ranks, " +
                   std::to_string(compared) + " tensors within rtol " + fmt("%.2g", rtol) + ", atol " + fmt("%.2g", atol),
@@ -120,10 +121,10 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
 }
 
 CheckResult judge_numerics_outcome(const NumericsOutcome& o) {
-  if (!o.failure.empty()) return check_result("numerics.reference", CheckStatus::fail, o.failure);
-  if (!o.skipped.empty()) return check_result("numerics.reference", CheckStatus::skip, o.skipped);
+  if (!o.failure.empty()) return check_result(check_id::kReference, CheckStatus::fail, o.failure);
+  if (!o.skipped.empty()) return check_result(check_id::kReference, CheckStatus::skip, o.skipped);
   // Nothing wrong was found, but nothing could be compared: said, never a pass or a false fail.
-  if (!o.not_compared.empty()) return check_result("numerics.reference", CheckStatus::warn, o.not_compared);
+  if (!o.not_compared.empty()) return check_result(check_id::kReference, CheckStatus::warn, o.not_compared);
   CheckResult r = judge_numerics(o.steps, o.world, kFloat32Rtol, kFloat32Atol);
   if (o.dropout_off_modules > 0) {
     // Say exactly what was compared: the same model with its Dropout modules off, everything else in train mode.

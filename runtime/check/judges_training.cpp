@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
 #include "traces/base/text_format.h"
 
@@ -51,7 +52,7 @@ CheckResult no_log(const char* id, const TrainingEvidence& e) {
 }  // namespace
 
 CheckResult judge_learns(const TrainingEvidence& e) {
-  const char* id = "train.learns";
+  const char* id = check_id::kLearns;
   if (!e.failure.empty() || steps_logged(e) == 0) return no_log(id, e);
   nlohmann::json d = {{"steps", e.per_rank.front().size()}, {"ranks", e.per_rank.size()},
                       {"outside_optimizer", e.outside_optimizer}};
@@ -105,7 +106,7 @@ CheckResult judge_learns(const TrainingEvidence& e) {
 }
 
 CheckResult judge_finite(const TrainingEvidence& e) {
-  const char* id = "numerics.finite";
+  const char* id = check_id::kFinite;
   if (!e.failure.empty() || steps_logged(e) == 0) return no_log(id, e);
   const TrainingStep* first = nullptr;
   int first_rank = 0;
@@ -146,7 +147,7 @@ CheckResult judge_finite(const TrainingEvidence& e) {
 }
 
 CheckResult judge_mode(const TrainingEvidence& e) {
-  const char* id = "train.mode";
+  const char* id = check_id::kMode;
   if (!e.failure.empty() || steps_logged(e) == 0) return no_log(id, e);
   std::set<int64_t> eval_steps;
   std::vector<std::string> modules;
@@ -178,7 +179,7 @@ CheckResult judge_mode(const TrainingEvidence& e) {
 }
 
 CheckResult judge_schedule(const TrainingEvidence& e) {
-  const char* id = "train.schedule";
+  const char* id = check_id::kSchedule;
   if (!e.failure.empty() || steps_logged(e) == 0) return no_log(id, e);
   const auto& steps = e.per_rank.front();
   if (steps.front().scheduler_steps < 0) {

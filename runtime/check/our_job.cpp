@@ -34,7 +34,6 @@ namespace ddp {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int64_t kVerifySteps = 3;      // optimizer steps whose tensors are dumped and compared
 constexpr int64_t kCheckpointStep = 2;   // the main run's checkpoint, which checkpoint.complete opens
 constexpr int64_t kResumeSteps = 8, kResumeKill = 3;
 
@@ -200,7 +199,9 @@ class OurJob final : public CheckSubject {
 
   // Our ranks log their memory per step in the companion's layout; the rest of the training log is the companion's
   // (our job's learning is proven by numerics.reference against its own single-rank reference).
-  TrainingEvidence training(const MainRun& main) override { return read_training(main.dir, main.world); }
+  TrainingEvidence training(const MainRun& main) override {
+    return read_training(main.dir, main.world, TrainingFields::memory);
+  }
   DatasetEvidence datasets(const MainRun&) override {
     return {"our job reads one dataset file on every rank (its digest is in the manifest)", {}};
   }
@@ -429,7 +430,7 @@ std::vector<FaultScenario> OurJob::faults(const std::string& out, const MainRun&
 int run_check(const Command& cmd, const std::vector<std::string>& job_args) {
   OurJob job(cmd, job_args);
   return run_ladder(job, cmd.checks,
-                    absolute_path(cmd.out_dir.empty() ? default_run_folder() + "-check" : cmd.out_dir));
+                    check_run_folder(cmd.out_dir));
 }
 
 }  // namespace ddp

@@ -24,6 +24,10 @@ struct MainRun {
   std::string failure;  // otherwise what happened (every main-run check fails with it)
 };
 
+// Optimizer steps whose tensors every subject dumps and numerics.reference compares (the first ones: the verified
+// steps also run with dropout off and the reference beside the job, memory.steady's warm-up counts them).
+inline constexpr int64_t kVerifySteps = 3;
+
 // Returned by prepare/run_main: go on with the ladder, or stop it with this exit code (a usage error is 2).
 inline constexpr int kGoOn = -1;
 

@@ -49,29 +49,25 @@ std::vector<int64_t> distributed_sampler_indices(int64_t n, int world, int rank,
   return shard_indices(epoch_order(n, seed, epoch, shuffle), rank, world, drop_last);
 }
 
-NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool shard_ok, const nlohmann::json& meta0,
+NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool shard_ok, const records::companion_meta& meta0,
                                        int64_t verify_steps) {
   NumericsOutcome out;
   out.world = world;
   // Found by ddp_profile.auto in a script with no ddp_profile line: no loss function is known unless a framework
   // gave one (Lightning's training_step).
-  if (!meta0.value("loss_fn", true)) {
+  if (!meta0.loss_fn) {
     out.skipped =
         "not run: no loss function is known (ddp_profile found the model by itself, in a script with no "
         "ddp_profile line): add `ddp_profile.attach(model, optimizer, loss_fn=lambda model, batch: ...)` after "
         "DDP(...) to compare the synced gradients with a single-process reference (docs/python.md)";
     return out;
   }
-  if (meta0.contains("reference_error") && meta0["reference_error"].is_string()) {
-    out.not_compared = "not compared: the single-process reference could not run the loss: " +
-                       meta0["reference_error"].get<std::string>();
+  if (meta0.reference_error) {
+    out.not_compared = "not compared: the single-process reference could not run the loss: " + *meta0.reference_error;
     return out;
   }
   std::vector<NumericsEvidence>& evidence = out.steps;
-  const std::vector<std::string> outside =
-      meta0.contains("params_outside_optimizer") && meta0["params_outside_optimizer"].is_array()
-          ? meta0["params_outside_optimizer"].get<std::vector<std::string>>()
-          : std::vector<std::string>{};
+  const std::vector<std::string> outside = meta0.params_outside_optimizer.value_or(std::vector<std::string>{});
   std::vector<Dict> previous;  // the ranks' dumps of the step before: a gradient that piles up is this plus that
   for (int64_t step = 0; step < verify_steps; ++step) {
     const std::string ref_file = in_run(dir, reference_step_file(step));
@@ -80,13 +76,15 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
     for (int r = 0; r < world; ++r) dumps.push_back(load_tensor_dict(in_run(dir, verify_step_file(r, step))));
     const Dict ref = load_tensor_dict(ref_file);
     std::map<std::string, std::string> kind_of;
-    {
-      std::ifstream in(in_run(dir, reference_meta_file(step)));
-      nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
-      if (m.is_object() && m.contains("kinds") && m["kinds"].is_object())
-        for (auto it = m["kinds"].begin(); it != m["kinds"].end(); ++it)
-          if (it.value().is_string()) kind_of[it.key()] = it.value();
+    records::reference_meta ref_meta;
+    std::string meta_error;
+    if (!read_record_file(in_run(dir, reference_meta_file(step)), ref_meta, meta_error)) {
+      out.failure = meta_error;
+      return out;
     }
+    if (ref_meta.kinds.is_object())
+      for (auto it = ref_meta.kinds.begin(); it != ref_meta.kinds.end(); ++it)
+        if (it.value().is_string()) kind_of[it.key()] = it.value();
     // Activations: the ranks' outputs of each layer, concatenated in rank order, against the reference's on the
     // union batch; per layer the worst micro-step is kept.
     std::vector<TensorCompare> act_cmp;
@@ -147,12 +145,12 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
                   " (the script ran no optimizer step with the companion attached?)";
     return out;
   }
-  if (meta0.value("forward_random_beyond_dropout", false))
+  if (meta0.forward_random_beyond_dropout)
     out.not_compared =
         "not compared: the model's forward draws random numbers outside Dropout modules (two forwards of one "
         "batch differ even with dropout off), so the ranks and a single-process reference cannot see the "
         "same values; check this model with its randomness removed";
-  out.dropout_off_modules = meta0.value("dropout_off_modules", 0);
+  out.dropout_off_modules = static_cast<int>(meta0.dropout_off_modules);
   return out;
 }
 

@@ -22,7 +22,6 @@ namespace ddp {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int64_t kVerifySteps = 3;        // optimizer steps whose tensors are dumped and compared
 constexpr int kResumeFromSave = 1;         // checkpoint.resume kills the job right after this dp.save
 constexpr double kFaultHangTimeoutS = 5;   // faults.exit: a hang is named within 10 s of the last progress
 constexpr double kMainHangTimeoutS = 120;  // the other runs: a job that stops moving this long is hung
@@ -61,7 +60,11 @@ class UserScript final : public CheckSubject {
       std::cerr << "ddp_profile: " << res.error << "\n";
       return 2;
     }
-    metas_ = read_user_metas(dir);
+    std::string meta_error;
+    if (!read_user_metas(dir, metas_, meta_error)) {
+      std::cerr << "ddp_profile: the companion's meta breaks the run folder's contract: " << meta_error << "\n";
+      return 1;
+    }
     const std::string log = in_run(dir, kLaunchLogFile);
     // Our own verdict when we ended the job (a hang, a refused companion), else the job's last exception.
     const std::string why = res.killed_by_us || res.last_error_line.empty() ? res.message : res.last_error_line;
@@ -73,7 +76,7 @@ class UserScript final : public CheckSubject {
       std::cerr << "ddp_profile: the job failed before attach: " << why << " (" << log << ")\n";
       return 1;
     }
-    main.world = metas_.front().value("world_size", 1);
+    main.world = static_cast<int>(metas_.front().world_size);
     // Before its first step: no rank's heartbeat got past step 0 (a rank killed by its launcher never rewrote its
     // meta, so the heartbeats say how far the job got).
     int64_t steps_done = 0;
@@ -88,19 +91,17 @@ class UserScript final : public CheckSubject {
   }
 
   ShardExpectation shard_expectation(const MainRun& main) override {
-    const nlohmann::json s = metas_.front().value("sampler", nlohmann::json::object());
-    // What the companion could not tell is null in its meta: the documented defaults of DistributedSampler.
-    auto get = [&](const char* k, auto fallback) {
-      return s.contains(k) && !s[k].is_null() ? s[k].get<decltype(fallback)>() : fallback;
-    };
+    const records::sampler_info& s = metas_.front().sampler;
     ShardExpectation e;
-    e.distributed = get("is_distributed", false);
-    e.sampler_class = get("class", std::string());
+    e.distributed = s.is_distributed;
+    e.sampler_class = s.class_name.value_or("");
     if (!e.distributed) return e;
-    e.dataset_size = get("dataset_size", int64_t{0});
-    e.shuffle = get("shuffle", true);
-    const bool drop_last = get("drop_last", false);
-    const uint64_t seed = get("seed", uint64_t{0});
+    // What the companion could not tell is absent from its meta: DistributedSampler's documented defaults stand in
+    // (records.def says so, field by field).
+    e.dataset_size = s.dataset_size.value_or(0);
+    e.shuffle = s.shuffle.value_or(true);
+    const bool drop_last = s.drop_last.value_or(false);
+    const uint64_t seed = static_cast<uint64_t>(s.seed.value_or(0));
     const int64_t n = e.dataset_size;
     const bool shuffle = e.shuffle;
     const int world = main.world;
@@ -118,13 +119,12 @@ class UserScript final : public CheckSubject {
     NoSyncEvidence e;
     e.per_rank.resize(main.world);
     for (int r = 0; r < main.world; ++r) {
-      std::vector<nlohmann::json> lines;
-      if (!read_json_lines_strict(in_run(main.dir, verify_log_file(r, kVerifyCollectives)), lines, e.failure))
-        return e;
+      std::vector<records::micro_collectives> lines;
+      if (!read_record_lines(in_run(main.dir, verify_log_file(r, kVerifyCollectives)), lines, e.failure)) return e;
       // Micro-steps no optimizer step followed (an epoch's tail shorter than the accumulation) are not a step.
-      const int64_t steps = r < static_cast<int>(metas_.size()) ? metas_[r].value("optimizer_steps", int64_t{0}) : 0;
-      for (const MicroComm& m : parse_micro_comm(lines))
-        if (m.step < steps) e.per_rank[r].push_back(m);
+      const int64_t steps = r < static_cast<int>(metas_.size()) ? metas_[r].optimizer_steps : 0;
+      for (const auto& l : lines)
+        if (l.step < steps) e.per_rank[r].push_back(micro_comm(l));
     }
     return e;
   }
@@ -133,19 +133,19 @@ class UserScript final : public CheckSubject {
     CheckpointEvidence e;
     // The first save of the first rank that saved: what it holds against what the live run held then.
     for (int r = 0; r < main.world && e.files.empty(); ++r) {
-      std::vector<nlohmann::json> saves;
+      std::vector<records::checkpoints> saves;
+      const std::string log = in_run(main.dir, verify_log_file(r, kVerifyCheckpoints));
       std::string err;
-      if (!read_json_lines_strict(in_run(main.dir, verify_log_file(r, kVerifyCheckpoints)), saves, err) ||
-          saves.empty())
-        continue;
-      const nlohmann::json& s = saves.front();
+      if (!std::filesystem::exists(log)) continue;  // this rank saved nothing
+      if (!read_record_lines(log, saves, err)) {
+        e.none = err;
+        return e;
+      }
+      if (saves.empty()) continue;
+      const records::checkpoints& s = saves.front();
       // A save into a buffer (Lightning writes its checkpoint through one) has no path: its copy in the run is named.
-      const std::string path = s.contains("path") && s["path"].is_string()
-                                   ? s["path"].get<std::string>()
-                                   : in_run(main.dir, s.value("copy", std::string("?"))) + " (saved through a buffer)";
-      e.files.push_back({path, s.value("expected", std::vector<std::string>{}),
-                         s.value("found", std::vector<std::string>{}), s.value("epoch_boundary", false),
-                         s.value("rng_untouched", std::vector<std::string>{})});
+      const std::string path = s.path ? *s.path : in_run(main.dir, s.copy) + " (saved through a buffer)";
+      e.files.push_back({path, s.expected, s.found, s.epoch_boundary, s.rng_untouched});
     }
     e.none =
         "the job saved no checkpoint: no torch.save of the model's weights, no accelerate save_state and no "
@@ -154,10 +154,16 @@ class UserScript final : public CheckSubject {
   }
 
   TrainingEvidence training(const MainRun& main) override {
-    TrainingEvidence e = read_training(main.dir, main.world);
-    e.outside_optimizer = metas_.front().value("params_outside_optimizer", std::vector<std::string>{});
-    e.scheduler_steps_per_step = std::max<int64_t>(metas_.front().value("scheduler_steps_per_optimizer_step", 1), 1);
-    e.scheduler_rule = metas_.front().value("scheduler_rule", std::string());
+    TrainingEvidence e = read_training(main.dir, main.world, TrainingFields::companion);
+    const records::companion_meta& m = metas_.front();
+    if (!m.params_outside_optimizer || !m.scheduler_steps_per_optimizer_step || !m.scheduler_rule) {
+      e.failure = in_run(main.dir, companion_meta_file(0)) + ": the check run's meta lacks what check mode records "
+                  "(params_outside_optimizer, scheduler_steps_per_optimizer_step, scheduler_rule)";
+      return e;
+    }
+    e.outside_optimizer = *m.params_outside_optimizer;
+    e.scheduler_steps_per_step = std::max<int64_t>(*m.scheduler_steps_per_optimizer_step, 1);
+    e.scheduler_rule = *m.scheduler_rule;
     e.warmup_steps = kVerifySteps + 1;  // rank 0 builds the reference beside the job in the verified steps
     return e;
   }
@@ -165,8 +171,7 @@ class UserScript final : public CheckSubject {
   DatasetEvidence datasets(const MainRun& main) override {
     DatasetEvidence e;
     for (int r = 0; r < main.world; ++r)
-      e.per_rank.push_back(r < static_cast<int>(metas_.size()) ? metas_[r].value("dataset_probe", nlohmann::json())
-                                                                : nlohmann::json());
+      e.per_rank.push_back(r < static_cast<int>(metas_.size()) ? metas_[r].dataset_probe : std::nullopt);
     return e;
   }
 
@@ -202,16 +207,15 @@ class UserScript final : public CheckSubject {
   std::vector<std::map<std::string, std::string>> final_states(const std::string& dir, int world) {
     std::vector<std::map<std::string, std::string>> out(world);
     for (int r = 0; r < world; ++r) {
-      std::vector<nlohmann::json> lines;
-      std::string err;
-      if (read_json_lines_strict(in_run(dir, verify_log_file(r, kVerifyFinal)), lines, err))
-        out[r] = parse_final_state(lines);
+      std::vector<records::final_state> lines;
+      std::string err;  // a rank without a final state did not end cleanly: compare_final_states names it
+      if (read_record_lines(in_run(dir, verify_log_file(r, kVerifyFinal)), lines, err)) out[r] = final_state_of(lines);
     }
     return out;
   }
 
   const UserJobCommand& cmd_;
-  std::vector<nlohmann::json> metas_;  // the main run's, per rank
+  std::vector<records::companion_meta> metas_;  // the main run's, per rank
 };
 
 ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
@@ -230,32 +234,32 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
     return e;
   }
   // The killed run: rank 0 holds right after its save; we kill the whole job there, as a crash would.
-  nlohmann::json save;
+  std::optional<records::checkpoints> save;
   auto saved = [&] {
-    std::vector<nlohmann::json> lines;
-    std::string err;
-    if (!read_json_lines_strict(in_run(killed, verify_log_file(0, kVerifyCheckpoints)), lines, err)) return false;
+    std::vector<records::checkpoints> lines;
+    std::string err;  // not written yet, or a line still being written: asked again on the next poll
+    if (!read_record_lines(in_run(killed, verify_log_file(0, kVerifyCheckpoints)), lines, err)) return false;
     for (const auto& l : lines)
-      if (l.value("index", 0) == kResumeFromSave && fs::exists(in_run(killed, l.value("copy", std::string("-"))))) {
+      if (l.index == kResumeFromSave && fs::exists(in_run(killed, l.copy))) {
         save = l;
         return true;
       }
     return false;
   };
   UserLaunchResult k = launch(killed, {{kEnvHoldAfterSave, std::to_string(kResumeFromSave)}}, {}, kMainHangTimeoutS, saved);
-  if (save.is_null() && !saved() && (!k.started || (k.exit_code != 0 && !k.killed_by_us))) {
+  if (!save && !saved() && (!k.started || (k.exit_code != 0 && !k.killed_by_us))) {
     e.failed = run_failure("to-be-killed", k, killed);
     return e;
   }
-  if (save.is_null() && !saved()) {
+  if (!save && !saved()) {
     e.failed = "rank 0 saved no checkpoint, or only at the end (the run ended before it could be killed after "
                "its first save): nothing to resume from";
     return e;
   }
-  const int64_t step = save.value("step", int64_t{0});
+  const int64_t step = save->step;
   e.killed = "killed right after checkpoint " + std::to_string(kResumeFromSave) + " (step " + std::to_string(step) + ")";
   e.details = {{"killed_after_save", kResumeFromSave}, {"killed_at_step", step}};
-  const std::string ckpt = fs::absolute(in_run(killed, save.value("copy", std::string()))).string();
+  const std::string ckpt = fs::absolute(in_run(killed, save->copy)).string();
   std::string arg = cmd_.resume_arg;
   for (size_t p; (p = arg.find("{ckpt}")) != std::string::npos;) arg.replace(p, 6, ckpt);
   UserLaunchResult c = launch(resumed, {}, split_words(arg));
@@ -271,10 +275,10 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
   std::string serr, rerr;
   e.data_stream = resume_data_stream(read_consumed(straight, 0, serr), read_consumed(resumed, 0, rerr), step);
   if (!e.data_stream.empty()) e.details["data_stream"] = e.data_stream;
-  std::vector<nlohmann::json> a_points, c_points;
+  std::vector<records::resume_points> a_points, c_points;
   std::string perr;
-  if (read_json_lines_strict(in_run(straight, verify_log_file(0, kVerifyResumePoints)), a_points, perr) &&
-      read_json_lines_strict(in_run(resumed, verify_log_file(0, kVerifyResumePoints)), c_points, perr))
+  if (read_record_lines(in_run(straight, verify_log_file(0, kVerifyResumePoints)), a_points, perr) &&
+      read_record_lines(in_run(resumed, verify_log_file(0, kVerifyResumePoints)), c_points, perr))
     e.first_state_difference = resume_point_difference(a_points, c_points, kResumeFromSave, e.resume_point_compared);
   if (!e.first_state_difference.empty()) e.details["first_state_difference_at_resume"] = e.first_state_difference;
   return e;
@@ -321,7 +325,7 @@ std::vector<FaultScenario> UserScript::faults(const std::string& out, const Main
 int run_user_check(const UserJobCommand& cmd) {
   UserScript script(cmd);
   return run_ladder(script, cmd.checks,
-                    absolute_path(cmd.out_dir.empty() ? default_run_folder() + "-check" : cmd.out_dir));
+                    check_run_folder(cmd.out_dir));
 }
 
 }  // namespace ddp

@@ -18,6 +18,14 @@ std::string default_run_folder() {
 
 std::string absolute_path(const std::string& p) { return fs::absolute(p).lexically_normal().string(); }
 
+std::string record_run_folder(const std::string& out_dir) {
+  return absolute_path(out_dir.empty() ? default_run_folder() : out_dir);
+}
+
+std::string check_run_folder(const std::string& out_dir) {
+  return absolute_path(out_dir.empty() ? default_run_folder() + "-check" : out_dir);
+}
+
 bool prepare_run_folder(const std::string& dir, std::string& error) {
   std::error_code ec;
   for (const char* sub : {"", kProgressDir, kLogsDir}) {

@@ -14,6 +14,10 @@ namespace ddp {
 // then one that died without a word (a kill, a segfault), then one whose reason is a lost peer (the effect of
 // another rank's end, not a cause); among equals the one that stopped first. True when a is to blame before b.
 int blame_tier(const ProgressSnapshot& s);  // 0, 1, 2 as above
+// How long a watcher waits, after the first rank fails, for a better culprit than that one: a rank whose failure is a
+// lost peer is the effect of another rank's end, which a loaded machine may show only a poll or two later (the
+// peer's death, its own reason); the process that ended first may be reaped after its peer's reaction.
+inline constexpr double kCulpritGraceS = 1;
 bool blamed_before(const ProgressSnapshot& a, const ProgressSnapshot& b);
 
 // A process stopped by a signal (SIGSTOP, SIGTSTP) or held by a debugger: state T or t in /proc/PID/stat.

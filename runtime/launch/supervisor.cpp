@@ -296,7 +296,7 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
     }
     // After a short grace period (the peer's reaction to a failure can be reaped first), pick the culprit and end
     // every remaining rank.
-    if (failure_seen && !terminating && (culprit >= 0 || now - first_failure > std::chrono::milliseconds(300) || alive == 0)) {
+    if (failure_seen && !terminating && (culprit >= 0 || now - first_failure > std::chrono::duration<double>(kCulpritGraceS) || alive == 0)) {
       if (culprit < 0) {
         culprit = first_failed_rank(ranks, last_progress);
         if (culprit >= 0) {
@@ -346,8 +346,7 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
 
 int run_record(const Command& cmd_in, const std::vector<std::string>& args) {
   Command cmd = cmd_in;
-  if (cmd.out_dir.empty()) cmd.out_dir = default_run_folder();
-  cmd.out_dir = absolute_path(cmd.out_dir);
+  cmd.out_dir = record_run_folder(cmd.out_dir);
   std::string error;
   if (!prepare_run_folder(cmd.out_dir, error)) {
     std::cerr << "ddp_profile: " << error << "\n";

@@ -32,9 +32,6 @@ constexpr auto kPoll = std::chrono::milliseconds(20);
 // After the first rank fails, how long the launcher gets to end the others on its own before we do: long enough
 // to measure a launcher that takes too long (faults.exit allows 5 s), short enough not to leave orphans.
 constexpr double kTeardownGraceS = 12;
-// A rank whose failure is a lost peer is the effect of another rank's end, which a loaded machine may show only a poll
-// or two later (the peer's death, its own reason): it is named the culprit when no cause has shown for this long.
-constexpr double kLostPeerGraceS = 1;
 constexpr double kLauncherGraceS = 5;  // a launcher sent SIGTERM has this long to end its ranks' step before SIGKILL
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -245,7 +242,7 @@ UserLaunchResult run_user_launch(const UserLaunch& given) {
     // Ranks that failed or vanished since the last poll; when several did (a loaded machine polls late), the culprit
     // is the one that says why (an injected fault, an exception of its own), else one that died without a word (a
     // kill, a segfault), before one whose reason is a lost peer (its peer's end is what it reports); among equals,
-    // the one that stopped first; a lost peer's only after kLostPeerGraceS without another.
+    // the one that stopped first; a lost peer's only after kCulpritGraceS without another.
     for (auto& [r, b] : read_beats(launch.run_dir)) {
       Watched& w = ranks[r];
       w.beat = b;
@@ -274,7 +271,7 @@ UserLaunchResult run_user_launch(const UserLaunch& given) {
     }
     if (first >= 0 && !faulted) {
       if (first_seen == Clock::time_point{}) first_seen = Clock::now();
-      if (blame_tier(ranks[first].beat) < 2 || seconds_since(first_seen) > kLostPeerGraceS) note_fault(first, first_why);
+      if (blame_tier(ranks[first].beat) < 2 || seconds_since(first_seen) > kCulpritGraceS) note_fault(first, first_why);
     }
     for (auto& [r, w] : ranks)
       if (w.gone && w.gone_after_s < 0) w.gone_after_s = faulted ? seconds_since(fault_at) : 0;

@@ -1,22 +1,22 @@
 #include "runtime/launch/user_manifest.h"
 
-#include <fstream>
+#include <filesystem>
 
 #include "runtime/common/json_file.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {
 
-std::vector<nlohmann::json> read_user_metas(const std::string& run_dir) {
-  std::vector<nlohmann::json> out;
+bool read_user_metas(const std::string& run_dir, std::vector<records::companion_meta>& out, std::string& error) {
+  out.clear();
   for (int r = 0; r < static_cast<int>(kMaxWorldSize); ++r) {
-    std::ifstream in(in_run(run_dir, companion_meta_file(r)));
-    if (!in) break;
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) break;
-    out.push_back(std::move(j));
+    const std::string path = in_run(run_dir, companion_meta_file(r));
+    if (!std::filesystem::exists(path)) break;
+    records::companion_meta m;
+    if (!read_record_file(path, m, error)) return false;
+    out.push_back(std::move(m));
   }
-  return out;
+  return true;
 }
 
 nlohmann::json config_from_argv(const std::vector<std::string>& argv) {
@@ -41,48 +41,55 @@ nlohmann::json config_from_argv(const std::vector<std::string>& argv) {
   return {{"script", argv.empty() ? "" : argv[0]}, {"args", args}, {"argv", joined}};
 }
 
-nlohmann::json user_manifest(const std::vector<nlohmann::json>& metas, const std::vector<std::string>& launch) {
-  const nlohmann::json& m0 = metas.front();
-  auto get = [&](const char* k) { return m0.contains(k) ? m0[k] : nlohmann::json(); };
-  nlohmann::json versions = get("versions");
-  if (!versions.is_object()) versions = nlohmann::json::object();
+namespace {
+nlohmann::json json_of(const records::sampler_info& s) {
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+  return {{"class", opt(s.class_name)},     {"is_distributed", s.is_distributed}, {"dataset_size", opt(s.dataset_size)},
+          {"shuffle", opt(s.shuffle)},      {"seed", opt(s.seed)},                {"drop_last", opt(s.drop_last)},
+          {"num_replicas", opt(s.num_replicas)}, {"rank", opt(s.rank)}};
+}
+}  // namespace
+
+nlohmann::json user_manifest(const std::vector<records::companion_meta>& metas, const std::vector<std::string>& launch) {
+  const records::companion_meta& m0 = metas.front();
   // The fields our own manifest names: the framework's version stands where LibTorch's does, the interpreter where
   // the compiler does.
-  versions["libtorch"] = versions.value("torch", "unknown");
-  versions["compiler"] = "python " + versions.value("python", std::string("unknown"));
+  const records::version_info& v = m0.versions;
+  nlohmann::json versions = {{"torch", v.torch},           {"python", v.python}, {"companion", v.companion},
+                             {"libtorch", v.torch},        {"compiler", "python " + v.python},
+                             {"cuda", v.cuda ? nlohmann::json(*v.cuda) : nlohmann::json()}};
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& m : metas)
-    ranks.push_back({{"rank", m.value("rank", -1)},
-                     {"host", m.value("host", "")},
-                     {"pid", m.value("pid", 0)},
-                     {"device", m.contains("device") ? m["device"] : nlohmann::json()},
-                     {"batch", m.contains("batch") ? m["batch"] : nlohmann::json()}});
-  nlohmann::json launch_j = get("launch");
-  if (!launch_j.is_object()) launch_j = nlohmann::json::object();
+    ranks.push_back({{"rank", m.rank},
+                     {"host", m.host},
+                     {"pid", m.pid},
+                     {"device", m.device},
+                     {"batch", m.batch ? *m.batch : nlohmann::json()}});
+  nlohmann::json launch_j = m0.launch.is_object() ? m0.launch : nlohmann::json::object();
   launch_j["command"] = launch;
-  nlohmann::json config = config_from_argv(m0.value("config", std::vector<std::string>{}));
   return {{"source", "companion"},
           {"versions", versions},
-          {"device", get("device")},
-          {"backend", get("backend")},
-          {"world_size", m0.value("world_size", static_cast<int>(metas.size()))},
+          {"device", m0.device},
+          {"backend", m0.backend},
+          {"world_size", m0.world_size},
           {"launch", launch_j},
-          {"seeds", get("seeds")},
-          {"config", config},
-          {"host", m0.value("host", "")},
-          {"start_time", get("start_time")},
-          {"sampler", get("sampler")},
-          {"loader", get("loader")},
-          {"model", get("model")},
-          {"optimizer", get("optimizer")},
-          {"scheduler", get("scheduler")},
-          {"scaler", get("scaler")},
-          {"optimizer_steps", get("optimizer_steps")},
+          {"seeds", m0.seeds},
+          {"config", config_from_argv(m0.config)},
+          {"host", m0.host},
+          {"start_time", m0.start_time},
+          {"sampler", json_of(m0.sampler)},
+          {"loader", m0.loader},
+          {"model", m0.model},
+          {"optimizer", m0.optimizer},
+          {"scheduler", m0.scheduler ? nlohmann::json(*m0.scheduler) : nlohmann::json()},
+          {"scaler", m0.scaler},
+          {"optimizer_steps", m0.optimizer_steps},
           {"ranks", ranks}};
 }
 
 bool write_user_manifest(const std::string& run_dir, const std::vector<std::string>& launch, std::string& error) {
-  std::vector<nlohmann::json> metas = read_user_metas(run_dir);
+  std::vector<records::companion_meta> metas;
+  if (!read_user_metas(run_dir, metas, error)) return false;
   if (metas.empty()) {
     error = "no rank called ddp_profile.attach";
     return false;

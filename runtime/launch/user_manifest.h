@@ -7,14 +7,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "traces/model/records.h"
+
 namespace ddp {
 
-// Every rank's meta, in rank order; stops at the first rank without one.
-std::vector<nlohmann::json> read_user_metas(const std::string& run_dir);
+// Every rank's meta (records::companion_meta), in rank order, up to the first rank without one; false with `error`
+// naming the file and the field when one breaks the contract.
+bool read_user_metas(const std::string& run_dir, std::vector<records::companion_meta>& out, std::string& error);
 // The script's argv as config: {"script", "args": {"--lr": "3e-4", ...}, "argv"}, so --diff names an option.
 nlohmann::json config_from_argv(const std::vector<std::string>& argv);
-nlohmann::json user_manifest(const std::vector<nlohmann::json>& metas, const std::vector<std::string>& launch);
-// Writes DIR/manifest.json from the metas; false with `error` when no rank attached.
+nlohmann::json user_manifest(const std::vector<records::companion_meta>& metas, const std::vector<std::string>& launch);
+// Writes DIR/manifest.json from the metas; false with `error` when no rank attached or a meta does not read.
 bool write_user_manifest(const std::string& run_dir, const std::vector<std::string>& launch, std::string& error);
 
 }  // namespace ddp

@@ -15,7 +15,7 @@ namespace ddp {
 namespace fs = std::filesystem;
 
 int run_user_record(const UserJobCommand& cmd) {
-  const std::string out = absolute_path(cmd.out_dir.empty() ? default_run_folder() : cmd.out_dir);
+  const std::string out = record_run_folder(cmd.out_dir);
   std::string err;
   if (!prepare_run_folder(out, err)) {
     std::cerr << "ddp_profile: " << err << "\n";

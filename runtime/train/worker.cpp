@@ -530,7 +530,7 @@ int run_worker(const Command& cmd) {
     if (s.job.hang_timeout_s > 0 && s.env.method != "supervisor")
       dopt.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.job.hang_timeout_s * 1000));
     Dist dist(dopt);
-    if (s.env.rank == 0) dist.store_set("run_dir", absolute_path(cmd.out_dir.empty() ? default_run_folder() : cmd.out_dir));
+    if (s.env.rank == 0) dist.store_set("run_dir", record_run_folder(cmd.out_dir));
     s.dir = dist.store_get("run_dir");
     if (!prepare_run_folder(s.dir, err)) throw std::runtime_error(err);
     if (s.env.rank == 0 && s.env.method != "supervisor") set_status_dir(s.dir);

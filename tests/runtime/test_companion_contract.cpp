@@ -1,23 +1,30 @@
 // The one contract between the C++ side and the Python companion: every run-folder name the companion writes, the
-// DDP_PROFILE_* switches, the heartbeat record's size, offsets, magic and format version, and the stage ids it
-// reports. python/ddp_profile/layout.py is loaded by file (it imports nothing of the package, so no torch is needed)
+// records inside those files field by field (traces/model/records.def), the DDP_PROFILE_* switches, the heartbeat
+// record's size, offsets, magic and format version, and the stage ids it reports. python/ddp_profile/layout.py is loaded by file (it imports nothing of the package, so no torch is needed)
 // and its contract() compared with the C++ owners, name by name: a difference on either side fails here.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <set>
 #include <string>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/launch/progress.h"
 #include "runtime/launch/user_job.h"
+#include "traces/model/records.h"
 #include "traces/model/run_folder.h"
 #include "traces/model/stages.h"
 
 namespace {
 
-nlohmann::json python_contract() {
-  const std::string layout = std::string(DDP_SOURCE_DIR) + "/python/ddp_profile/layout.py";
+nlohmann::json python_contract(const std::string& layout = std::string(DDP_SOURCE_DIR) +
+                                                            "/python/ddp_profile/layout.py") {
   const std::string cmd =
       "python3 -c 'import importlib.util, json, sys; s = importlib.util.spec_from_file_location(\"layout\", sys.argv[1]); "
       "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); print(json.dumps(m.contract()))' '" +
@@ -57,6 +64,115 @@ TEST(CompanionContract, TheRunFolderNamesAreTheCppOwners) {
   EXPECT_EQ(f["kineto_trace"], ddp::kineto_rank_trace_file(3));
   EXPECT_EQ(f["flight_recorder_request"], ddp::kFlightRecorderRequest);
   EXPECT_EQ(f["flight_recorder_dump"], ddp::flight_recorder_dump_file(3));
+}
+
+// Every difference between records.def (C++) and layout.RECORDS (Python), field by field: "record.key: ...".
+std::vector<std::string> record_differences(const std::vector<ddp::records::RecordSchema>& cpp,
+                                            const nlohmann::json& python) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& rec : cpp) {
+    seen.insert(rec.name);
+    if (!python.contains(rec.name)) {
+      out.push_back(rec.name + ": not in layout.RECORDS");
+      continue;
+    }
+    const nlohmann::json& py = python[rec.name];
+    std::set<std::string> keys;
+    for (const auto& f : rec.fields) {
+      keys.insert(f.key);
+      const std::string at = rec.name + "." + f.key;
+      if (!py.contains(f.key)) {
+        out.push_back(at + ": only in records.def");
+        continue;
+      }
+      const nlohmann::json& p = py[f.key];
+      if (p["type"] != f.type || p["nested"] != f.nested) out.push_back(at + ": type " + p["type"].dump() + " vs " + f.type);
+      if (p["unit"] != f.unit) out.push_back(at + ": unit " + p["unit"].dump() + " vs \"" + f.unit + "\"");
+      if (p["required"] != f.required) out.push_back(at + ": required differs");
+    }
+    for (const auto& [k, v] : py.items())
+      if (!keys.count(k)) out.push_back(rec.name + "." + k + ": only in layout.RECORDS");
+  }
+  for (const auto& [name, v] : python.items())
+    if (!seen.count(name)) out.push_back(name + ": only in layout.RECORDS");
+  return out;
+}
+
+TEST(CompanionContract, TheRecordsAreRecordsDefFieldByField) {
+  const nlohmann::json c = python_contract();
+  ASSERT_TRUE(c.is_object());
+  const std::vector<std::string> diff = record_differences(ddp::records::schema(), c["records"]);
+  EXPECT_TRUE(diff.empty()) << diff.front();
+  // Which record each verification log and JSON file holds.
+  const std::map<std::string, std::string> logs = {
+      {ddp::kVerifySamples, "samples"},         {ddp::kVerifyReplicas, "replicas"},
+      {ddp::kVerifySummaries, "summaries"},     {ddp::kVerifyCollectives, "micro_collectives"},
+      {ddp::kVerifyCheckpoints, "checkpoints"}, {ddp::kVerifyFinal, "final_state"},
+      {ddp::kVerifyTraining, "training"},       {ddp::kVerifyResumePoints, "resume_points"}};
+  EXPECT_EQ(c["verify_records"], nlohmann::json(logs));
+  EXPECT_EQ(c["meta_record"], "companion_meta");
+  EXPECT_EQ(c["reference_meta_record"], "reference_meta");
+}
+
+// The comparison is not vacuous: a key renamed on either side is found, by name.
+TEST(CompanionContract, ARenameOnEitherSideIsFound) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("ddp_contract_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ifstream in(std::string(DDP_SOURCE_DIR) + "/python/ddp_profile/layout.py");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string py = text.str();
+  const std::string from = "\"output_finite\": (", to = "\"outputs_finite\": (";
+  ASSERT_NE(py.find(from), std::string::npos);
+  py.replace(py.find(from), from.size(), to);
+  std::ofstream(dir + "/layout.py") << py;
+  const nlohmann::json renamed = python_contract(dir + "/layout.py");
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(renamed.is_object());
+  const auto python_side = record_differences(ddp::records::schema(), renamed["records"]);
+  ASSERT_EQ(python_side.size(), 2u);
+  EXPECT_EQ(python_side[0], "training.output_finite: only in records.def");
+  EXPECT_EQ(python_side[1], "training.outputs_finite: only in layout.RECORDS");
+
+  auto cpp = ddp::records::schema();
+  cpp[0].fields[0].key = "epochs";
+  const auto cpp_side = record_differences(cpp, python_contract()["records"]);
+  ASSERT_EQ(cpp_side.size(), 2u);
+  EXPECT_EQ(cpp_side[0], "samples.epochs: only in records.def");
+}
+
+// The C++ reader refuses what the companion might write after a rename: never read as absent or defaulted.
+TEST(CompanionContract, TheReaderNamesTheFileTheLineAndTheField) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("ddp_records_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/rank0.samples.jsonl";
+  std::vector<ddp::records::samples> lines;
+  std::string err;
+  std::ofstream(path) << R"({"epoch":0,"step":0,"micro":0,"batch":0,"indices":[1,2]})" "\n"
+                      << R"({"epoch":0,"step":1,"micro":0,"batch":1,"indices":[3],"sampler_epoch":null})" "\n";
+  ASSERT_TRUE(ddp::read_record_lines(path, lines, err)) << err;
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_FALSE(lines[1].sampler_epoch.has_value());
+  EXPECT_EQ(lines[0].indices, (std::vector<int64_t>{1, 2}));
+  const std::map<std::string, std::string> broken = {
+      {R"({"epoch":0,"step":1,"micro":0,"batch":1,"index":[3]})", ":2: field 'indices': missing"},
+      {R"({"epoch":0,"step":1,"micro":0,"batch":1,"indices":[3],"sampler_epochs":1})", ":2: unknown field 'sampler_epochs'"},
+      {R"({"epoch":0,"step":"1","micro":0,"batch":1,"indices":[3]})", ":2: field 'step': not an integer"},
+      {R"({"epoch":0,"step":1,"micro":0,"batch":1,"indices":[3,"4"]})", ":2: field 'indices': item 1: not an integer"}};
+  for (const auto& [line, want] : broken) {
+    std::ofstream(path) << R"({"epoch":0,"step":0,"micro":0,"batch":0,"indices":[1,2]})" "\n" << line << "\n";
+    EXPECT_FALSE(ddp::read_record_lines(path, lines, err));
+    EXPECT_EQ(err, path + want);
+  }
+  ddp::records::training t;
+  EXPECT_FALSE(ddp::records::read(nlohmann::json::parse(R"({"step":0,"rss":1,"first_nonfinite_layer":{"layers":"x"}})"),
+                                  t, err));
+  EXPECT_EQ(err, "field 'first_nonfinite_layer': unknown field 'layers'") << "a nested record's own key";
+  EXPECT_FALSE(ddp::records::read(nlohmann::json::parse(R"({"step":0,"rss":1,"first_nonfinite_layer":{"layer":3}})"),
+                                  t, err));
+  EXPECT_EQ(err, "field 'first_nonfinite_layer.layer': not a string");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CompanionContract, TheSwitchesAreUserJobsOnes) {

@@ -166,11 +166,14 @@ TEST(TrainingJudges, MemoryGrowingEveryStepIsALeakASteadyJobIsNot) {
   EXPECT_NE(r.summary.find("CUDA allocated"), std::string::npos) << r.summary;
 }
 
-nlohmann::json probe(int64_t size, std::vector<std::pair<int, std::string>> items) {
+std::optional<ddp::records::probe_info> probe(int64_t size, std::vector<std::pair<int, std::string>> items) {
   nlohmann::json j = {{"class", "TensorDataset"}, {"size", size}, {"items", nlohmann::json::array()},
                       {"random_items", nlohmann::json::array()}};
   for (const auto& [i, d] : items) j["items"].push_back({i, d});
-  return j;
+  ddp::records::probe_info p;
+  std::string err;
+  EXPECT_TRUE(ddp::records::read(j, p, err)) << err;
+  return p;
 }
 
 TEST(DatasetJudge, TheSameContentPassesADifferentItemOrSizeIsNamed) {
@@ -255,7 +258,7 @@ ddp::ConsumedBatch batch(int64_t step, int64_t b, std::vector<int64_t> idx, int6
   c.step = step;
   c.batch = b;
   c.indices = std::move(idx);
-  c.sampler_epoch = sampler_epoch;
+  if (sampler_epoch >= 0) c.sampler_epoch = sampler_epoch;  // -1: a sampler without an epoch
   return c;
 }
 
@@ -295,14 +298,12 @@ TEST(LaunchPort, ALaunchThatPicksNoPortGetsAFreeOne) {
 
 namespace {
 
-nlohmann::json resume_point(int after_save, std::vector<std::pair<std::string, std::string>> items) {
-  nlohmann::json j = {{"after_save", after_save}, {"items", nlohmann::json::array()}};
-  for (const auto& [k, h] : items) j["items"].push_back({k, h});
-  return j;
+ddp::records::resume_points resume_point(int after_save, std::vector<std::pair<std::string, std::string>> items) {
+  return {after_save, 0, std::move(items)};
 }
 
 TEST(ResumePoint, TheFirstItemNotRestoredIsTheCauseNamed) {
-  const std::vector<nlohmann::json> straight = {
+  const std::vector<ddp::records::resume_points> straight = {
       resume_point(0, {{"param:w", "a"}, {"optimizer:w.momentum_buffer", "m0"}, {"rng.torch", "r0"}}),
       resume_point(1, {{"param:w", "b"}, {"optimizer:w.momentum_buffer", "m1"}, {"rng.torch", "r1"}})};
   bool compared = false;

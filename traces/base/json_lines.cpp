@@ -26,6 +26,7 @@ bool read_json_lines(const std::string& path, JsonLines& out, std::string& error
       continue;
     }
     out.objects.push_back(std::move(j));
+    out.line_numbers.push_back(n);
   }
   return true;
 }

@@ -12,6 +12,7 @@ namespace ddp {
 
 struct JsonLines {
   std::vector<nlohmann::json> objects;  // every line that parsed as a JSON object, in file order
+  std::vector<size_t> line_numbers;     // each object's line in the file, 1-based
   size_t bad_lines = 0;                 // lines that did not (empty lines are not counted)
   size_t first_bad_line = 0;            // 1-based; 0 when none
   // "<name>: N unreadable line(s), first at line L", or "" when every line read.

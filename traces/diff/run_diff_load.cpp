@@ -4,6 +4,7 @@
 
 #include "traces/base/json_lines.h"
 #include "traces/diff/run_diff.h"
+#include "traces/model/records.h"
 #include "traces/model/step_window.h"
 #include "traces/native/load_run.h"
 
@@ -25,21 +26,39 @@ std::map<int, fs::path> verify_files(const fs::path& dir, const char* kind) {
   return out;
 }
 
-// Calls `line_fn(json)` for every object line (the shared reader counts lines that are not); a line whose fields
-// `line_fn` refuses is counted the same way. Both land in `problems`, named by the file.
-template <class F>
-void read_jsonl(const fs::path& path, std::vector<std::string>& problems, F line_fn) {
+// Every line of `path` that reads as a record R (traces/model/records.def), in order. --diff compares what it can:
+// damaged lines and lines that break the record's contract are counted, the first one named, in `problems`.
+template <class R>
+std::vector<R> read_lenient(const fs::path& path, std::vector<std::string>& problems) {
   JsonLines lines;
   std::string err;
+  std::vector<R> out;
   if (!read_json_lines(path.string(), lines, err)) {
     problems.push_back(err);
-    return;
+    return out;
   }
   size_t refused = 0;
-  for (const auto& j : lines.objects) refused += !line_fn(j);
+  std::string first;
+  for (size_t i = 0; i < lines.objects.size(); ++i) {
+    R r;
+    std::string why;
+    if (records::read(lines.objects[i], r, why))
+      out.push_back(std::move(r));
+    else if (refused++ == 0)
+      first = "line " + std::to_string(lines.line_numbers[i]) + ": " + why;
+  }
   if (lines.bad_lines) problems.push_back(lines.problem(path.filename().string()));
   if (refused)
-    problems.push_back(path.filename().string() + ": " + std::to_string(refused) + " line(s) without the fields read");
+    problems.push_back(path.filename().string() + ": " + std::to_string(refused) + " line(s) not read, first at " + first);
+  return out;
+}
+
+nlohmann::json json_of(const records::tensor_stats& t) {
+  nlohmann::json j = {{"count", t.count}, {"hash", t.hash}};
+  for (const auto& [key, v] : {std::pair{"mean", t.mean}, {"std", t.stddev}, {"min", t.min}, {"max", t.max},
+                               {"l2", t.l2}})
+    j[key] = v ? nlohmann::json(*v) : nlohmann::json();  // a non-finite value is written as null
+  return j;
 }
 
 bool has_rank_trace(const fs::path& dir) {
@@ -75,30 +94,20 @@ bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
   }
   for (const auto& [rank, path] : verify_files(root, kVerifySummaries)) {
     std::vector<TensorRecord> recs;
-    read_jsonl(path, run.problems, [&](const nlohmann::json& j) {
-      if (!j.contains("step") || !j["step"].is_number_integer() || !j.contains("kind") || !j["kind"].is_string() ||
-          !j.contains("name") || !j["name"].is_string() || !j.contains("stats") || !j["stats"].is_object())
-        return false;
+    for (const auto& l : read_lenient<records::summaries>(path, run.problems)) {
       TensorRecord r;
-      r.step = j["step"].get<int64_t>();
-      r.kind = j["kind"].get<std::string>();
-      r.name = j["name"].get<std::string>();
-      if (j.contains("micro") && j["micro"].is_number_integer()) r.micro = j["micro"].get<int>();
-      r.stats = j["stats"];
+      r.step = l.step;
+      r.kind = l.kind;
+      r.name = l.name;
+      if (l.micro) r.micro = static_cast<int>(*l.micro);
+      r.stats = json_of(l.stats);
       recs.push_back(std::move(r));
-      return true;
-    });
+    }
     if (!recs.empty()) run.summaries[rank] = std::move(recs);
   }
   for (const auto& [rank, path] : verify_files(root, kVerifyReplicas)) {
     std::vector<ReplicaRecord> recs;
-    read_jsonl(path, run.problems, [&](const nlohmann::json& j) {
-      if (!j.contains("step") || !j["step"].is_number_integer() || !j.contains("param_hash") ||
-          !j["param_hash"].is_string())
-        return false;
-      recs.push_back({j["step"].get<int64_t>(), j["param_hash"].get<std::string>()});
-      return true;
-    });
+    for (const auto& l : read_lenient<records::replicas>(path, run.problems)) recs.push_back({l.step, l.param_hash});
     if (!recs.empty()) run.replicas[rank] = std::move(recs);
   }
   if (run.manifest.is_null() && !run.has_traces && run.summaries.empty() && run.replicas.empty()) {

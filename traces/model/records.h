@@ -1,0 +1,68 @@
+#pragma once
+// The run folder's records as typed structs, one per row group of traces/model/records.def, and one reader per
+// record: a required field absent, null or of another type, or a key the table does not declare, is an error naming
+// the file, the line and the key; an optional field's absence is an empty std::optional the judge decides about.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddp {
+namespace records {
+
+// The field types of records.def, as C++ types.
+using Int = int64_t;
+using Float = double;
+using Bool = bool;
+using String = std::string;
+using IntList = std::vector<int64_t>;
+using FloatList = std::vector<double>;
+using StringList = std::vector<std::string>;
+using StringPairs = std::vector<std::pair<std::string, std::string>>;
+using Json = nlohmann::json;
+template <class T>
+using required = T;
+template <class T>
+using optional = std::optional<T>;
+
+#define DDP_RECORD(rec, doc) struct rec {
+#define DDP_FIELD(rec, member, key, type, unit, presence, meaning) presence<type> member{};
+#define DDP_NESTED(rec, member, key, sub, presence, meaning) presence<sub> member{};
+#define DDP_RECORD_END(rec) \
+  }                         \
+  ;
+#include "traces/model/records.def"
+
+// One record from one JSON object: false with `error` ("field 'x': missing" / "field 'x': not an integer" /
+// "unknown field 'y'"; a nested record's keys as 'a.b').
+#define DDP_RECORD(rec, doc) bool read(const nlohmann::json& j, rec& out, std::string& error);
+#include "traces/model/records.def"
+
+// A field of the table, as the contract test compares it with python/ddp_profile/layout.py.
+struct FieldSchema {
+  std::string key;
+  std::string type;  // records.def's type word, or the nested record's name
+  std::string unit;
+  bool required = true;
+  bool nested = false;
+};
+struct RecordSchema {
+  std::string name;
+  std::vector<FieldSchema> fields;
+};
+const std::vector<RecordSchema>& schema();
+
+}  // namespace records
+
+// Every line of a JSON-lines file as records of type R: false with `error` "PATH:LINE: field 'x': ..." at the first
+// line that breaks the contract, "PATH: N unreadable line(s), first at line L" for damaged lines, "cannot open PATH".
+template <class R>
+bool read_record_lines(const std::string& path, std::vector<R>& out, std::string& error);
+// One JSON file holding one record of type R.
+template <class R>
+bool read_record_file(const std::string& path, R& out, std::string& error);
+
+}  // namespace ddp
