@@ -54,6 +54,18 @@ TEST_F(UserCheck, AnUnmodifiedScriptPassesTheWholeLadderAndIsToldHowToGiveItsLos
       << c.summary("checkpoint.resume");
 }
 
+// The README's advice taken literally: the attach line after DDP(...) for the loss, the loop and torch.save left as they
+// are. Explicit attach is the automatic companion plus the loss: every check the unmodified script passes still
+// passes (the loader and the snapshots are still found), and the single-process reference now runs.
+TEST_F(UserCheck, TheAttachLineAloneKeepsEveryCheckAndAddsTheReference) {
+  Checked c = check("unmodified_attach", {"--resume-arg", "--resume {ckpt}"},
+                    torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", fresh_dir("attach_snap.pt"), "--attach"}),
+                    torchrun_);
+  ASSERT_EQ(c.code, 0) << c.output;
+  expect_all_pass_but(c, {{"checkpoint.complete", "warn"}});
+  EXPECT_NE(c.summary("numerics.reference").find("match"), std::string::npos) << c.summary("numerics.reference");
+}
+
 TEST_F(UserCheck, AnUnmodifiedScriptsMistakesAreNamed) {
   Checked epoch = check("unmodified_no_set_epoch", {"--checks", "data.shard_rule"},
                         torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", fresh_dir("u1.pt"), "--plant",

@@ -184,3 +184,24 @@ def test_a_checkpoint_directory_still_being_written_is_copied_once_settled(tmp_p
     files.copy_tree(str(src), str(tmp_path / "copy"), quiet_s=0.15)
     t.join()
     assert sorted(os.listdir(tmp_path / "copy")) == sorted("part%d.bin" % k for k in range(30))
+
+
+def test_every_record_is_checked_against_layout_before_it_is_written(tmp_path):
+    """A writer that renames, drops or mistypes a field fails at the write (layout.RECORDS, records.def's mirror),
+    never leaving a line the C++ judges would misread."""
+    from ddp_profile import files, layout
+
+    log = files.Jsonl(str(tmp_path / "rank0.samples.jsonl"), layout.VERIFY_RECORDS[layout.SAMPLES])
+    log.write({"epoch": 0, "step": 0, "micro": 0, "batch": 0, "indices": [1, 2], "sampler_epoch": None})
+    for bad, why in [({"epoch": 0, "step": 0, "micro": 0, "batch": 0, "index": [1]}, "unknown field 'index'"),
+                     ({"epoch": 0, "step": 0, "micro": 0, "batch": 0}, "field 'indices': missing"),
+                     ({"epoch": 0, "step": "0", "micro": 0, "batch": 0, "indices": []}, "field 'step': not Int"),
+                     ({"epoch": 0, "step": 0, "micro": 0, "batch": 0, "indices": [True]}, "field 'indices': not IntList")]:
+        with pytest.raises(layout.ContractError, match=why):
+            log.write(bad)
+    log.close()
+    assert (tmp_path / "rank0.samples.jsonl").read_text().count("\n") == 1
+    with pytest.raises(layout.ContractError, match="first_nonfinite_layer.layer"):
+        layout.check_record("training", {"step": 0, "rss": 1, "first_nonfinite_layer": {"layer": 3}})
+    with pytest.raises(layout.ContractError, match="no record 'sample'"):
+        files.Jsonl(str(tmp_path / "x.jsonl"), "sample")

@@ -7,7 +7,10 @@ is (ddp_profile.auto finds the model, optimizer, loader and snapshots).
 --plant tutorial-snapshot: the snapshot holds only the weights and the epoch, as the tutorial's does; a resume
   restarts the optimizer's momentum from zero: checkpoint.complete names what is missing.
 --plant safetensors-weights: the snapshot is the weights alone, written with safetensors' save_file:
-  checkpoint.complete names what is missing from that file."""
+  checkpoint.complete names what is missing from that file.
+--attach: the one line the README shows for the single-process reference, `ddp_profile.attach(model, optimizer,
+  loss_fn=...)` after DDP(...), and nothing else changed: every check the script passes without it still passes,
+  and numerics.reference runs."""
 import argparse
 import os
 
@@ -28,10 +31,10 @@ def dataset(n: int = 512, features: int = 20, classes: int = 4) -> TensorDataset
 
 class Trainer:
     def __init__(self, model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer, snapshot: str,
-                 plant: str) -> None:
+                 plant: str, attach: bool = False) -> None:
         self.rank = int(os.environ["RANK"])
         self.model, self.loader, self.optimizer = model, loader, optimizer
-        self.snapshot, self.plant = snapshot, plant
+        self.snapshot, self.plant, self.attach = snapshot, plant, attach
         self.epochs_run = 0
 
     def load(self, path: str) -> None:
@@ -44,6 +47,10 @@ class Trainer:
 
     def wrap(self) -> None:
         self.model = DDP(self.model)
+        if self.attach:
+            import ddp_profile
+
+            ddp_profile.attach(self.model, self.optimizer, loss_fn=lambda m, b: F.cross_entropy(m(b[0]), b[1]))
 
     def _run_batch(self, x: torch.Tensor, y: torch.Tensor) -> float:
         self.optimizer.zero_grad()
@@ -86,6 +93,7 @@ def main() -> None:
     p.add_argument("--snapshot", default="snapshot.pt")
     p.add_argument("--resume", default="")
     p.add_argument("--plant", default="")
+    p.add_argument("--attach", action="store_true")
     a = p.parse_args()
     dist.init_process_group("gloo")
     torch.manual_seed(0)
@@ -93,7 +101,7 @@ def main() -> None:
     loader = DataLoader(data, batch_size=a.batch_size, shuffle=False, sampler=DistributedSampler(data))
     model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 4))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    t = Trainer(model, loader, optimizer, a.snapshot, a.plant)
+    t = Trainer(model, loader, optimizer, a.snapshot, a.plant, a.attach)
     if a.resume:
         t.load(a.resume)
     t.wrap()
