@@ -129,6 +129,9 @@ class Auto:
             c.hb.stage(hb.WAIT_DATA)
 
     def fetched(self, it: _Iteration, batch: Any) -> None:
+        c = current()
+        if c is not None and len(c.own_loaders) > 0:
+            return  # the training batches come through dp.loader: another loader's are not the training's
         if self.train_loader is not None and it.loader is not self.train_loader:
             return  # a validation loader's batch: not the training's data
         self.queue.append(_Fetched(it, batch, it.fetched))
@@ -150,7 +153,7 @@ class Auto:
     def _consume(self, args: Any, kwargs: Any) -> None:
         """The batch this training forward takes: recorded as dp.loader records a yielded batch."""
         c = current()
-        if c is None:
+        if c is None or len(c.own_loaders) > 0:  # the script hands its training batches over through dp.loader
             return
         if self.train_loader is None:
             if not self.queue:

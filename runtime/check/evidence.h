@@ -27,7 +27,7 @@ struct ConsumedBatch {
   int micro = 0;
   int64_t batch = 0;
   std::vector<int64_t> indices;
-  std::optional<int64_t> sampler_epoch;  // the sampler's own epoch (set_epoch) where it has one
+  std::optional<int64_t> sampler_epoch = std::nullopt;  // the sampler's own epoch (set_epoch) where it has one
 };
 // Every batch a rank logged; empty with `error` when the log is missing or has a damaged line.
 std::vector<ConsumedBatch> read_consumed(const std::string& run_dir, int rank, std::string& error);

@@ -166,7 +166,7 @@ inline Rec& find(std::vector<Rec>& v, int64_t step, const std::string& kind, con
 
 inline json stats_json(const Rec& r) {
   auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };  // NaN is stored as null
-  return {{"count", r.count}, {"mean", num(r.mean)}, {"std", num(r.std)}, {"min", -1.0},
+  return {{"count", static_cast<int64_t>(r.count)}, {"mean", num(r.mean)}, {"std", num(r.std)}, {"min", -1.0},
           {"max", 1.0},       {"l2", num(r.l2)},     {"hash", r.hash}};
 }
 
