@@ -14,7 +14,7 @@ The parameters that require grad but are in no optimizer param_group are named o
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import torch
 import torch.nn as nn

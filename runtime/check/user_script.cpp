@@ -15,7 +15,6 @@
 #include "runtime/common/run_folder_setup.h"
 #include "runtime/launch/user_launch.h"
 #include "runtime/launch/user_manifest.h"
-#include "traces/base/json_lines.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {
