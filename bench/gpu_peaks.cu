@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 
-#define CHECK(x)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "gpu_peaks: %s failed: %s\n", #x, cudaGetErrorString(e_));             \
-      std::exit(1);                                                                               \
-    }                                                                                             \
+#define CHECK(x)                                                                      \
+  do {                                                                                \
+    cudaError_t e_ = (x);                                                             \
+    if (e_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "gpu_peaks: %s failed: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
   } while (0)
 
 static double time_copies(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, int reps, cudaStream_t s) {

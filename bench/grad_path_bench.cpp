@@ -10,10 +10,8 @@
 //
 //   build/bench/grad_path_bench [ITERATIONS [ROUNDS]]   (ROUNDS: recorded and unrecorded job runs, alternating)
 #include <sys/wait.h>
-#include <unistd.h>
-
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +23,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "runtime/common/job_config.h"
 #include "runtime/launch/cpu_sets.h"
@@ -129,8 +128,13 @@ RankResult run_rank(int rank, int port, int iterations) {
       sync.zero_grad();
     }
   }
-  return {ddp::median(bare),          ddp::median(with_sync), ddp::median(no_sync), ddp::median(after_compute),
-          ddp::median(compute),       bare_step,              bare_wait};
+  return {ddp::median(bare),
+          ddp::median(with_sync),
+          ddp::median(no_sync),
+          ddp::median(after_compute),
+          ddp::median(compute),
+          bare_step,
+          bare_wait};
 }
 
 // The default job's step (the real binary, 300 steps): the slower rank's median, mean and p90 from the manifest, and
@@ -155,8 +159,8 @@ JobSteps job_steps(int nproc, bool record, const std::string& dir) {
     out.p90_ms = std::max(out.p90_ms, r.value("step_time_p90_ms", -1.0));
     const double n = r.value("steps", 0.0);
     if (n > 1)
-      out.steady_mean_ms = std::max(out.steady_mean_ms, (r.value("step_time_mean_ms", 0.0) * n -
-                                                         r.value("step_time_first_ms", 0.0)) / (n - 1));
+      out.steady_mean_ms = std::max(
+          out.steady_mean_ms, (r.value("step_time_mean_ms", 0.0) * n - r.value("step_time_first_ms", 0.0)) / (n - 1));
   }
   if (!record) return out;
   const std::string summary = dir + ".summary.json";
@@ -244,8 +248,9 @@ int main(int argc, char** argv) {
   const double two = two_steps.median_ms, one = one_steps.median_ms;
   const double path_ms = res.sync_ms - res.backward_ms;
   std::printf("bare Gloo allreduce of 268,296 bytes (2 ranks):   %.3f ms\n", res.bare_ms);
-  std::printf("the same allreduce right after %.3f ms of compute:  %.3f ms  (no barrier: as a training step meets it)\n",
-              res.compute_ms, res.after_compute_ms);
+  std::printf(
+      "the same allreduce right after %.3f ms of compute:  %.3f ms  (no barrier: as a training step meets it)\n",
+      res.compute_ms, res.after_compute_ms);
   std::printf("GradSync path around it (minus backward):        %.3f ms  ratio %.2f  (target <= 1.50)\n", path_ms,
               path_ms / res.bare_ms);
   std::printf("the default step without the job around it: %.3f ms, of which finish() waited %.3f ms\n",
@@ -262,11 +267,12 @@ int main(int argc, char** argv) {
   double pm = 0, pv = 0;
   for (double r : pair_ratios) pm += r / rounds;
   for (double r : pair_ratios) pv += (r - pm) * (r - pm) / std::max(1, rounds - 1);
-  std::printf("recorded / unrecorded step, mean of %d alternating runs each: ratio %.3f  (target <= 1.05; pairs "
-              "%.3f-%.3f, their mean %.3f +- %.3f; without the first step %.3f)\n",
-              rounds, recorded.mean_ms / two_steps.mean_ms, *std::min_element(pair_ratios.begin(), pair_ratios.end()),
-              *std::max_element(pair_ratios.begin(), pair_ratios.end()), pm, 1.96 * std::sqrt(pv / rounds),
-              recorded.steady_mean_ms / two_steps.steady_mean_ms);
+  std::printf(
+      "recorded / unrecorded step, mean of %d alternating runs each: ratio %.3f  (target <= 1.05; pairs "
+      "%.3f-%.3f, their mean %.3f +- %.3f; without the first step %.3f)\n",
+      rounds, recorded.mean_ms / two_steps.mean_ms, *std::min_element(pair_ratios.begin(), pair_ratios.end()),
+      *std::max_element(pair_ratios.begin(), pair_ratios.end()), pm, 1.96 * std::sqrt(pv / rounds),
+      recorded.steady_mean_ms / two_steps.steady_mean_ms);
   std::printf("recorded / unrecorded step, medians:               ratio %.3f\n",
               recorded.median_ms / two_steps.median_ms);
   std::printf("recorded allreduce span (mean) %.3f ms / bare:     ratio %.2f  (target <= 1.50)\n",
@@ -278,16 +284,17 @@ int main(int argc, char** argv) {
   for (const auto& p : python_runs) {
     const double py = python_ddp_step_ms(p.workers, dir + "/python" + std::to_string(p.workers) + ".log");
     if (py <= 0) {
-      std::printf("Python DDP (num_workers=%d): skipped: /usr/bin/python3 with torch (Debian's python3-torch) is "
-                  "not installed or its run failed (%s/python%d.log)\n",
-                  p.workers, dir.c_str(), p.workers);
+      std::printf(
+          "Python DDP (num_workers=%d): skipped: /usr/bin/python3 with torch (Debian's python3-torch) is "
+          "not installed or its run failed (%s/python%d.log)\n",
+          p.workers, dir.c_str(), p.workers);
       continue;
     }
-    std::printf("Python DDP step (num_workers=%d): %.3f ms; ours / theirs:   ratio %.2f  (target <= %.2f)\n",
-                p.workers, py, two / py, p.target);
+    std::printf("Python DDP step (num_workers=%d): %.3f ms; ours / theirs:   ratio %.2f  (target <= %.2f)\n", p.workers,
+                py, two / py, p.target);
     // Not a target: what our scheduling policy alone would give them (their Gloo has the same event-loop spin).
-    const double py_batch = python_ddp_step_ms(p.workers, dir + "/python" + std::to_string(p.workers) + "_batch.log",
-                                               "chrt -b 0 ");
+    const double py_batch =
+        python_ddp_step_ms(p.workers, dir + "/python" + std::to_string(p.workers) + "_batch.log", "chrt -b 0 ");
     if (py_batch > 0)
       std::printf("  the same under SCHED_BATCH (chrt -b 0): %.3f ms; ours / theirs: ratio %.2f\n", py_batch,
                   two / py_batch);

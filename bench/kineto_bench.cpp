@@ -95,8 +95,7 @@ struct RankTemplate {
 
 void append_micros(std::string& out, int64_t ns) {
   char buf[48];
-  std::snprintf(buf, sizeof(buf), "%lld.%03lld", static_cast<long long>(ns / 1000),
-                static_cast<long long>(ns % 1000));
+  std::snprintf(buf, sizeof(buf), "%lld.%03lld", static_cast<long long>(ns / 1000), static_cast<long long>(ns % 1000));
   out += buf;
 }
 
@@ -108,54 +107,58 @@ RankTemplate read_template(const std::string& path) {
   t.t_min = INT64_MAX;
   t.t_max = INT64_MIN;
   ChromeDocInfo info;
-  s = parse_chrome_json(text, [&](const ChromeEventView& e) {
-    TemplateEvent ev;
-    std::string& h = ev.before_ts;
-    h = "  {\n    \"ph\": \"";
-    h += e.ph;
-    h += "\", \"cat\": ";
-    append_json_string(h, e.cat);
-    h += ", \"name\": ";
-    constexpr std::string_view kStep = "ProfilerStep#";
-    if (e.name.substr(0, kStep.size()) == kStep) {
-      ev.profiler_step = true;
-      ev.step = static_cast<uint32_t>(std::strtoul(std::string(e.name.substr(kStep.size())).c_str(), nullptr, 10));
-      h += "\"ProfilerStep#";
-      t.max_step = std::max(t.max_step, ev.step);
-    } else {
-      append_json_string(h, e.name);
-    }
-    std::string& m = ev.after_name;
-    m = ev.profiler_step ? "\"" : "";
-    m += ", \"pid\": ";
-    append_value(m, e.pid);
-    m += ", \"tid\": ";
-    append_value(m, e.tid);
-    m += ",\n    \"ts\": ";
-    ev.ts_ns = e.ts_ns;
-    ev.has_dur = e.has_dur;
-    ev.dur_ns = e.dur_ns;
-    if (e.has_ts) {
-      t.t_min = std::min(t.t_min, e.ts_ns);
-      t.t_max = std::max(t.t_max, e.ts_ns + (e.has_dur ? e.dur_ns : 0));
-    }
-    std::string& a = ev.tail;
-    if (e.arg_count > 0) {
-      a += ",\n    \"args\": {\n      ";
-      for (size_t i = 0; i < e.arg_count; ++i) {
-        if (i) a += ", ";
-        append_json_string(a, e.args[i].key);
-        a += ": ";
-        append_value(a, e.args[i].value);
-      }
-      a += "\n    }";
-    }
-    a += "\n  }";
-    t.events.push_back(std::move(ev));
-    return true;
-  }, info);
+  s = parse_chrome_json(
+      text,
+      [&](const ChromeEventView& e) {
+        TemplateEvent ev;
+        std::string& h = ev.before_ts;
+        h = "  {\n    \"ph\": \"";
+        h += e.ph;
+        h += "\", \"cat\": ";
+        append_json_string(h, e.cat);
+        h += ", \"name\": ";
+        constexpr std::string_view kStep = "ProfilerStep#";
+        if (e.name.substr(0, kStep.size()) == kStep) {
+          ev.profiler_step = true;
+          ev.step = static_cast<uint32_t>(std::strtoul(std::string(e.name.substr(kStep.size())).c_str(), nullptr, 10));
+          h += "\"ProfilerStep#";
+          t.max_step = std::max(t.max_step, ev.step);
+        } else {
+          append_json_string(h, e.name);
+        }
+        std::string& m = ev.after_name;
+        m = ev.profiler_step ? "\"" : "";
+        m += ", \"pid\": ";
+        append_value(m, e.pid);
+        m += ", \"tid\": ";
+        append_value(m, e.tid);
+        m += ",\n    \"ts\": ";
+        ev.ts_ns = e.ts_ns;
+        ev.has_dur = e.has_dur;
+        ev.dur_ns = e.dur_ns;
+        if (e.has_ts) {
+          t.t_min = std::min(t.t_min, e.ts_ns);
+          t.t_max = std::max(t.t_max, e.ts_ns + (e.has_dur ? e.dur_ns : 0));
+        }
+        std::string& a = ev.tail;
+        if (e.arg_count > 0) {
+          a += ",\n    \"args\": {\n      ";
+          for (size_t i = 0; i < e.arg_count; ++i) {
+            if (i) a += ", ";
+            append_json_string(a, e.args[i].key);
+            a += ": ";
+            append_value(a, e.args[i].value);
+          }
+          a += "\n    }";
+        }
+        a += "\n  }";
+        t.events.push_back(std::move(ev));
+        return true;
+      },
+      info);
   if (!s.ok()) die(path + ": " + s.message);
-  for (auto it = info.top.begin(); it != info.top.end(); ++it) t.head += "  \"" + it.key() + "\": " + it->dump() + ",\n";
+  for (auto it = info.top.begin(); it != info.top.end(); ++it)
+    t.head += "  \"" + it.key() + "\": " + it->dump() + ",\n";
   return t;
 }
 
@@ -206,10 +209,13 @@ void measure_parse(const std::string& path) {
   uint64_t spans = 0;
   ChromeDocInfo info;
   auto t0 = std::chrono::steady_clock::now();
-  s = parse_chrome_json(text, [&](const ChromeEventView& e) {
-    spans += e.ph == 'X';
-    return true;
-  }, info);
+  s = parse_chrome_json(
+      text,
+      [&](const ChromeEventView& e) {
+        spans += e.ph == 'X';
+        return true;
+      },
+      info);
   const double sec = seconds_since(t0);
   if (!s.ok()) die(s.message);
   report("parse_events_per_s", static_cast<double>(info.events) / sec / 1e6, "M", 10, true,
@@ -228,7 +234,7 @@ void measure_gunzip(const std::string& path) {
   std::string text;
   ChromeStatus s = read_chrome_bytes(path, text);
   if (!s.ok()) die(s.message);
-  text.resize(std::min<size_t>(text.size(), 256u << 20));  // compressing more would only make the bench slower
+  text.resize(std::min<size_t>(text.size(), 256u << 20));     // compressing more would only make the bench slower
   libdeflate_compressor* c = libdeflate_alloc_compressor(6);  // gzip's default level
   std::string gz(libdeflate_gzip_compress_bound(c, text.size()), '\0');
   gz.resize(libdeflate_gzip_compress(c, text.data(), text.size(), gz.data(), gz.size()));
@@ -254,9 +260,8 @@ void measure_open_align_analyse(const std::string& dir, size_t events) {
   size_t kept = 0;
   for (const RankTrace& r : run.ranks) kept += r.events.size();
   report("open_align_analyse_s", sec, "s", 2, false,
-         std::to_string(run.ranks.size()) + " ranks x " + std::to_string(events) + " events, " +
-             std::to_string(kept) + " stage spans kept; load+align " + std::to_string(loaded) + " s, verdict: " +
-             a.verdict.substr(0, 60));
+         std::to_string(run.ranks.size()) + " ranks x " + std::to_string(events) + " events, " + std::to_string(kept) +
+             " stage spans kept; load+align " + std::to_string(loaded) + " s, verdict: " + a.verdict.substr(0, 60));
 }
 
 size_t heap_in_use() {
@@ -282,8 +287,8 @@ void measure_viewer_memory(const std::string& path) {
 
 // Runs `work` in a child process: its wall time and peak RSS, each command measured alone (as a user runs it).
 struct ChildCost {
-  double seconds = 0;     // until the child exited
-  double ready_s = 0;     // until the child said it was ready (ChildResult::ready), else its exit
+  double seconds = 0;  // until the child exited
+  double ready_s = 0;  // until the child said it was ready (ChildResult::ready), else its exit
   double peak_rss_bytes = 0;
   uint64_t count = 0;  // what the child counted (spans), passed back through its exit pipe
 };
@@ -402,9 +407,10 @@ void warm_page_cache(const std::vector<std::string>& files) {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const double ram = static_cast<double>(pages) * static_cast<double>(page);
   if (static_cast<double>(bytes) > 0.6 * ram)
-    std::printf("note: the set (%.1f GB) is more than the page cache can hold of %.1f GB of memory: every command reads "
-                "it from disk\n",
-                static_cast<double>(bytes) / 1e9, ram / 1e9);
+    std::printf(
+        "note: the set (%.1f GB) is more than the page cache can hold of %.1f GB of memory: every command reads "
+        "it from disk\n",
+        static_cast<double>(bytes) / 1e9, ram / 1e9);
 }
 
 // `rounds` alternating pairs of --analyze and the viewer (KINETO_BENCH_ROUNDS, default 1): one run of each varies by
@@ -437,8 +443,8 @@ void measure_viewer_against_analyze(const std::string& dir, const std::vector<st
          "means of " + std::to_string(rounds) + " rounds: viewer " + std::to_string(viewer_s / rounds) +
              " s (its stalls panel " + std::to_string(viewer_whole_s / rounds) + " s = " +
              std::to_string(viewer_whole_s / analyze_s) + "x), --analyze " + std::to_string(analyze_s / rounds) +
-             " s; reading every file again for the timeline: " + std::to_string(twice_cost.ready_s) + " s = " +
-             std::to_string(twice_cost.ready_s / (analyze_s / rounds)) + "x");
+             " s; reading every file again for the timeline: " + std::to_string(twice_cost.ready_s) +
+             " s = " + std::to_string(twice_cost.ready_s / (analyze_s / rounds)) + "x");
   const double per_span = viewer_rss / static_cast<double>(spans);
   report("viewer_peak_rss_per_span", per_span, "B", 40, false,
          std::to_string(spans) + " spans, peak RSS " + std::to_string(viewer_rss / 1e9) +
@@ -452,7 +458,8 @@ int main(int argc, char** argv) {
   const size_t events = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 5'000'000;
   const std::string src = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu/balanced/";
   const char* keep_dir = std::getenv("KINETO_BENCH_DIR");
-  const fs::path dir = keep_dir ? fs::path(keep_dir) : fs::temp_directory_path() / ("kineto_bench_" + std::to_string(::getpid()));
+  const fs::path dir =
+      keep_dir ? fs::path(keep_dir) : fs::temp_directory_path() / ("kineto_bench_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> fixtures;

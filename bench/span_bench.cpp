@@ -22,7 +22,8 @@ struct Recording {
   Recording() {
     std::string err;
     ddp::prof::RecorderConfig cfg;
-    cfg.path = (std::filesystem::temp_directory_path() / ("span_bench_" + std::to_string(::getpid()) + ".ddpt")).string();
+    cfg.path =
+        (std::filesystem::temp_directory_path() / ("span_bench_" + std::to_string(::getpid()) + ".ddpt")).string();
     cfg.ring_events = 1u << 20;
     cfg.flush_ms = 10;
     cfg.sample_host_memory = false;

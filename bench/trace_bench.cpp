@@ -89,11 +89,12 @@ int main(int argc, char** argv) {
   fs::path dir = fs::temp_directory_path() / ("trace_bench_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   size_t events = 0;
-  for (uint32_t r = 0; r < 2; ++r) events += write_rank((dir / rank_trace_file(static_cast<int>(r))).string(), r, steps);
+  for (uint32_t r = 0; r < 2; ++r)
+    events += write_rank((dir / rank_trace_file(static_cast<int>(r))).string(), r, steps);
   uint64_t bytes = fs::file_size(dir / "rank0.ddpt") + fs::file_size(dir / "rank1.ddpt");
   double per_event = static_cast<double>(bytes) / static_cast<double>(events);
-  std::printf("trace_bytes_per_event=%.2f target=16 ratio=%.3f (%zu events, %llu bytes)\n", per_event,
-              per_event / 16.0, events, static_cast<unsigned long long>(bytes));
+  std::printf("trace_bytes_per_event=%.2f target=16 ratio=%.3f (%zu events, %llu bytes)\n", per_event, per_event / 16.0,
+              events, static_cast<unsigned long long>(bytes));
 
   auto t0 = std::chrono::steady_clock::now();
   RunTrace run;

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "traces/native/load_run.h"
+#include "tests/support/synthetic_run.h"
 #include "traces/chrome/chrome_export.h"
+#include "traces/native/load_run.h"
 #include "traces/timeline/timeline.h"
 #include "viewer/headless.h"
-#include "tests/support/synthetic_run.h"
 
 using namespace ddp;
 using namespace ddp::viewer;
@@ -29,8 +29,10 @@ int main(int argc, char** argv) {
   std::string dir = (std::filesystem::temp_directory_path() / "ddp_viewer_bench").string();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--events" && i + 1 < argc) want = std::atoll(argv[++i]);
-    else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
+    if (a == "--events" && i + 1 < argc)
+      want = std::atoll(argv[++i]);
+    else if (a == "--dir" && i + 1 < argc)
+      dir = argv[++i];
     else {
       std::fprintf(stderr, "usage: viewer_bench [--events N] [--dir DIR]\n");
       return 2;
@@ -49,8 +51,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "viewer_bench: %s\n", err.c_str());
     return 1;
   }
-  std::printf("wrote %lld events (%d steps x %d ranks) in %.0f ms\n", static_cast<long long>(events), o.steps,
-              o.ranks, ms_since(t));
+  std::printf("wrote %lld events (%d steps x %d ranks) in %.0f ms\n", static_cast<long long>(events), o.steps, o.ranks,
+              ms_since(t));
 
   // load: run folder -> timeline, as the viewer does
   t = Clock::now();
@@ -94,11 +96,12 @@ int main(int argc, char** argv) {
     mean /= static_cast<double>(ms.size() - 2);
     double p90 = ms[ms.size() * 9 / 10];
     worst = std::max(worst, p90);
-    std::printf("frame_build_ms view=%s mean=%.2f p90=%.2f max=%.2f target=8 ratio=%.2f boxes=%llu merged=%llu "
-                "spans_in_merged=%llu\n",
-                z.name, mean, p90, ms.back(), p90 / 8.0, static_cast<unsigned long long>(app.last.boxes),
-                static_cast<unsigned long long>(app.last.merged_boxes),
-                static_cast<unsigned long long>(app.last.spans_in_merged));
+    std::printf(
+        "frame_build_ms view=%s mean=%.2f p90=%.2f max=%.2f target=8 ratio=%.2f boxes=%llu merged=%llu "
+        "spans_in_merged=%llu\n",
+        z.name, mean, p90, ms.back(), p90 / 8.0, static_cast<unsigned long long>(app.last.boxes),
+        static_cast<unsigned long long>(app.last.merged_boxes),
+        static_cast<unsigned long long>(app.last.spans_in_merged));
   }
   std::printf("frame_build_ms worst_p90=%.2f target=8 ratio=%.2f\n", worst, worst / 8.0);
 

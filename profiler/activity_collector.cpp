@@ -235,9 +235,15 @@ bool ActivityCollector::count_gpu_record(const ActivityRecord& r, const Event& e
         }
       }
       return true;
-    case ActivityKind::memset: ++stats_.memsets; return true;
-    case ActivityKind::sync: ++stats_.syncs; return true;
-    default: ++stats_.lost; return false;
+    case ActivityKind::memset:
+      ++stats_.memsets;
+      return true;
+    case ActivityKind::sync:
+      ++stats_.syncs;
+      return true;
+    default:
+      ++stats_.lost;
+      return false;
   }
 }
 

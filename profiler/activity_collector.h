@@ -38,7 +38,7 @@ class EventSink {
 };
 
 struct CollectorOptions {
-  uint32_t flush_ms = 200;  // how often completed records are fetched from the source (0: only on flush()/stop())
+  uint32_t flush_ms = 200;    // how often completed records are fetched from the source (0: only on flush()/stop())
   size_t max_names = 0xFFFE;  // interned names (ids fit Event::bucket)
   size_t max_step_marks = 1u << 16;
 };
@@ -46,11 +46,11 @@ struct CollectorOptions {
 struct CollectorStats {
   uint64_t records = 0;  // delivered by the source
   uint64_t kernels = 0, nccl_kernels = 0, memcpys = 0, memsets = 0, syncs = 0, api_calls = 0;
-  uint64_t gpu_linked = 0;       // GPU records whose correlation id matched an API call (coverage)
+  uint64_t gpu_linked = 0;  // GPU records whose correlation id matched an API call (coverage)
   uint64_t events_written = 0;
-  uint64_t lost = 0;             // no lane could be had, or unknown kinds
-  uint64_t incomplete = 0;       // flushed before the GPU finished them (start = end = 0) or end before start
-  uint64_t source_dropped = 0;   // the source's own losses
+  uint64_t lost = 0;            // no lane could be had, or unknown kinds
+  uint64_t incomplete = 0;      // flushed before the GPU finished them (start = end = 0) or end before start
+  uint64_t source_dropped = 0;  // the source's own losses
   uint64_t memcpy_bytes_pinned = 0, memcpy_bytes_pageable = 0;  // host-to-device bytes by source memory kind
   int64_t memcpy_ns_pinned = 0, memcpy_ns_pageable = 0;
 };
@@ -94,10 +94,10 @@ class ActivityCollector {
   void on_records(const ActivityRecord* records, size_t count);  // the source's thread
   // One record, under mu_: API calls are written at once, GPU and sync records wait in pending_ for resolve().
   void take(const ActivityRecord& r);
-  Event to_event(const ActivityRecord& r);                     // mapped times, correlation, interned name
-  int api_lane(uint32_t thread);                               // the host thread's cuda_api lane, or -1
+  Event to_event(const ActivityRecord& r);  // mapped times, correlation, interned name
+  int api_lane(uint32_t thread);            // the host thread's cuda_api lane, or -1
   void write_api_call(const ActivityRecord& r, Event e);
-  void remember_api(uint32_t correlation, const ApiInfo& call);  // for linking, the oldest half forgotten when full
+  void remember_api(uint32_t correlation, const ApiInfo& call);    // for linking, the oldest half forgotten when full
   bool count_gpu_record(const ActivityRecord& r, const Event& e);  // false: a kind we do not record
   void hold_gpu_record(const ActivityRecord& r, const Event& e);
   void calibrate();
@@ -123,9 +123,9 @@ class ActivityCollector {
   std::vector<std::pair<int64_t, StepContext>> marks_;  // sorted by time
   std::unordered_map<std::string, uint16_t> names_;
   std::unordered_map<std::string, int> lanes_;
-  std::unordered_map<uint32_t, uint8_t> thread_lane_;     // host thread -> its cuda_api lane
-  std::unordered_map<uint32_t, ApiInfo> api_;             // correlation -> API call (recent)
-  std::vector<uint32_t> api_order_;                       // to forget old correlations
+  std::unordered_map<uint32_t, uint8_t> thread_lane_;  // host thread -> its cuda_api lane
+  std::unordered_map<uint32_t, ApiInfo> api_;          // correlation -> API call (recent)
+  std::vector<uint32_t> api_order_;                    // to forget old correlations
   std::vector<Pending> pending_;
   std::unordered_map<uint8_t, std::vector<Event>> out_;  // lane -> events to write
 

@@ -8,33 +8,48 @@ namespace ddp::prof {
 
 const char* mem_kind_name(MemKind k) {
   switch (k) {
-    case MemKind::pageable: return "pageable";
-    case MemKind::pinned: return "pinned";
-    case MemKind::device: return "device";
-    case MemKind::array: return "array";
-    case MemKind::managed: return "managed";
-    default: return "unknown";
+    case MemKind::pageable:
+      return "pageable";
+    case MemKind::pinned:
+      return "pinned";
+    case MemKind::device:
+      return "device";
+    case MemKind::array:
+      return "array";
+    case MemKind::managed:
+      return "managed";
+    default:
+      return "unknown";
   }
 }
 
 const char* sync_kind_name(SyncKind k) {
   switch (k) {
-    case SyncKind::event_synchronize: return "cudaEventSynchronize";
-    case SyncKind::stream_wait_event: return "cudaStreamWaitEvent";
-    case SyncKind::stream_synchronize: return "cudaStreamSynchronize";
-    case SyncKind::context_synchronize: return "cudaDeviceSynchronize";
-    default: return "synchronize";
+    case SyncKind::event_synchronize:
+      return "cudaEventSynchronize";
+    case SyncKind::stream_wait_event:
+      return "cudaStreamWaitEvent";
+    case SyncKind::stream_synchronize:
+      return "cudaStreamSynchronize";
+    case SyncKind::context_synchronize:
+      return "cudaDeviceSynchronize";
+    default:
+      return "synchronize";
   }
 }
 
 Stage stage_for(const ActivityRecord& r) {
   switch (r.kind) {
     // CUPTI gives the mangled name, and NCCL's kernels are C++ ("_Z29ncclDevKernel_AllReduce..."): no prefix test.
-    case ActivityKind::kernel: return r.name.find("nccl") != std::string::npos ? Stage::nccl : Stage::kernel;
-    case ActivityKind::memset: return Stage::memset;
-    case ActivityKind::sync: return Stage::sync;
+    case ActivityKind::kernel:
+      return r.name.find("nccl") != std::string::npos ? Stage::nccl : Stage::kernel;
+    case ActivityKind::memset:
+      return Stage::memset;
+    case ActivityKind::sync:
+      return Stage::sync;
     case ActivityKind::runtime_api:
-    case ActivityKind::driver_api: return Stage::cuda_api;
+    case ActivityKind::driver_api:
+      return Stage::cuda_api;
     case ActivityKind::memcpy: {
       auto host = [](MemKind k) { return k == MemKind::pageable || k == MemKind::pinned; };
       if (r.peer) return Stage::memcpy_d2d;
@@ -64,9 +79,12 @@ std::string demangle(std::string_view name) {
 
 const char* copy_dir(const ActivityRecord& r) {
   switch (stage_for(r)) {
-    case Stage::memcpy_h2d: return r.dst == MemKind::pageable || r.dst == MemKind::pinned ? "HtoH" : "HtoD";
-    case Stage::memcpy_d2h: return "DtoH";
-    default: return r.peer ? "PtoP" : "DtoD";
+    case Stage::memcpy_h2d:
+      return r.dst == MemKind::pageable || r.dst == MemKind::pinned ? "HtoH" : "HtoD";
+    case Stage::memcpy_d2h:
+      return "DtoH";
+    default:
+      return r.peer ? "PtoP" : "DtoD";
   }
 }
 }  // namespace
@@ -78,9 +96,14 @@ std::string display_name(const ActivityRecord& r) {
     case ActivityKind::memcpy:
       s = std::string("memcpy ") + copy_dir(r) + " " + mem_kind_name(r.src) + "->" + mem_kind_name(r.dst);
       break;
-    case ActivityKind::memset: s = std::string("memset ") + mem_kind_name(r.dst); break;
-    case ActivityKind::sync: s = r.name.empty() ? sync_kind_name(r.sync) : std::string(r.name); break;
-    default: s = r.name.empty() ? std::string(stage_name(stage_for(r))) : demangle(r.name);
+    case ActivityKind::memset:
+      s = std::string("memset ") + mem_kind_name(r.dst);
+      break;
+    case ActivityKind::sync:
+      s = r.name.empty() ? sync_kind_name(r.sync) : std::string(r.name);
+      break;
+    default:
+      s = r.name.empty() ? std::string(stage_name(stage_for(r))) : demangle(r.name);
   }
   if (s.size() > kMaxName) s.resize(kMaxName);
   return s;

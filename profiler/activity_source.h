@@ -1,8 +1,8 @@
 #pragma once
 // What a producer of CUDA activity (CUPTI in CUDA builds, a fake in tests) delivers: plain records with timestamps in
 // the source's own clock, handed to a RecordSink in batches. Nothing here needs CUDA.
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -12,7 +12,13 @@ namespace ddp::prof {
 enum class ActivityKind : uint8_t { kernel, memcpy, memset, sync, runtime_api, driver_api };
 // Where a copy reads or writes (CUPTI's memory kinds, folded).
 enum class MemKind : uint8_t { unknown, pageable, pinned, device, array, managed };
-enum class SyncKind : uint8_t { unknown, event_synchronize, stream_wait_event, stream_synchronize, context_synchronize };
+enum class SyncKind : uint8_t {
+  unknown,
+  event_synchronize,
+  stream_wait_event,
+  stream_synchronize,
+  context_synchronize
+};
 
 // One activity record as a source delivers it. `name` (kernel or API function) is valid only during delivery.
 struct ActivityRecord {

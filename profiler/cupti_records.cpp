@@ -7,24 +7,35 @@ namespace {
 
 MemKind mem_kind(uint32_t k) {
   switch (k) {
-    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return MemKind::pageable;
-    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return MemKind::pinned;
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
+      return MemKind::pageable;
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+      return MemKind::pinned;
     case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return MemKind::device;
-    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return MemKind::array;
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+      return MemKind::device;
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+      return MemKind::array;
     case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return MemKind::managed;
-    default: return MemKind::unknown;
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
+      return MemKind::managed;
+    default:
+      return MemKind::unknown;
   }
 }
 
 SyncKind sync_kind(CUpti_ActivitySynchronizationType t) {
   switch (t) {
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return SyncKind::event_synchronize;
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return SyncKind::stream_wait_event;
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return SyncKind::stream_synchronize;
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return SyncKind::context_synchronize;
-    default: return SyncKind::unknown;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
+      return SyncKind::event_synchronize;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT:
+      return SyncKind::stream_wait_event;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE:
+      return SyncKind::stream_synchronize;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE:
+      return SyncKind::context_synchronize;
+    default:
+      return SyncKind::unknown;
   }
 }
 
@@ -97,19 +108,28 @@ bool translate_cupti_record(const CUpti_Activity* rec, CuptiApiNames& api_names,
   using namespace cupti_record;
   switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: kernel_record(reinterpret_cast<const Kernel*>(rec), a); return true;
-    case CUPTI_ACTIVITY_KIND_MEMCPY: memcpy_fields(reinterpret_cast<const Memcpy*>(rec), a); return true;
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      kernel_record(reinterpret_cast<const Kernel*>(rec), a);
+      return true;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      memcpy_fields(reinterpret_cast<const Memcpy*>(rec), a);
+      return true;
     case CUPTI_ACTIVITY_KIND_MEMCPY2:
       memcpy_fields(reinterpret_cast<const PeerMemcpy*>(rec), a);
       a.peer = true;
       return true;
-    case CUPTI_ACTIVITY_KIND_MEMSET: memset_record(reinterpret_cast<const Memset*>(rec), a); return true;
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: sync_record(reinterpret_cast<const Sync*>(rec), a); return true;
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      memset_record(reinterpret_cast<const Memset*>(rec), a);
+      return true;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      sync_record(reinterpret_cast<const Sync*>(rec), a);
+      return true;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER:
       api_record(reinterpret_cast<const Api*>(rec), rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME, api_names, a);
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 

@@ -19,12 +19,12 @@
 #endif
 
 namespace ddp::prof::cupti_record {
-using Kernel = CUpti_ActivityKernel10;       // CUPTI_ACTIVITY_KIND_KERNEL, _CONCURRENT_KERNEL
-using Memcpy = CUpti_ActivityMemcpy6;        // CUPTI_ACTIVITY_KIND_MEMCPY
+using Kernel = CUpti_ActivityKernel10;         // CUPTI_ACTIVITY_KIND_KERNEL, _CONCURRENT_KERNEL
+using Memcpy = CUpti_ActivityMemcpy6;          // CUPTI_ACTIVITY_KIND_MEMCPY
 using PeerMemcpy = CUpti_ActivityMemcpyPtoP4;  // CUPTI_ACTIVITY_KIND_MEMCPY2
-using Memset = CUpti_ActivityMemset4;        // CUPTI_ACTIVITY_KIND_MEMSET
-using Sync = CUpti_ActivitySynchronization2;  // CUPTI_ACTIVITY_KIND_SYNCHRONIZATION
-using Api = CUpti_ActivityAPI;               // CUPTI_ACTIVITY_KIND_RUNTIME, _DRIVER
+using Memset = CUpti_ActivityMemset4;          // CUPTI_ACTIVITY_KIND_MEMSET
+using Sync = CUpti_ActivitySynchronization2;   // CUPTI_ACTIVITY_KIND_SYNCHRONIZATION
+using Api = CUpti_ActivityAPI;                 // CUPTI_ACTIVITY_KIND_RUNTIME, _DRIVER
 
 // translate_cupti_record reads a CUpti_Activity* as one of these: every one must start with the kind, and the fields
 // read must have the widths the translation assumes.

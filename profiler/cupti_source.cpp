@@ -5,9 +5,8 @@
 // Every CUPTI call's result is checked: start() fails with one line naming the call and CUPTI's reason, flush/stop
 // report the first failure once and carry on. The driver is probed through dlopen first, so a machine without a GPU
 // or driver gets "no NVIDIA driver" rather than a CUPTI error code, and nothing here links libcuda.
-#include <dlfcn.h>
-
 #include <cupti.h>
+#include <dlfcn.h>
 
 #include <atomic>
 #include <cstdio>
@@ -31,9 +30,9 @@ constexpr size_t kAlign = 8;
 // the training process's memory grow without bound.
 constexpr size_t kMaxQueuedBuffers = 32;
 
-// API calls that launch no GPU work and wait for nothing: state queries the frameworks make around every launch (seen on
-// an H200 with LibTorch 2.11: ~600 cudaGetDevice, ~200 cuDevicePrimaryCtxGetState and ~85 cudaGetLastError per step of
-// a 75-kernel step, 12x the launches). Their records cost CUPTI's time and the trace's space and say nothing about
+// API calls that launch no GPU work and wait for nothing: state queries the frameworks make around every launch (seen
+// on an H200 with LibTorch 2.11: ~600 cudaGetDevice, ~200 cuDevicePrimaryCtxGetState and ~85 cudaGetLastError per step
+// of a 75-kernel step, 12x the launches). Their records cost CUPTI's time and the trace's space and say nothing about
 // where time goes, so they are not recorded (Kineto leaves out the same kind of calls); launches, copies, memsets and
 // every synchronising call still are, so GPU work stays linked to the call that launched it.
 constexpr CUpti_CallbackId kQuietRuntimeApis[] = {
@@ -92,10 +91,17 @@ std::string probe_driver() {
     const char* s = nullptr;
     if (!errstr || errstr(rc, &s) != 0 || !s) {
       switch (rc) {  // the stub driver cannot even name its errors
-        case 34: s = "CUDA_ERROR_STUB_LIBRARY: libcuda.so.1 is the toolkit's stub, not a driver"; break;
-        case 35: s = "CUDA_ERROR_INSUFFICIENT_DRIVER: the driver is older than this CUDA"; break;
-        case 100: s = "CUDA_ERROR_NO_DEVICE"; break;
-        default: s = "unknown error";
+        case 34:
+          s = "CUDA_ERROR_STUB_LIBRARY: libcuda.so.1 is the toolkit's stub, not a driver";
+          break;
+        case 35:
+          s = "CUDA_ERROR_INSUFFICIENT_DRIVER: the driver is older than this CUDA";
+          break;
+        case 100:
+          s = "CUDA_ERROR_NO_DEVICE";
+          break;
+        default:
+          s = "unknown error";
       }
     }
     return std::string(call) + " failed: " + s + " (" + std::to_string(rc) + ")";
@@ -135,12 +141,17 @@ void CUPTIAPI on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_re
 void CUPTIAPI on_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
   size_t cupti_lost = 0;
   // Asked here, not when the buffer is translated: the context may be gone by then.
-  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &cupti_lost) == CUPTI_SUCCESS) completed_buffers().count_lost(cupti_lost);
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &cupti_lost) == CUPTI_SUCCESS)
+    completed_buffers().count_lost(cupti_lost);
   if (valid > 0) {
     switch (completed_buffers().offer({buffer, valid})) {
-      case CompletedBuffers::Offer::queued: return;  // the queue owns it now
-      case CompletedBuffers::Offer::full: completed_buffers().count_lost(count_records(buffer, valid)); break;
-      case CompletedBuffers::Offer::closed: break;  // no source is recording
+      case CompletedBuffers::Offer::queued:
+        return;  // the queue owns it now
+      case CompletedBuffers::Offer::full:
+        completed_buffers().count_lost(count_records(buffer, valid));
+        break;
+      case CompletedBuffers::Offer::closed:
+        break;  // no source is recording
     }
   }
   std::free(buffer);

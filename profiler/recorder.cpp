@@ -28,9 +28,9 @@ struct Recorder {
   TraceWriter writer;
   std::mutex lanes_mu;  // guards buffers (the list, not their contents)
   std::vector<std::unique_ptr<ThreadBuffer>> buffers;
-  int next_lane = 0;                       // lane ids: thread buffers and external lanes share one space
-  std::map<std::string, int> external;     // external lane name -> id
-  std::mutex drain_mu;  // one drainer at a time
+  int next_lane = 0;                    // lane ids: thread buffers and external lanes share one space
+  std::map<std::string, int> external;  // external lane name -> id
+  std::mutex drain_mu;                  // one drainer at a time
   TickConverter converter;
   std::vector<Event> scratch;
   std::thread writer_thread;

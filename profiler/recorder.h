@@ -39,9 +39,9 @@ struct RecorderStats {
 // its own, which the owner reads only when its cached copy says the ring is full.
 struct ThreadBuffer {
   alignas(64) std::atomic<uint64_t> head{0};
-  uint64_t tail_seen = 0;             // the owner's last read of `tail`
-  std::atomic<uint64_t> dropped{0};   // single writer (the owner): plain increments, read at stop()
-  Event* ring = nullptr;              // owned by ring_storage
+  uint64_t tail_seen = 0;            // the owner's last read of `tail`
+  std::atomic<uint64_t> dropped{0};  // single writer (the owner): plain increments, read at stop()
+  Event* ring = nullptr;             // owned by ring_storage
   uint64_t mask = 0;
   uint8_t lane = 0;
   StepContext ctx;

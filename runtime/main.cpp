@@ -14,8 +14,8 @@
 
 #include "runtime/launch/cli.h"
 #include "runtime/launch/launch_env.h"
-#include "runtime/trace_commands/trace_commands.h"
 #include "runtime/launch/user_job.h"
+#include "runtime/trace_commands/trace_commands.h"
 
 namespace {
 // The runtime's file name, beside this executable (the build and an install put them together).

@@ -9,9 +9,9 @@
 #include "runtime/check/user_script.h"
 #include "runtime/launch/cli.h"
 #include "runtime/launch/launch_env.h"
-#include "runtime/trace_commands/trace_commands.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/launch/user_job.h"
+#include "runtime/trace_commands/trace_commands.h"
 #include "runtime/train/model_preflight.h"
 #include "runtime/train/worker.h"
 
@@ -53,14 +53,22 @@ int main(int argc, char** argv) {
       // Under an external launcher (torchrun --no-python, srun, mpirun) every process is a rank already.
       if (ddp::launched_externally()) return ddp::run_worker(cmd);
       return ddp::run_record(cmd, job_args);
-    case ddp::Mode::worker: return ddp::run_worker(cmd);
-    case ddp::Mode::check: return ddp::run_check(cmd, job_args);
-    case ddp::Mode::export_trace: return ddp::run_export(cmd);
-    case ddp::Mode::summary: return ddp::run_summary(cmd);
-    case ddp::Mode::analyze: return ddp::run_analyze(cmd);
-    case ddp::Mode::digest: return ddp::run_digest(cmd);
-    case ddp::Mode::diff: return ddp::run_diff(cmd);
-    case ddp::Mode::none: break;
+    case ddp::Mode::worker:
+      return ddp::run_worker(cmd);
+    case ddp::Mode::check:
+      return ddp::run_check(cmd, job_args);
+    case ddp::Mode::export_trace:
+      return ddp::run_export(cmd);
+    case ddp::Mode::summary:
+      return ddp::run_summary(cmd);
+    case ddp::Mode::analyze:
+      return ddp::run_analyze(cmd);
+    case ddp::Mode::digest:
+      return ddp::run_digest(cmd);
+    case ddp::Mode::diff:
+      return ddp::run_diff(cmd);
+    case ddp::Mode::none:
+      break;
   }
   std::cerr << "ddp_profile: no mode given (try --help)\n";
   return 2;

@@ -1,5 +1,9 @@
 #include "viewer/app.h"
 
+#include <imgui.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,14 +12,10 @@
 #include <new>
 #include <set>
 
-#include <imgui.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include "traces/analysis/analysis.h"
 #include "traces/flight_recorder/fr_dump.h"
-#include "traces/native/load_run.h"
 #include "traces/kineto/kineto_import.h"
+#include "traces/native/load_run.h"
 #include "traces/timeline/timeline_kineto.h"
 
 namespace ddp::viewer {
@@ -54,8 +54,9 @@ bool App::load(const std::string& path, std::string& error, const LoadOptions& o
   if (std::filesystem::exists(side, ec)) {
     if (!load_stalls_json(*this, side.string(), err)) stall_source = err;
   } else {
-    stall_source = "no analysis: open a run folder, or put analysis.json (ddp_profile --analyze DIR --json) next to "
-                   "the trace";
+    stall_source =
+        "no analysis: open a run folder, or put analysis.json (ddp_profile --analyze DIR --json) next to "
+        "the trace";
   }
   return true;
 }
@@ -98,7 +99,8 @@ bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map
   // shown without waiting for the analysis (take_analysis). The timeline's finish is what the user waits for, on a
   // thread per rank: the analysis yields the cores to it (at nice 10; once the timeline is up it has one to itself).
   std::future<Analysis> analysis = std::async(std::launch::async, [run] {
-    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kAnalysisNice);  // best effort: a failure changes nothing
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()),
+                  kAnalysisNice);  // best effort: a failure changes nothing
     return analyze(*run);
   });
   Timeline t;
@@ -182,8 +184,8 @@ void App::show_rank_step(size_t step_row, size_t rank_col) {
   scroll_to_process = static_cast<int64_t>(overview.process[rank_col]);
   char buf[160];
   const std::string who = rank >= 0 ? who_label(rank) : tl.processes[overview.process[rank_col]].name;
-  std::snprintf(buf, sizeof buf, "%s step %u: busy %s, %.2fx the median rank", who.c_str(),
-                overview.steps[step_row], format_duration(c.own_ns).c_str(), static_cast<double>(c.score));
+  std::snprintf(buf, sizeof buf, "%s step %u: busy %s, %.2fx the median rank", who.c_str(), overview.steps[step_row],
+                format_duration(c.own_ns).c_str(), static_cast<double>(c.score));
   status = buf;
 }
 
@@ -211,10 +213,11 @@ void toolbar(App& app) {
   const Timeline& tl = app.tl;
   ImGui::TextUnformatted(tl.source.c_str());
   ImGui::SameLine();
-  ImGui::TextDisabled("| %s | %zu processes | %llu spans | %llu counter samples | %s", 
+  ImGui::TextDisabled("| %s | %zu processes | %llu spans | %llu counter samples | %s",
                       tl.producer.empty() ? "chrome trace" : tl.producer.c_str(), tl.processes.size(),
                       static_cast<unsigned long long>(tl.span_count),
-                      static_cast<unsigned long long>(tl.counter_samples), format_duration(tl.t_end - tl.t_begin).c_str());
+                      static_cast<unsigned long long>(tl.counter_samples),
+                      format_duration(tl.t_end - tl.t_begin).c_str());
   if (ImGui::Button("Fit")) app.view.fit_all();
   ImGui::SameLine();
   ImGui::SetNextItemWidth(110);
@@ -228,8 +231,9 @@ void toolbar(App& app) {
   ImGui::SameLine();
   ImGui::Checkbox("Step marks", &app.opt.show_step_marks);
   ImGui::SameLine();
-  ImGui::TextDisabled("view %s  (%s / px)", format_duration(app.view.span()).c_str(),
-                      format_duration(static_cast<int64_t>(app.view.ns_per_px(ImGui::GetContentRegionAvail().x))).c_str());
+  ImGui::TextDisabled(
+      "view %s  (%s / px)", format_duration(app.view.span()).c_str(),
+      format_duration(static_cast<int64_t>(app.view.ns_per_px(ImGui::GetContentRegionAvail().x))).c_str());
   if (!app.status.empty()) {
     ImGui::SameLine();
     ImGui::TextUnformatted(app.status.c_str());
@@ -267,7 +271,8 @@ void App::frame(float width, float height) {
   toolbar(*this);
   draw_overview(*this, ImGui::GetContentRegionAvail().x);
   const float panels_h = std::max(150.0f, ImGui::GetContentRegionAvail().y * 0.34f);
-  const float timeline_h = std::max(100.0f, ImGui::GetContentRegionAvail().y - panels_h - ImGui::GetStyle().ItemSpacing.y);
+  const float timeline_h =
+      std::max(100.0f, ImGui::GetContentRegionAvail().y - panels_h - ImGui::GetStyle().ItemSpacing.y);
   draw_timeline(*this, ImGui::GetContentRegionAvail().x, timeline_h);
 
   // bottom panels side by side

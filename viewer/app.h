@@ -98,13 +98,13 @@ class App {
   static constexpr size_t kRanksShownExpanded = 4;
 
   Timeline tl;
-  RankOverview overview;          // ranks x steps (traces/timeline/rank_overview.h), built with the timeline
+  RankOverview overview;             // ranks x steps (traces/timeline/rank_overview.h), built with the timeline
   std::vector<uint8_t> expanded;     // per process: 1 draws its header and every lane, 0 (a collapsed rank) one row
   std::vector<uint8_t> rank_head;    // per process: the first of its rank's (the one a collapsed rank shows)
   std::vector<size_t> summary_lane;  // per process: the lane its collapsed row shows (the one with most spans)
   std::vector<size_t> summary_row;   // ... and the row: the first below the step spans
-  int overview_colour = 0;        // 0: busy time against the median rank, 1: the dominant stage
-  int64_t scroll_to_process = -1;  // the next frame scrolls the tracks to this process
+  int overview_colour = 0;           // 0: busy time against the median rank, 1: the dominant stage
+  int64_t scroll_to_process = -1;    // the next frame scrolls the tracks to this process
   ViewState view;
   Selection sel;
   Options opt;
@@ -133,19 +133,19 @@ class App {
 };
 
 // Views, one file each.
-void draw_timeline(App& app, float width, float height);                 // timeline_view.cpp
-float overview_height(const App& app);                                   // overview_view.cpp
-void draw_overview(App& app, float width);                               // overview_view.cpp
+void draw_timeline(App& app, float width, float height);  // timeline_view.cpp
+float overview_height(const App& app);                    // overview_view.cpp
+void draw_overview(App& app, float width);                // overview_view.cpp
 float draw_counter_tracks(App& app, const Process& p, ImDrawList* dl, float x_label, float x0, float width,
-                          float y);                                      // counters_view.cpp
-float counter_tracks_height(const App& app, const Process& p);           // counters_view.cpp
-void draw_memory_panel(App& app);                                        // counters_view.cpp
-void draw_stats_panel(App& app);                                         // stats_view.cpp
-void draw_breakdown_panel(App& app);                                     // breakdown_view.cpp
-void draw_stalls_panel(App& app);                                        // stalls_view.cpp
+                          float y);                             // counters_view.cpp
+float counter_tracks_height(const App& app, const Process& p);  // counters_view.cpp
+void draw_memory_panel(App& app);                               // counters_view.cpp
+void draw_stats_panel(App& app);                                // stats_view.cpp
+void draw_breakdown_panel(App& app);                            // breakdown_view.cpp
+void draw_stalls_panel(App& app);                               // stalls_view.cpp
 // Loads the stalls of a run folder (analysis of the run) or next to a Chrome trace (analysis.json).
-void load_stalls_for_run(App& app, const RunTrace& run);                 // stalls_view.cpp
-void load_stalls(App& app, const RunTrace& run, const Analysis& a);      // the run's analysis, made already
+void load_stalls_for_run(App& app, const RunTrace& run);                       // stalls_view.cpp
+void load_stalls(App& app, const RunTrace& run, const Analysis& a);            // the run's analysis, made already
 bool load_stalls_json(App& app, const std::string& path, std::string& error);  // stalls_view.cpp
 
 // Writes RGBA pixels (rows bottom-up, as glReadPixels returns them) as a PNG. png_writer.cpp

@@ -1,9 +1,9 @@
 // Per-rank step-time breakdown: a stacked bar per rank of where the main thread's step time goes (waits in red), on
 // one scale so ranks compare at a glance, and a table of every stage's time per step.
+#include <imgui.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <imgui.h>
 
 #include "viewer/app.h"
 

@@ -1,9 +1,9 @@
 // Counter tracks under each process's lanes (host RSS, CUDA allocated/reserved, loader queue depth, Kineto memory)
 // and the memory panel: first/last/min/peak per counter and growth over the run.
+#include <imgui.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <imgui.h>
 
 #include "viewer/app.h"
 
@@ -49,8 +49,8 @@ float draw_counter_tracks(App& app, const Process& p, ImDrawList* dl, float x_la
     dl->AddRectFilled(ImVec2(x_label, ty), ImVec2(x1, ty + kTrackH), IM_COL32(28, 30, 36, 255));
     std::string label = c.name + "\nmax " + value_text(c, c.vmax);
     ImVec4 clip(x_label, ty, x0 - 4, ty + kTrackH);
-    dl->AddText(nullptr, 0.0f, ImVec2(x_label + 12, ty + 2), IM_COL32(200, 200, 200, 255), label.c_str(), nullptr,
-                0.0f, &clip);
+    dl->AddText(nullptr, 0.0f, ImVec2(x_label + 12, ty + 2), IM_COL32(200, 200, 200, 255), label.c_str(), nullptr, 0.0f,
+                &clip);
     pts.clear();
     query_counter(c, lod, pts);
     if (pts.empty()) continue;

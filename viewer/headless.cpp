@@ -1,8 +1,8 @@
 #include "viewer/headless.h"
 
-#include <chrono>
-
 #include <imgui.h>
+
+#include <chrono>
 
 namespace ddp::viewer {
 

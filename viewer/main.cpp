@@ -18,8 +18,8 @@
 #include "backends/imgui_impl_glfw.h"
 #include "backends/imgui_impl_opengl3.h"
 #include "traces/base/read_progress.h"
-#include "traces/kineto/kineto_import.h"
 #include "traces/base/stats.h"
+#include "traces/kineto/kineto_import.h"
 #include "viewer/app.h"
 
 namespace {
@@ -240,7 +240,8 @@ int main(int argc, char** argv) {
     glfwWaitEventsTimeout(0.1);
     if (!headless && glfwWindowShouldClose(window)) break;  // the readers cannot be interrupted: wait for them
     int fb_w = 0, fb_h = 0;
-    render_frame(window, [&] { draw_loading(path, io.DisplaySize.x, io.DisplaySize.y); }, fb_w, fb_h);
+    render_frame(
+        window, [&] { draw_loading(path, io.DisplaySize.x, io.DisplaySize.y); }, fb_w, fb_h);
     glfwSwapBuffers(window);
   }
   if (load_failed()) {
@@ -268,7 +269,8 @@ int main(int argc, char** argv) {
       glfwWaitEventsTimeout(app.analysis_pending() ? 0.05 : 0.25);  // idle when nothing happens
     auto t0 = std::chrono::steady_clock::now();
     int fb_w = 0, fb_h = 0;
-    render_frame(window, [&] { app.frame(io.DisplaySize.x, io.DisplaySize.y); }, fb_w, fb_h);
+    render_frame(
+        window, [&] { app.frame(io.DisplaySize.x, io.DisplaySize.y); }, fb_w, fb_h);
     cpu_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (headless && frame == frames - 1) {
       if (!save_screenshot(screenshot, fb_w, fb_h, error)) {

@@ -2,11 +2,11 @@
 // step, always on screen. More ranks or steps than pixels share a pixel, which shows the worst of them (a straggler
 // among 1024 ranks stays visible); runs of equal colour are one rectangle, so a frame draws a few hundred, not a
 // rank x step count. Hover names the cell, a click fits that step and scrolls the timelines to that rank, expanded.
+#include <imgui.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
-
-#include <imgui.h>
 
 #include "viewer/app.h"
 
@@ -68,8 +68,9 @@ void header(App& app) {
                "busy time against the median rank\0dominant stage of the step\0");
   ImGui::SameLine();
   if (app.overview_colour == 0)
-    ImGui::TextDisabled("dark: as busy as the median rank; yellow to red: up to 2x and more (time not waiting for "
-                        "peers). Click a cell: that rank and step");
+    ImGui::TextDisabled(
+        "dark: as busy as the median rank; yellow to red: up to 2x and more (time not waiting for "
+        "peers). Click a cell: that rank and step");
   else
     ImGui::TextDisabled("stage colours as in the timelines. Click a cell: that rank and step");
 }

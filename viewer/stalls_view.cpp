@@ -1,8 +1,8 @@
 // Stalls: the analysis' root causes, ranked by time lost; clicking one jumps the timeline to its worst instance.
 // A run folder is analysed in process (traces/analysis/analysis.h); a Chrome trace uses an analysis.json next to it.
-#include <fstream>
-
 #include <imgui.h>
+
+#include <fstream>
 
 #include "traces/analysis/analysis.h"
 #include "viewer/app.h"
@@ -29,8 +29,7 @@ void load_stalls(App& app, const RunTrace& run, const Analysis& a) {
     app.stalls.push_back(std::move(s));
   }
   app.stall_flags.clear();
-  for (const StallFlag& f : a.flags)
-    app.stall_flags.push_back(f.id + " (" + who_label(f.rank) + "): " + f.message);
+  for (const StallFlag& f : a.flags) app.stall_flags.push_back(f.id + " (" + who_label(f.rank) + "): " + f.message);
   app.stall_verdict = a.verdict;
   app.stall_source = "analysis of " + std::to_string(a.steps) + " steps";
 }
@@ -84,7 +83,8 @@ bool load_stalls_json(App& app, const std::string& path, std::string& error) {
         app.stall_flags.push_back(f.get<std::string>());
       } else if (f.is_object()) {
         std::string id = f.value("id", std::string("flag"));
-        std::string msg = f.contains("message") && f["message"].is_string() ? f["message"].get<std::string>() : f.dump();
+        std::string msg =
+            f.contains("message") && f["message"].is_string() ? f["message"].get<std::string>() : f.dump();
         app.stall_flags.push_back(id + ": " + msg);
       }
     }
@@ -105,8 +105,8 @@ void draw_stalls_panel(App& app) {
     ImGui::TextUnformatted(app.stall_verdict.c_str());
     ImGui::PopTextWrapPos();
   }
-  if (app.stalls.empty()) ImGui::TextDisabled("no stall causes%s%s", app.stall_source.empty() ? "" : ": ",
-                                               app.stall_source.c_str());
+  if (app.stalls.empty())
+    ImGui::TextDisabled("no stall causes%s%s", app.stall_source.empty() ? "" : ": ", app.stall_source.c_str());
   for (size_t i = 0; i < app.stalls.size(); ++i) {
     const StallItem& s = app.stalls[i];
     char label[160];

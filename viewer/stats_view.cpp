@@ -56,10 +56,12 @@ void draw_stats_panel(App& app) {
       ImGui::TextUnformatted(format_duration(st.max_ns).c_str());
     };
     row("all", app.stats_all);
-    for (size_t i = 0; i < app.stats_per_process.size(); ++i) row(tl.processes[i].name.c_str(), app.stats_per_process[i]);
+    for (size_t i = 0; i < app.stats_per_process.size(); ++i)
+      row(tl.processes[i].name.c_str(), app.stats_per_process[i]);
     ImGui::EndTable();
   }
-  if (app.stats_all.bytes) ImGui::Text("bytes: %s in total", format_bytes(static_cast<double>(app.stats_all.bytes)).c_str());
+  if (app.stats_all.bytes)
+    ImGui::Text("bytes: %s in total", format_bytes(static_cast<double>(app.stats_all.bytes)).c_str());
 }
 
 }  // namespace ddp::viewer

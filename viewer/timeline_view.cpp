@@ -1,14 +1,14 @@
 // The timeline widget: a ruler, then per process (rank) a header, a lane per thread lane (one row per nesting depth)
 // and counter tracks; spans coloured by the stage vocabulary, merged when narrower than a few pixels, step boundaries
 // marked, waits highlighted. Wheel zooms at the mouse, drag pans, hover explains, click selects.
+#include <imgui.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
 #include <utility>
 #include <vector>
-
-#include <imgui.h>
 
 #include "viewer/app.h"
 
@@ -67,8 +67,8 @@ void draw_ruler(ImDrawList* dl, const ViewState& v, float x0, float w, float y, 
 // ---- layout: where the tracks are on screen this frame ----
 
 struct TrackLayout {
-  float left = 0;            // the label column's left edge
-  float x0 = 0, w = 0, x1 = 0;  // the time axis
+  float left = 0;                  // the label column's left edge
+  float x0 = 0, w = 0, x1 = 0;     // the time axis
   float clip_y0 = 0, clip_y1 = 0;  // the visible part of the tracks window
   ImVec4 label_clip;
   LodView lod;
@@ -159,8 +159,8 @@ void draw_box(App& app, ImDrawList* dl, const TrackLayout& t, const Span& s, con
 }
 
 bool box_holds_selection(const Selection& sel, const RowAt& at, const DrawBox& b) {
-  return sel.active && sel.process == at.process && sel.lane == at.lane && sel.row == at.row &&
-         sel.index >= b.first && sel.index < b.first + b.count;
+  return sel.active && sel.process == at.process && sel.lane == at.lane && sel.row == at.row && sel.index >= b.first &&
+         sel.index < b.first + b.count;
 }
 
 // The visible boxes of one row at ry; the box under the pointer (the last one drawn there) becomes `hit`.
@@ -174,8 +174,7 @@ void draw_row(App& app, ImDrawList* dl, const TrackLayout& t, const Row& row, co
     if (x1 - x0 < 1.0f) x1 = x0 + 1.0f;
     draw_box(app, dl, t, row.spans[b.first], b, x0, x1, ry, waits);
     if (box_holds_selection(app.sel, at, b))
-      dl->AddRect(ImVec2(x0 - 2, ry - 1), ImVec2(x1 + 2, ry + kRowH + 1), IM_COL32(255, 255, 255, 255), 0.0f, 0,
-                  2.0f);
+      dl->AddRect(ImVec2(x0 - 2, ry - 1), ImVec2(x1 + 2, ry + kRowH + 1), IM_COL32(255, 255, 255, 255), 0.0f, 0, 2.0f);
     if (pointer_on_box(m, x0, x1, ry)) hit = Hit{at.process, at.lane, at.row, b};
   }
 }
@@ -186,8 +185,8 @@ void draw_lane(App& app, ImDrawList* dl, const TrackLayout& t, const Lane& lane,
   const float lane_h = static_cast<float>(lane.rows.size()) * kRowH;
   if (!t.visible(y, y + lane_h)) return;
   if (alt) dl->AddRectFilled(ImVec2(t.left, y), ImVec2(t.x1, y + lane_h), kLaneAlt);
-  dl->AddText(nullptr, 0.0f, ImVec2(t.left + 12, y + 2), IM_COL32(200, 200, 200, 255), lane.name.c_str(), nullptr,
-              0.0f, &t.label_clip);
+  dl->AddText(nullptr, 0.0f, ImVec2(t.left + 12, y + 2), IM_COL32(200, 200, 200, 255), lane.name.c_str(), nullptr, 0.0f,
+              &t.label_clip);
   for (size_t ri = 0; ri < lane.rows.size(); ++ri) {
     const float ry = y + static_cast<float>(ri) * kRowH;
     if (!t.visible(ry, ry + kRowH)) continue;
@@ -285,7 +284,7 @@ float draw_processes(App& app, ImDrawList* dl, const TrackLayout& t, float y, co
   const Timeline& tl = app.tl;
   for (size_t pi = 0; pi < tl.processes.size(); ++pi) {
     const Process& p = tl.processes[pi];
-    if (p.span_count == 0 && p.counters.empty()) continue;  // e.g. Kineto's idle GPU processes
+    if (p.span_count == 0 && p.counters.empty()) continue;    // e.g. Kineto's idle GPU processes
     if (app.scroll_to_process == static_cast<int64_t>(pi)) {  // the overview asked for this one
       ImGui::SetScrollY(ImGui::GetScrollY() + (y - t.clip_y0));
       app.scroll_to_process = -1;

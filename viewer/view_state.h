@@ -5,7 +5,7 @@
 namespace ddp::viewer {
 
 struct ViewState {
-  int64_t t0 = 0, t1 = 1'000'000;          // visible time range, ns on the timeline's clock
+  int64_t t0 = 0, t1 = 1'000'000;            // visible time range, ns on the timeline's clock
   int64_t data_t0 = 0, data_t1 = 1'000'000;  // what the trace covers
 
   int64_t span() const { return t1 - t0; }

@@ -7,10 +7,14 @@ namespace ddp {
 
 const char* status_name(CheckStatus s) {
   switch (s) {
-    case CheckStatus::pass: return "pass";
-    case CheckStatus::warn: return "warn";
-    case CheckStatus::fail: return "fail";
-    case CheckStatus::skip: return "skip";
+    case CheckStatus::pass:
+      return "pass";
+    case CheckStatus::warn:
+      return "warn";
+    case CheckStatus::fail:
+      return "fail";
+    case CheckStatus::skip:
+      return "skip";
   }
   return "?";
 }

@@ -5,9 +5,9 @@
 #include <set>
 
 #include "traces/chrome/chrome_export.h"
-#include "traces/native/load_run.h"
 #include "traces/model/run_folder.h"
 #include "traces/model/stages.h"
+#include "traces/native/load_run.h"
 
 namespace ddp {
 
@@ -17,8 +17,8 @@ std::vector<ConsumedBatch> read_consumed(const std::string& run_dir, int rank, s
   std::vector<ConsumedBatch> out;
   out.reserve(lines.size());
   for (auto& l : lines)
-    out.push_back({static_cast<int>(l.epoch), l.step, static_cast<int>(l.micro), l.batch, std::move(l.indices),
-                   l.sampler_epoch});
+    out.push_back(
+        {static_cast<int>(l.epoch), l.step, static_cast<int>(l.micro), l.batch, std::move(l.indices), l.sampler_epoch});
   return out;
 }
 
@@ -38,7 +38,8 @@ bool training_step(const records::training& l, TrainingFields fields, TrainingSt
   if (fields == TrainingFields::memory) return true;
   // The companion writes these on every line (python/ddp_profile/training.py): one missing is a broken contract.
   auto need = [&](const auto& field, const char* key) {
-    if (!field) error = std::string("step ") + std::to_string(l.step) + ": the companion's field '" + key + "' is missing";
+    if (!field)
+      error = std::string("step ") + std::to_string(l.step) + ": the companion's field '" + key + "' is missing";
     return field.has_value();
   };
   if (!need(l.params, "params") || !need(l.forwards, "forwards") || !need(l.output_finite, "output_finite") ||
@@ -124,7 +125,8 @@ std::string resume_data_stream(const std::vector<ConsumedBatch>& straight, const
 }
 
 std::string resume_point_difference(const std::vector<records::resume_points>& straight,
-                                    const std::vector<records::resume_points>& resumed, int after_save, bool& compared) {
+                                    const std::vector<records::resume_points>& resumed, int after_save,
+                                    bool& compared) {
   auto point = [](const std::vector<records::resume_points>& lines, int save) -> const records::resume_points* {
     for (const auto& l : lines)
       if (l.after_save == save) return &l;
@@ -174,8 +176,8 @@ NoSyncEvidence no_sync_from_trace(const RunTrace& run, int accum, size_t buckets
   e.counted_how = "counted from the trace's allreduce spans";
   for (const auto& r : run.ranks) {
     std::set<uint32_t> steps;
-    std::map<std::pair<uint32_t, int>, int> per_micro;                 // (step, micro) -> allreduces
-    std::map<uint32_t, std::map<uint16_t, int>> per_step_bucket;        // step -> bucket -> allreduces
+    std::map<std::pair<uint32_t, int>, int> per_micro;            // (step, micro) -> allreduces
+    std::map<uint32_t, std::map<uint16_t, int>> per_step_bucket;  // step -> bucket -> allreduces
     std::map<uint32_t, uint64_t> bytes;
     for (const auto& ev : r.events) {
       if (!ev.is_span()) continue;

@@ -97,10 +97,10 @@ struct StepVolume {
   uint64_t bytes = 0;
 };
 struct NoSyncEvidence {
-  std::string failure;                            // the evidence could not be read: why
-  std::string skipped;                            // nothing to count (e.g. --no-record): why
-  std::vector<std::vector<MicroComm>> per_rank;   // every micro-step of every optimizer step, in order
-  std::vector<std::vector<StepVolume>> volumes;   // per rank; empty when the subject does not know its buckets
+  std::string failure;                           // the evidence could not be read: why
+  std::string skipped;                           // nothing to count (e.g. --no-record): why
+  std::vector<std::vector<MicroComm>> per_rank;  // every micro-step of every optimizer step, in order
+  std::vector<std::vector<StepVolume>> volumes;  // per rank; empty when the subject does not know its buckets
   size_t buckets = 0;
   uint64_t param_bytes = 0;
   std::string counted_how = "counted by a comm hook";
@@ -160,10 +160,10 @@ std::map<std::string, std::string> final_state_of(const std::vector<records::fin
 // every field; our own job only the step and its memory).
 struct TrainingStep {
   int64_t step = 0;
-  int params = 0;                    // parameters that require grad
-  int forwards = 0;                  // training forwards (grad enabled) in this step: the micro-batches
-  bool output_finite = true;         // every training forward's output so far
-  bool model_in_eval = false;        // a training forward ran with the model itself in eval mode
+  int params = 0;                           // parameters that require grad
+  int forwards = 0;                         // training forwards (grad enabled) in this step: the micro-batches
+  bool output_finite = true;                // every training forward's output so far
+  bool model_in_eval = false;               // a training forward ran with the model itself in eval mode
   std::vector<std::string> eval_modules;    // dropout / batch-norm modules in eval mode during a training forward
   std::vector<std::string> grad_zero;       // synced gradient exactly zero
   std::vector<std::string> grad_nonfinite;  // synced gradient with a NaN or inf
@@ -181,12 +181,13 @@ enum class TrainingFields { companion, memory };
 // One line as the judges see it; false with `error` when `fields` asks for a field the line lacks.
 bool training_step(const records::training& line, TrainingFields fields, TrainingStep& out, std::string& error);
 struct TrainingEvidence {
-  std::string failure;                                // a log could not be read: why
-  std::vector<std::vector<TrainingStep>> per_rank;    // every logged optimizer step of every rank, in order
-  std::vector<std::string> outside_optimizer;         // require grad, in no optimizer param_group
-  int64_t warmup_steps = 3;                           // memory: steps before these are warm-up (verified steps too)
-  int64_t scheduler_steps_per_step = 1;  // scheduler.step() calls one optimizer step makes by design (accelerate: world)
-  std::string scheduler_rule;           // why, when not 1
+  std::string failure;                              // a log could not be read: why
+  std::vector<std::vector<TrainingStep>> per_rank;  // every logged optimizer step of every rank, in order
+  std::vector<std::string> outside_optimizer;       // require grad, in no optimizer param_group
+  int64_t warmup_steps = 3;                         // memory: steps before these are warm-up (verified steps too)
+  int64_t scheduler_steps_per_step =
+      1;                       // scheduler.step() calls one optimizer step makes by design (accelerate: world)
+  std::string scheduler_rule;  // why, when not 1
 };
 // Every rank's training log in `run_dir` (empty per_rank with `failure` when one is missing, damaged or lacks a field
 // `fields` asks for).

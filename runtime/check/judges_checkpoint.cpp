@@ -19,15 +19,16 @@ CheckResult check_checkpoint_items(const std::vector<std::string>& expected, con
     std::string list;
     for (size_t i = 0; i < missing.size() && i < 4; ++i) list += (i ? ", " : "") + missing[i];
     return check_result(check_id::kCheckpointComplete, CheckStatus::fail,
-                std::to_string(missing.size()) + " item(s) the live run holds are not in " + file + ": " + list +
-                    (missing.size() > 4 ? ", ..." : "") + " (a resume would not be exact)",
-                d);
+                        std::to_string(missing.size()) + " item(s) the live run holds are not in " + file + ": " +
+                            list + (missing.size() > 4 ? ", ..." : "") + " (a resume would not be exact)",
+                        d);
   }
-  return check_result(check_id::kCheckpointComplete, CheckStatus::pass,
-              "all " + std::to_string(expected.size()) +
-                  " items present (model, AdamW moments and step counts, loss scaler, epoch/step/sampler position, RNG "
-                  "states); written atomically with a verified CRC-32",
-              d);
+  return check_result(
+      check_id::kCheckpointComplete, CheckStatus::pass,
+      "all " + std::to_string(expected.size()) +
+          " items present (model, AdamW moments and step counts, loss scaler, epoch/step/sampler position, RNG "
+          "states); written atomically with a verified CRC-32",
+      d);
 }
 
 namespace {
@@ -41,9 +42,11 @@ std::string not_needed(const std::string& item, const CheckpointContents& c, con
   if (item == "sampler.position" && epoch && have.count("step"))
     return "sampler.position (derivable from the global step and the epoch when the script skips the batches it "
            "trained on: checkpoint.resume shows whether it does)";
-  if (item.rfind("rng.", 0) == 0 && std::find(c.rng_untouched.begin(), c.rng_untouched.end(), item) != c.rng_untouched.end())
-    return item + " (the job never drew from it after attach; needed once dropout, augmentation or unseeded shuffling "
-                  "draws from it)";
+  if (item.rfind("rng.", 0) == 0 &&
+      std::find(c.rng_untouched.begin(), c.rng_untouched.end(), item) != c.rng_untouched.end())
+    return item +
+           " (the job never drew from it after attach; needed once dropout, augmentation or unseeded shuffling "
+           "draws from it)";
   return {};
 }
 
@@ -53,8 +56,10 @@ CheckResult judge_checkpoint_file(const CheckpointContents& c) {
   std::vector<std::string> required, derivable;  // required: what this resume needs, present or not
   for (const auto& item : c.expected) {
     std::string why = have.count(item) ? std::string() : not_needed(item, c, have);
-    if (why.empty()) required.push_back(item);
-    else derivable.push_back(why);
+    if (why.empty())
+      required.push_back(item);
+    else
+      derivable.push_back(why);
   }
   CheckResult r = check_checkpoint_items(required, c.found, c.file);
   if (r.status != CheckStatus::pass || derivable.empty()) return r;
@@ -98,27 +103,34 @@ CheckResult judge_resume(const ResumeEvidence& e) {
   d["ranks"] = nlohmann::json::array();
   size_t items = 0;
   for (const RankResume& r : e.ranks) {
-    d["ranks"].push_back({{"rank", r.rank}, {"items", r.items}, {"identical", r.recorded && r.first_difference.empty()},
+    d["ranks"].push_back({{"rank", r.rank},
+                          {"items", r.items},
+                          {"identical", r.recorded && r.first_difference.empty()},
                           {"first_difference", r.first_difference}});
     items += r.items;
   }
   for (const RankResume& r : e.ranks) {
     const std::string rank = "rank " + std::to_string(r.rank);
     if (!r.recorded)
-      return check_result(check_id::kCheckpointResume, CheckStatus::fail, "the resumed run's " + rank + " recorded no final state", d);
+      return check_result(check_id::kCheckpointResume, CheckStatus::fail,
+                          "the resumed run's " + rank + " recorded no final state", d);
     if (!r.first_difference.empty()) {
       d["first_difference"] = r.first_difference;
       // Where the resumed run's data went another way, that is the cause; else a hint from the item's kind.
       // The cause, most specific first: the resumed run's data went another way; the state it resumed with already
       // differed (the first item, in the job's order, not restored); it resumed equal and parted later.
       std::string cause = resume_hint(r.first_difference);
-      if (!e.data_stream.empty()) cause = ": " + e.data_stream;
+      if (!e.data_stream.empty())
+        cause = ": " + e.data_stream;
       else if (!e.first_state_difference.empty())
-        cause = ": at its first forward the resumed run's state already differs from the straight run's after the "
-                "checkpoint, first at " + e.first_state_difference + " (not saved, or not restored on resume)";
+        cause =
+            ": at its first forward the resumed run's state already differs from the straight run's after the "
+            "checkpoint, first at " +
+            e.first_state_difference + " (not saved, or not restored on resume)";
       else if (e.resume_point_compared)
-        cause = ": the resumed run started from the straight run's state, RNG streams included, and parted after "
-                "(something drawn or ordered differently after the restore?)";
+        cause =
+            ": the resumed run started from the straight run's state, RNG streams included, and parted after "
+            "(something drawn or ordered differently after the restore?)";
       return check_result(check_id::kCheckpointResume, CheckStatus::fail,
                           rank + ": " + r.first_difference + " " + r.difference +
                               " between the straight run and the run " + e.killed + " and resumed" + cause,
@@ -126,7 +138,8 @@ CheckResult judge_resume(const ResumeEvidence& e) {
     }
   }
   // Nothing compared is no pass.
-  if (items == 0) return check_result(check_id::kCheckpointResume, CheckStatus::fail, "the straight run recorded no final state", d);
+  if (items == 0)
+    return check_result(check_id::kCheckpointResume, CheckStatus::fail, "the straight run recorded no final state", d);
   d["items"] = items;
   if (e.params_never_changed)  // equal to a run that never moved: no pass
     return check_result(check_id::kCheckpointResume, CheckStatus::warn,
@@ -134,8 +147,8 @@ CheckResult judge_resume(const ResumeEvidence& e) {
                         "changed: an exact resume proves nothing (see train.learns)",
                         d);
   if (!e.data_stream.empty())
-    return check_result(check_id::kCheckpointResume, CheckStatus::fail,
-                        "the final state matches, but " + e.data_stream, d);
+    return check_result(check_id::kCheckpointResume, CheckStatus::fail, "the final state matches, but " + e.data_stream,
+                        d);
   return check_result(check_id::kCheckpointResume, CheckStatus::pass,
                       e.killed + " and resumed to the end: " + std::to_string(items) +
                           " items (parameters, optimizer state, and what else the run's state holds) equal the "

@@ -27,8 +27,9 @@ std::string micro_step_problem(size_t rank, int64_t step, const std::vector<Micr
              " before the last micro-step: no_sync was not in effect (accumulate the earlier micro-steps inside "
              "`with model.no_sync():`, so a step communicates once)";
     if (last && !communicated)
-      return where + "the last micro-step did not synchronise gradients (the optimizer stepped on this rank's own "
-                     "gradients): leave the last backward outside no_sync";
+      return where +
+             "the last micro-step did not synchronise gradients (the optimizer stepped on this rank's own "
+             "gradients): leave the last backward outside no_sync";
   }
   return {};
 }
@@ -79,8 +80,8 @@ CheckResult judge_no_sync(const NoSyncEvidence& e) {
                         "no gradient accumulation: every optimizer step synchronised once (" + how + ")" + volume, d);
   return check_result(check_id::kNoSync, CheckStatus::pass,
                       std::to_string(accumulating) +
-                          " accumulated step(s) across ranks communicated once each, on their last micro-step (" +
-                          how + ")" + volume,
+                          " accumulated step(s) across ranks communicated once each, on their last micro-step (" + how +
+                          ")" + volume,
                       d);
 }
 

@@ -13,7 +13,8 @@ namespace ddp {
 CheckResult check_manifest(const nlohmann::json& m) {
   const std::vector<std::string>& required = manifest_required_fields();
   std::vector<std::string> missing;
-  if (!m.is_object()) return check_result(check_id::kManifest, CheckStatus::fail, "manifest.json is missing or not valid JSON");
+  if (!m.is_object())
+    return check_result(check_id::kManifest, CheckStatus::fail, "manifest.json is missing or not valid JSON");
   for (const auto& p : required)
     if (!m.contains(nlohmann::json::json_pointer(p))) missing.push_back(p.substr(1));
   if (m.contains("ranks") && m["ranks"].is_array()) {
@@ -28,13 +29,13 @@ CheckResult check_manifest(const nlohmann::json& m) {
   nlohmann::json d = {{"required", required}, {"missing", missing}};
   if (!missing.empty())
     return check_result(check_id::kManifest, CheckStatus::fail,
-                "manifest lacks " + std::to_string(missing.size()) + " field(s), first: " + missing.front() +
-                    " (a run that crashed before the end has only the start-time manifest)",
-                d);
+                        "manifest lacks " + std::to_string(missing.size()) + " field(s), first: " + missing.front() +
+                            " (a run that crashed before the end has only the start-time manifest)",
+                        d);
   std::string s = "versions, device, backend " + m["backend"].get<std::string>() + ", world " + m["world_size"].dump() +
                   ", launch " + m["launch"]["method"].get<std::string>() + ", seeds, batch shapes " +
-                  m["ranks"][0]["batch"]["x"]["shape"].dump() + " " + m["ranks"][0]["batch"]["x"]["dtype"].get<std::string>() +
-                  ", config: all present";
+                  m["ranks"][0]["batch"]["x"]["shape"].dump() + " " +
+                  m["ranks"][0]["batch"]["x"]["dtype"].get<std::string>() + ", config: all present";
   return check_result(check_id::kManifest, CheckStatus::pass, s, d);
 }
 
@@ -77,22 +78,29 @@ CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_
       std::set<int64_t> mine(got[r].begin(), got[r].end());
       int64_t dups_here = 0;
       for (int64_t i : mine) dups_here += owners[i] > 1;
-      ranks.push_back({{"rank", r}, {"consumed", got[r].size()}, {"shared_with_other_ranks", dups_here},
+      ranks.push_back({{"rank", r},
+                       {"consumed", got[r].size()},
+                       {"shared_with_other_ranks", dups_here},
                        {"mismatches_vs_rule", mism}});
       if (mism && first_problem.empty())
         first_problem = "epoch " + std::to_string(e) + ", rank " + std::to_string(r) + ": " + std::to_string(mism) +
-                        " of " + std::to_string(got[r].size()) + " indices differ from the sampler rule, first at position " +
-                        std::to_string(first) + " (got " + std::to_string(got[r][first]) + ", rule says " +
+                        " of " + std::to_string(got[r].size()) +
+                        " indices differ from the sampler rule, first at position " + std::to_string(first) + " (got " +
+                        std::to_string(got[r][first]) + ", rule says " +
                         (first < want[r].size() ? std::to_string(want[r][first]) : std::string("nothing")) + ")";
     }
     int64_t want_dup = 0;
     for (auto& [i, c] : want_owners) want_dup += c > 1;
     int64_t want_missing = n - static_cast<int64_t>(want_owners.size());
     if (dup > want_dup && first_problem.empty())
-      first_problem = "epoch " + std::to_string(e) + ": " + std::to_string(dup) + " indices on more than one rank, the padding explains " +
-                      std::to_string(want_dup);
-    per_epoch.push_back({{"epoch", e}, {"duplicates", dup}, {"allowed_duplicates", want_dup}, {"missing", missing},
-                         {"allowed_missing", want_missing}, {"ranks", ranks}});
+      first_problem = "epoch " + std::to_string(e) + ": " + std::to_string(dup) +
+                      " indices on more than one rank, the padding explains " + std::to_string(want_dup);
+    per_epoch.push_back({{"epoch", e},
+                         {"duplicates", dup},
+                         {"allowed_duplicates", want_dup},
+                         {"missing", missing},
+                         {"allowed_missing", want_missing},
+                         {"ranks", ranks}});
   }
   bool reshuffled = true;
   if (shuffle && rank0_order.size() >= 2) {
@@ -105,18 +113,19 @@ CheckResult check_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_
   nlohmann::json d = {{"epochs", per_epoch}, {"order_differs_between_epochs", reshuffled}};
   if (!reshuffled)
     return check_result(check_id::kShardRule, CheckStatus::fail,
-                "rank 0 saw the same order in epochs " + std::to_string(rank0_order.begin()->first) + " and " +
-                    std::to_string(std::next(rank0_order.begin())->first) + ": set_epoch was not applied",
-                d);
+                        "rank 0 saw the same order in epochs " + std::to_string(rank0_order.begin()->first) + " and " +
+                            std::to_string(std::next(rank0_order.begin())->first) + ": set_epoch was not applied",
+                        d);
   if (!first_problem.empty())
-    return check_result(check_id::kShardRule, CheckStatus::fail, first_problem + " (a rank is reading another rank's shard?)", d);
+    return check_result(check_id::kShardRule, CheckStatus::fail,
+                        first_problem + " (a rank is reading another rank's shard?)", d);
   const auto& e0 = per_epoch[0];
   return check_result(check_id::kShardRule, CheckStatus::pass,
-              std::to_string(epochs.size()) + " epoch(s), " + std::to_string(world) +
-                  " ranks follow DistributedSampler exactly; epoch " + e0["epoch"].dump() + ": " + e0["duplicates"].dump() +
-                  " shared (padding), " + e0["missing"].dump() + " unused (drop_last/partial batches)" +
-                  (shuffle ? ", order reshuffled each epoch" : ""),
-              d);
+                      std::to_string(epochs.size()) + " epoch(s), " + std::to_string(world) +
+                          " ranks follow DistributedSampler exactly; epoch " + e0["epoch"].dump() + ": " +
+                          e0["duplicates"].dump() + " shared (padding), " + e0["missing"].dump() +
+                          " unused (drop_last/partial batches)" + (shuffle ? ", order reshuffled each epoch" : ""),
+                      d);
 }
 
 // No DistributedSampler: the ranks may still shard another way (accelerate's BatchSamplerShard deals each rank every
@@ -146,8 +155,8 @@ CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedB
     for (int64_t i : ranks[1]) with0 += ranks[0].count(i) > 0;
     return check_result(
         check_id::kShardRule, CheckStatus::fail,
-        "the loader has no DistributedSampler (" + sampler + "): in epoch " + std::to_string(epoch) +
-            " rank 1 read " + std::to_string(with0) + " of the same " + std::to_string(ranks[1].size()) +
+        "the loader has no DistributedSampler (" + sampler + "): in epoch " + std::to_string(epoch) + " rank 1 read " +
+            std::to_string(with0) + " of the same " + std::to_string(ranks[1].size()) +
             " indices as rank 0; each rank reads the whole dataset. Pass sampler=DistributedSampler(dataset) to the "
             "DataLoader (accelerate: give the loader to accelerator.prepare; Lightning: keep "
             "use_distributed_sampler=True)",
@@ -155,8 +164,9 @@ CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedB
   }
   if (seen.empty() || per_rank.size() < 2)
     return check_result(check_id::kShardRule, CheckStatus::warn,
-                        "the loader has no DistributedSampler (" + sampler + ") and no batch's indices were recorded: "
-                        "nothing shows how the ranks share the data",
+                        "the loader has no DistributedSampler (" + sampler +
+                            ") and no batch's indices were recorded: "
+                            "nothing shows how the ranks share the data",
                         d);
   const auto& e0 = d["epochs"][0];
   return check_result(check_id::kShardRule, CheckStatus::pass,
@@ -181,11 +191,13 @@ CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& h
       if (it == h[r].end()) continue;
       ++compared;
       if (it->second != hash) {
-        std::string when = step < 0 ? "at start (after the initial broadcast)" : "after optimizer step " + std::to_string(step);
+        std::string when =
+            step < 0 ? "at start (after the initial broadcast)" : "after optimizer step " + std::to_string(step);
         return check_result(check_id::kRankSync, CheckStatus::fail,
-                    "rank " + std::to_string(r) + "'s parameters differ from rank 0's " + when +
-                        " (hash " + it->second + " vs " + hash + "): gradients were not synchronised or ranks ran different updates",
-                    {{"first_step", step}, {"rank", r}});
+                            "rank " + std::to_string(r) + "'s parameters differ from rank 0's " + when + " (hash " +
+                                it->second + " vs " + hash +
+                                "): gradients were not synchronised or ranks ran different updates",
+                            {{"first_step", step}, {"rank", r}});
       }
     }
   }
@@ -200,11 +212,11 @@ CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& h
                             "train.learns)",
                         {{"comparisons", compared}, {"never_changed", true}});
   return check_result(check_id::kRankSync, CheckStatus::pass,
-              "parameters bitwise identical on all ranks at start and after each of " + std::to_string(h[0].size() - 1) +
-                  " optimizer steps (" + std::to_string(compared) + " hash comparisons)",
-              {{"comparisons", compared}});
+                      "parameters bitwise identical on all ranks at start and after each of " +
+                          std::to_string(h[0].size() - 1) + " optimizer steps (" + std::to_string(compared) +
+                          " hash comparisons)",
+                      {{"comparisons", compared}});
 }
-
 
 namespace {
 nlohmann::json json_of(const std::optional<records::probe_info>& p) {
@@ -238,8 +250,8 @@ CheckResult judge_same_dataset(const DatasetEvidence& e) {
     const auto& p = e.per_rank[r];
     if (!p) return check_result(id, CheckStatus::fail, "rank " + std::to_string(r) + " recorded no dataset", d);
     if (p->not_probed)
-      return check_result(id, CheckStatus::skip, "not compared: " + *p->not_probed + " (rank " + std::to_string(r) + ")",
-                          d);
+      return check_result(id, CheckStatus::skip,
+                          "not compared: " + *p->not_probed + " (rank " + std::to_string(r) + ")", d);
   }
   const records::probe_info& first = *e.per_rank.front();
   auto size_of = [](const records::probe_info& p) { return p.size ? std::to_string(*p.size) : "an unknown number of"; };
@@ -272,13 +284,12 @@ CheckResult judge_same_dataset(const DatasetEvidence& e) {
                         "not compared: every probed item differs between two reads under one seed (drawn at random "
                         "on every read)",
                         d);
-  return check_result(id, CheckStatus::pass,
-                      "the same " + size_of(first) + "-item " + first.class_name.value_or("dataset") +
-                          " on every rank: " + std::to_string(base.size()) + " items at the same indices equal on " +
-                          std::to_string(e.per_rank.size()) + " ranks" +
-                          (random_items ? " (" + std::to_string(random_items) + " random on every read, not compared)"
-                                        : ""),
-                      d);
+  return check_result(
+      id, CheckStatus::pass,
+      "the same " + size_of(first) + "-item " + first.class_name.value_or("dataset") + " on every rank: " +
+          std::to_string(base.size()) + " items at the same indices equal on " + std::to_string(e.per_rank.size()) +
+          " ranks" + (random_items ? " (" + std::to_string(random_items) + " random on every read, not compared)" : ""),
+      d);
 }
 
 }  // namespace ddp

@@ -60,8 +60,8 @@ CheckResult judge_memory(const TrainingEvidence& e) {
     }
     ranks.push_back(std::move(s));
   }
-  nlohmann::json d = {{"ranks", nlohmann::json::array()},
-                      {"leak_bytes_per_step", kLeakBytesPerStep}, {"leak_bytes", kLeakBytes}};
+  nlohmann::json d = {
+      {"ranks", nlohmann::json::array()}, {"leak_bytes_per_step", kLeakBytesPerStep}, {"leak_bytes", kLeakBytes}};
   size_t window = SIZE_MAX;
   for (size_t r = 0; r < ranks.size(); ++r) {
     const Series& s = ranks[r];
@@ -70,9 +70,14 @@ CheckResult judge_memory(const TrainingEvidence& e) {
     const double rise = s.bytes.size() < 2 ? 0
                                            : median({s.bytes.end() - q, s.bytes.end()}) -
                                                  median({s.bytes.begin(), s.bytes.begin() + q});
-    d["ranks"].push_back({{"rank", r}, {"measure", s.cuda ? "cuda_allocated" : "rss"}, {"peak_bytes", s.peak},
-                          {"from_step", s.from_step}, {"steps", s.bytes.size()}, {"bytes_per_step", slope(s.bytes)},
-                          {"rise_bytes", rise}, {"median_bytes", median(s.bytes)}});
+    d["ranks"].push_back({{"rank", r},
+                          {"measure", s.cuda ? "cuda_allocated" : "rss"},
+                          {"peak_bytes", s.peak},
+                          {"from_step", s.from_step},
+                          {"steps", s.bytes.size()},
+                          {"bytes_per_step", slope(s.bytes)},
+                          {"rise_bytes", rise},
+                          {"median_bytes", median(s.bytes)}});
   }
   if (ranks.empty() || window < kMemoryMinSteps)
     return check_result(id, CheckStatus::warn,

@@ -55,9 +55,16 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
   nlohmann::json d = {{"rtol", rtol}, {"atol", atol}, {"steps", nlohmann::json::array()}};
   size_t compared = 0;
   for (const auto& s : steps) {
-    nlohmann::json sj = {{"step", s.step}, {"rank", s.rank}, {"grads", nlohmann::json::array()}, {"activations", nlohmann::json::array()}};
+    nlohmann::json sj = {{"step", s.step},
+                         {"rank", s.rank},
+                         {"grads", nlohmann::json::array()},
+                         {"activations", nlohmann::json::array()}};
     for (const auto& g : s.grads)
-      sj["grads"].push_back({{"name", g.name}, {"max_abs_diff", g.max_abs_diff}, {"allowed", g.max_allowed}, {"scale", g.scale}, {"ok", g.ok}});
+      sj["grads"].push_back({{"name", g.name},
+                             {"max_abs_diff", g.max_abs_diff},
+                             {"allowed", g.max_allowed},
+                             {"scale", g.scale},
+                             {"ok", g.ok}});
     for (size_t i = 0; i < s.activations.size(); ++i)
       sj["activations"].push_back({{"layer", s.activations[i].name},
                                    {"kind", i < s.layer_kinds.size() ? s.layer_kinds[i] : ""},
@@ -69,29 +76,34 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
     auto bad = std::find_if(s.grads.begin(), s.grads.end(), [](const TensorCompare& c) { return !c.ok; });
     compared += s.grads.size();
     if (bad == s.grads.end()) continue;
-    std::string where = "step " + std::to_string(s.step) + ", rank " + std::to_string(s.rank) + ", first at " + bad->name +
-                        (bad->nonfinite ? std::string(": non-finite on one side only (NaN or inf in the rank's gradient "
-                                                      "or the reference's, not both)")
-                                        : ": max |diff| " + fmt("%.3g", bad->max_abs_diff) + " > allowed " +
-                                              fmt("%.3g", bad->max_allowed) + ", ratio to reference " +
-                                              fmt("%.4g", bad->scale));
+    std::string where =
+        "step " + std::to_string(s.step) + ", rank " + std::to_string(s.rank) + ", first at " + bad->name +
+        (bad->nonfinite ? std::string(": non-finite on one side only (NaN or inf in the rank's gradient "
+                                      "or the reference's, not both)")
+                        : ": max |diff| " + fmt("%.3g", bad->max_abs_diff) + " > allowed " +
+                              fmt("%.3g", bad->max_allowed) + ", ratio to reference " + fmt("%.4g", bad->scale));
     std::string cause;
-    auto first_act = std::find_if(s.activations.begin(), s.activations.end(), [](const TensorCompare& c) { return !c.ok; });
+    auto first_act =
+        std::find_if(s.activations.begin(), s.activations.end(), [](const TensorCompare& c) { return !c.ok; });
     if (bad->outside_optimizer)
-      cause = bad->name + " is in no optimizer param_group: its gradient is never zeroed and piles up (a layer "
+      cause = bad->name +
+              " is in no optimizer param_group: its gradient is never zeroed and piles up (a layer "
               "replaced after the optimizer was built?)";
     else if (bad->piles_up)
-      cause = "the gradient is this step's plus the last step's: optimizer.zero_grad() is not called between "
-              "optimizer steps";
+      cause =
+          "the gradient is this step's plus the last step's: optimizer.zero_grad() is not called between "
+          "optimizer steps";
     else if (bad->nonfinite)
       cause = "non-finite numbers (see numerics.finite)";
     else if (!s.samples_follow_rule)
       cause = "a rank saw other samples than the sampler rule assigns (see data.shard_rule)";
     else if (std::fabs(bad->scale * world - 1) < 0.02)
       cause = "gradients are 1/" + std::to_string(world) +
-              " of the single-process gradient: a sum-reduced loss, averaged across ranks (use mean, or scale by the world size)";
+              " of the single-process gradient: a sum-reduced loss, averaged across ranks (use mean, or scale by the "
+              "world size)";
     else if (std::fabs(bad->scale / world - 1) < 0.02)
-      cause = "gradients are " + std::to_string(world) + "x the single-process gradient: summed, not averaged, across ranks";
+      cause = "gradients are " + std::to_string(world) +
+              "x the single-process gradient: summed, not averaged, across ranks";
     else if (first_act != s.activations.end()) {
       size_t i = static_cast<size_t>(first_act - s.activations.begin());
       std::string kind = i < s.layer_kinds.size() ? s.layer_kinds[i] : "";
@@ -110,14 +122,16 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
     for (const auto& g : s.grads) all_zero &= g.reference_zero;
   if (all_zero)
     return check_result(check_id::kReference, CheckStatus::warn,
-                        "every reference gradient is exactly zero in the " + std::to_string(steps.size() / std::max(world, 1)) +
+                        "every reference gradient is exactly zero in the " +
+                            std::to_string(steps.size() / std::max(world, 1)) +
                             " verified step(s): equal zeros prove nothing about the reduction (see train.learns)",
                         d);
   return check_result(check_id::kReference, CheckStatus::pass,
-              "synced gradients match a single-rank reference on the union of the ranks' samples for " +
-                  std::to_string(steps.size() / std::max(world, 1)) + " step(s) x " + std::to_string(world) + " ranks, " +
-                  std::to_string(compared) + " tensors within rtol " + fmt("%.2g", rtol) + ", atol " + fmt("%.2g", atol),
-              d);
+                      "synced gradients match a single-rank reference on the union of the ranks' samples for " +
+                          std::to_string(steps.size() / std::max(world, 1)) + " step(s) x " + std::to_string(world) +
+                          " ranks, " + std::to_string(compared) + " tensors within rtol " + fmt("%.2g", rtol) +
+                          ", atol " + fmt("%.2g", atol),
+                      d);
 }
 
 CheckResult judge_numerics_outcome(const NumericsOutcome& o) {

@@ -54,8 +54,8 @@ CheckResult no_log(const char* id, const TrainingEvidence& e) {
 CheckResult judge_learns(const TrainingEvidence& e) {
   const char* id = check_id::kLearns;
   if (!e.failure.empty() || steps_logged(e) == 0) return no_log(id, e);
-  nlohmann::json d = {{"steps", e.per_rank.front().size()}, {"ranks", e.per_rank.size()},
-                      {"outside_optimizer", e.outside_optimizer}};
+  nlohmann::json d = {
+      {"steps", e.per_rank.front().size()}, {"ranks", e.per_rank.size()}, {"outside_optimizer", e.outside_optimizer}};
   if (!e.outside_optimizer.empty())
     return check_result(id, CheckStatus::fail,
                         name_list(e.outside_optimizer) +
@@ -93,15 +93,16 @@ CheckResult judge_learns(const TrainingEvidence& e) {
   if (!none.empty()) {
     d["no_gradient"] = none;
     return check_result(id, CheckStatus::warn,
-                        name_list(none) + " require grad but received no gradient in any step (unused by the forward; "
-                                          "set requires_grad=False if that is meant)",
+                        name_list(none) +
+                            " require grad but received no gradient in any step (unused by the forward; "
+                            "set requires_grad=False if that is meant)",
                         d);
   }
   return check_result(id, CheckStatus::pass,
                       "every parameter that requires grad is in a param_group, its synced gradient is non-zero in " +
                           std::string(any_verified ? "some step and the optimizer step changes it (" : "some step (") +
-                          std::to_string(e.per_rank.front().size()) + " steps x " +
-                          std::to_string(e.per_rank.size()) + " ranks)",
+                          std::to_string(e.per_rank.front().size()) + " steps x " + std::to_string(e.per_rank.size()) +
+                          " ranks)",
                       d);
 }
 
@@ -132,17 +133,20 @@ CheckResult judge_finite(const TrainingEvidence& e) {
       layer_step = s.step;
       break;
     }
-  nlohmann::json d = {{"first_step", first->step}, {"rank", first_rank}, {"output_finite", first->output_finite},
-                      {"nonfinite_gradients", first->grad_nonfinite}, {"first_nonfinite_layer", layer}};
+  nlohmann::json d = {{"first_step", first->step},
+                      {"rank", first_rank},
+                      {"output_finite", first->output_finite},
+                      {"nonfinite_gradients", first->grad_nonfinite},
+                      {"first_nonfinite_layer", layer}};
   std::string where = "rank " + std::to_string(first_rank) + ", step " + std::to_string(first->step) + ": ";
   if (!first->output_finite)
-    where += "the forward output is not finite" +
-             (layer.empty() ? std::string() : ", first at layer " + layer) +
+    where += "the forward output is not finite" + (layer.empty() ? std::string() : ", first at layer " + layer) +
              (first->grad_nonfinite.empty() ? "" : "; gradients of " + name_list(first->grad_nonfinite, 3));
   else
-    where += "the forward output is finite but the synced gradients of " + name_list(first->grad_nonfinite, 3) +
-             " are not: made by the loss or the backward (a learning rate too high? a log or division of 0?)" +
-             (layer.empty() ? "" : "; at step " + std::to_string(layer_step) + " the first non-finite layer is " + layer);
+    where +=
+        "the forward output is finite but the synced gradients of " + name_list(first->grad_nonfinite, 3) +
+        " are not: made by the loss or the backward (a learning rate too high? a log or division of 0?)" +
+        (layer.empty() ? "" : "; at step " + std::to_string(layer_step) + " the first non-finite layer is " + layer);
   return check_result(id, CheckStatus::fail, where, d);
 }
 
@@ -174,7 +178,8 @@ CheckResult judge_mode(const TrainingEvidence& e) {
                         d);
   return check_result(id, CheckStatus::pass,
                       "every training forward ran with the model and its dropout and batch-norm modules in train "
-                      "mode (" + std::to_string(e.per_rank.front().size()) + " steps)",
+                      "mode (" +
+                          std::to_string(e.per_rank.front().size()) + " steps)",
                       d);
 }
 
@@ -191,10 +196,11 @@ CheckResult judge_schedule(const TrainingEvidence& e) {
       return check_result(id, CheckStatus::skip,
                           "no learning-rate scheduler (none given to attach, none found) and the script changes the "
                           "learning rate itself: not judged");
-    return check_result(id, CheckStatus::pass,
-                        "no learning-rate scheduler: the learning rate stays " +
-                            (steps.front().lrs.empty() ? std::string("as set") : fmt("%.4g", steps.front().lrs.front())) +
-                            " for all " + std::to_string(steps.size()) + " steps");
+    return check_result(
+        id, CheckStatus::pass,
+        "no learning-rate scheduler: the learning rate stays " +
+            (steps.front().lrs.empty() ? std::string("as set") : fmt("%.4g", steps.front().lrs.front())) + " for all " +
+            std::to_string(steps.size()) + " steps");
   }
   // scheduler.step() calls between two optimizer steps: once (a per-step schedule) or 0 with an occasional 1 (a
   // per-epoch one) is right; more is a schedule run faster than the optimizer steps.
@@ -202,15 +208,16 @@ CheckResult judge_schedule(const TrainingEvidence& e) {
   for (size_t i = 1; i < steps.size(); ++i)
     if (steps[i].scheduler_steps >= 0 && steps[i - 1].scheduler_steps >= 0)
       per_step.push_back(steps[i].scheduler_steps - steps[i - 1].scheduler_steps);
-  nlohmann::json d = {{"scheduler_steps_per_optimizer_step", per_step},
-                      {"lr_first", steps.front().lrs}, {"lr_last", steps.back().lrs}};
+  nlohmann::json d = {
+      {"scheduler_steps_per_optimizer_step", per_step}, {"lr_first", steps.front().lrs}, {"lr_last", steps.back().lrs}};
   if (per_step.empty())
     return check_result(id, CheckStatus::warn, "one optimizer step: too few to see how often the scheduler steps", d);
   std::vector<int64_t> sorted = per_step;
   std::sort(sorted.begin(), sorted.end());
   const int64_t median = sorted[sorted.size() / 2];
-  const std::string lr = steps.front().lrs.empty() ? "" : ", lr " + fmt("%.4g", steps.front().lrs.front()) + " -> " +
-                                                              fmt("%.4g", steps.back().lrs.front());
+  const std::string lr = steps.front().lrs.empty() ? ""
+                                                   : ", lr " + fmt("%.4g", steps.front().lrs.front()) + " -> " +
+                                                         fmt("%.4g", steps.back().lrs.front());
   const int64_t by_design = std::max<int64_t>(e.scheduler_steps_per_step, 1);
   if (by_design > 1 && median == by_design)
     return check_result(id, CheckStatus::pass,
@@ -229,10 +236,9 @@ CheckResult judge_schedule(const TrainingEvidence& e) {
                             lr,
                         d);
   }
-  return check_result(id, CheckStatus::pass,
-                      "the scheduler steps at most once per optimizer step (" + std::to_string(steps.size()) +
-                          " steps" + lr + ")",
-                      d);
+  return check_result(
+      id, CheckStatus::pass,
+      "the scheduler steps at most once per optimizer step (" + std::to_string(steps.size()) + " steps" + lr + ")", d);
 }
 
 }  // namespace ddp

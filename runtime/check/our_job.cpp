@@ -4,7 +4,6 @@
 #include "runtime/check/our_job.h"
 
 #include <signal.h>
-
 #include <torch/nn/functional/loss.h>
 #include <torch/torch.h>
 
@@ -34,7 +33,7 @@ namespace ddp {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int64_t kCheckpointStep = 2;   // the main run's checkpoint, which checkpoint.complete opens
+constexpr int64_t kCheckpointStep = 2;  // the main run's checkpoint, which checkpoint.complete opens
 constexpr int64_t kResumeSteps = 8, kResumeKill = 3;
 
 std::vector<std::string> with(std::vector<std::string> args, std::initializer_list<std::string> more) {
@@ -157,7 +156,8 @@ class OurJob final : public CheckSubject {
     const JobConfig job = cmd_.job;
     e.expected = [data, job](int epoch, int rank) {
       std::vector<int64_t> flat;
-      for (auto& x : epoch_batches(data->samples(), job, epoch, rank, job.nproc)) flat.insert(flat.end(), x.begin(), x.end());
+      for (auto& x : epoch_batches(data->samples(), job, epoch, rank, job.nproc))
+        flat.insert(flat.end(), x.begin(), x.end());
       return flat;
     };
     return e;
@@ -318,20 +318,22 @@ NumericsOutcome OurJob::numerics(const MainRun& main, bool shard_ok) {
       for (size_t l = 0; l < acts.size(); ++l) {
         std::vector<at::Tensor> parts;
         for (int r = 0; r < world; ++r)
-          parts.push_back(tensor_at(dumps[r].at("acts").toGenericDict().at(std::to_string(micro)).toGenericDict(),
-                                    acts[l].first));
+          parts.push_back(
+              tensor_at(dumps[r].at("acts").toGenericDict().at(std::to_string(micro)).toGenericDict(), acts[l].first));
         TensorCompare c = compare_values(acts[l].first, tensor_values(at::cat(parts)), tensor_values(acts[l].second),
                                          kFloat32Rtol, kFloat32Atol);
-        if (micro == 0) act_cmp.push_back(c);
-        else if (!c.ok && act_cmp[l].ok) act_cmp[l] = c;
+        if (micro == 0)
+          act_cmp.push_back(c);
+        else if (!c.ok && act_cmp[l].ok)
+          act_cmp[l] = c;
       }
     }
     for (int r = 0; r < world; ++r) {
       NumericsEvidence ev = numerics_step(step, r, act_cmp, kinds, shard_ok);
       auto grads = dumps[r].at("grads").toGenericDict();
       for (auto& [k, t] : ref.named_parameters())
-        ev.grads.push_back(compare_values(k, tensor_values(tensor_at(grads, k)), tensor_values(t.grad()), kFloat32Rtol,
-                                          kFloat32Atol));
+        ev.grads.push_back(
+            compare_values(k, tensor_values(tensor_at(grads, k)), tensor_values(t.grad()), kFloat32Rtol, kFloat32Atol));
       out.steps.push_back(ev);
     }
   }
@@ -382,7 +384,8 @@ ResumeEvidence OurJob::resume(const std::string& out, const MainRun&) {
     e.failed = "the interrupted run never wrote its step-" + K + " checkpoint: " + b.message;
     return e;
   }
-  RunOutcome c = sub_run(resumed, with(args_, {"--max-steps", N, "--checkpoint-steps", N, "--resume-from", ck, "--no-record"}));
+  RunOutcome c =
+      sub_run(resumed, with(args_, {"--max-steps", N, "--checkpoint-steps", N, "--resume-from", ck, "--no-record"}));
   if (c.exit_code != 0) {
     e.failed = "resuming from " + ck + " failed: " + c.message;
     return e;
@@ -415,11 +418,12 @@ std::vector<FaultScenario> OurJob::faults(const std::string& out, const MainRun&
     s.kind = kind;
     s.rank = rank;
     std::string dir = in_run(out, check_fault_run(s.kind));
-    s.outcome = sub_run(dir,
-                        with(args_, {"--inject-fault",
-                                     "rank=" + std::to_string(rank) + ",step=" + std::to_string(s.step) + ",kind=" + s.kind,
-                                     "--hang-timeout", "3"}),
-                        3);
+    s.outcome =
+        sub_run(dir,
+                with(args_, {"--inject-fault",
+                             "rank=" + std::to_string(rank) + ",step=" + std::to_string(s.step) + ",kind=" + s.kind,
+                             "--hang-timeout", "3"}),
+                3);
     s.traces_export = export_fault_run_traces(dir, world, s.export_error);
     scenarios.push_back(s);
   }
@@ -429,8 +433,7 @@ std::vector<FaultScenario> OurJob::faults(const std::string& out, const MainRun&
 
 int run_check(const Command& cmd, const std::vector<std::string>& job_args) {
   OurJob job(cmd, job_args);
-  return run_ladder(job, cmd.checks,
-                    check_run_folder(cmd.out_dir));
+  return run_ladder(job, cmd.checks, check_run_folder(cmd.out_dir));
 }
 
 }  // namespace ddp

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/data/sampler.h"
-#include "runtime/train/epoch_batches.h"
 #include "runtime/check/judges.h"
 #include "runtime/check/tensor_files.h"
+#include "runtime/data/sampler.h"
+#include "runtime/train/epoch_batches.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {
@@ -49,8 +49,8 @@ std::vector<int64_t> distributed_sampler_indices(int64_t n, int world, int rank,
   return shard_indices(epoch_order(n, seed, epoch, shuffle), rank, world, drop_last);
 }
 
-NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool shard_ok, const records::companion_meta& meta0,
-                                       int64_t verify_steps) {
+NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool shard_ok,
+                                       const records::companion_meta& meta0, int64_t verify_steps) {
   NumericsOutcome out;
   out.world = world;
   // Found by ddp_profile.auto in a script with no ddp_profile line: no loss function is known unless a framework
@@ -130,9 +130,9 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
             const Named last = under(previous[r], "grads/");
             if (const at::Tensor* t = find(last, name)) before = *t;
           }
-          c.piles_up = before.defined() && before.sizes() == g->sizes() &&
-                       compare_values(name, tensor_values(*g - before), tensor_values(want), kFloat32Rtol,
-                                      kFloat32Atol).ok;
+          c.piles_up =
+              before.defined() && before.sizes() == g->sizes() &&
+              compare_values(name, tensor_values(*g - before), tensor_values(want), kFloat32Rtol, kFloat32Atol).ok;
         }
         ev.grads.push_back(c);
       }

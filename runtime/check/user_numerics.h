@@ -12,7 +12,7 @@ namespace ddp {
 std::vector<int64_t> distributed_sampler_indices(int64_t n, int world, int rank, bool shuffle, uint64_t seed, int epoch,
                                                  bool drop_last);
 
-NumericsOutcome user_numerics_evidence(const std::string& run_dir, int world, bool shard_ok, const records::companion_meta& meta0,
-                                       int64_t verify_steps);
+NumericsOutcome user_numerics_evidence(const std::string& run_dir, int world, bool shard_ok,
+                                       const records::companion_meta& meta0, int64_t verify_steps);
 
 }  // namespace ddp

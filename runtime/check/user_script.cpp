@@ -156,7 +156,8 @@ class UserScript final : public CheckSubject {
     TrainingEvidence e = read_training(main.dir, main.world, TrainingFields::companion);
     const records::companion_meta& m = metas_.front();
     if (!m.params_outside_optimizer || !m.scheduler_steps_per_optimizer_step || !m.scheduler_rule) {
-      e.failure = in_run(main.dir, companion_meta_file(0)) + ": the check run's meta lacks what check mode records "
+      e.failure = in_run(main.dir, companion_meta_file(0)) +
+                  ": the check run's meta lacks what check mode records "
                   "(params_outside_optimizer, scheduler_steps_per_optimizer_step, scheduler_rule)";
       return e;
     }
@@ -245,18 +246,21 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
       }
     return false;
   };
-  UserLaunchResult k = launch(killed, {{kEnvHoldAfterSave, std::to_string(kResumeFromSave)}}, {}, kMainHangTimeoutS, saved);
+  UserLaunchResult k =
+      launch(killed, {{kEnvHoldAfterSave, std::to_string(kResumeFromSave)}}, {}, kMainHangTimeoutS, saved);
   if (!save && !saved() && (!k.started || (k.exit_code != 0 && !k.killed_by_us))) {
     e.failed = run_failure("to-be-killed", k, killed);
     return e;
   }
   if (!save && !saved()) {
-    e.failed = "rank 0 saved no checkpoint, or only at the end (the run ended before it could be killed after "
-               "its first save): nothing to resume from";
+    e.failed =
+        "rank 0 saved no checkpoint, or only at the end (the run ended before it could be killed after "
+        "its first save): nothing to resume from";
     return e;
   }
   const int64_t step = save->step;
-  e.killed = "killed right after checkpoint " + std::to_string(kResumeFromSave) + " (step " + std::to_string(step) + ")";
+  e.killed =
+      "killed right after checkpoint " + std::to_string(kResumeFromSave) + " (step " + std::to_string(step) + ")";
   e.details = {{"killed_after_save", kResumeFromSave}, {"killed_at_step", step}};
   const std::string ckpt = fs::absolute(in_run(killed, save->copy)).string();
   std::string arg = cmd_.resume_arg;
@@ -291,13 +295,13 @@ std::vector<FaultScenario> UserScript::faults(const std::string& out, const Main
     s.kind = kind;
     s.rank = rank;
     const std::string dir = in_run(out, check_fault_run(kind));
-    UserLaunchResult res = launch(
-        dir, {{kEnvFault, kind + "," + std::to_string(rank) + "," + std::to_string(s.step)}}, {}, kFaultHangTimeoutS);
+    UserLaunchResult res = launch(dir, {{kEnvFault, kind + "," + std::to_string(rank) + "," + std::to_string(s.step)}},
+                                  {}, kFaultHangTimeoutS);
     int64_t steps_done = 0;
     for (const auto& r : res.ranks) steps_done = std::max(steps_done, r.steps);
     if (!res.started || steps_done < s.step)
-      s.run_failed = run_failure(kind + " fault", res, dir) + ", before the fault was injected at step " +
-                     std::to_string(s.step);
+      s.run_failed =
+          run_failure(kind + " fault", res, dir) + ", before the fault was injected at step " + std::to_string(s.step);
     s.outcome.exit_code = res.exit_code != 0 || res.hung ? 1 : 0;
     s.outcome.culprit = res.culprit;
     s.outcome.message = res.message;
@@ -323,8 +327,7 @@ std::vector<FaultScenario> UserScript::faults(const std::string& out, const Main
 
 int run_user_check(const UserJobCommand& cmd) {
   UserScript script(cmd);
-  return run_ladder(script, cmd.checks,
-                    check_run_folder(cmd.out_dir));
+  return run_ladder(script, cmd.checks, check_run_folder(cmd.out_dir));
 }
 
 }  // namespace ddp

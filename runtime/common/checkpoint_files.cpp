@@ -14,8 +14,12 @@
 namespace ddp {
 namespace fs = std::filesystem;
 
-std::string checkpoint_dir(const std::string& run_dir, int64_t step) { return in_run(run_dir, checkpoint_folder(step)); }
-std::string checkpoint_file(const std::string& ckpt_dir, int rank) { return in_run(ckpt_dir, checkpoint_rank_file(rank)); }
+std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
+  return in_run(run_dir, checkpoint_folder(step));
+}
+std::string checkpoint_file(const std::string& ckpt_dir, int rank) {
+  return in_run(ckpt_dir, checkpoint_rank_file(rank));
+}
 std::string checkpoint_sidecar(const std::string& rank_file) { return rank_file + ".json"; }
 
 bool verify_checkpoint_files(const std::string& ckpt_dir, int world, std::string& error) {
@@ -58,7 +62,8 @@ std::string latest_complete_checkpoint(const std::string& run_dir, int world) {
     if (name.rfind("step", 0) != 0 || !parse_decimal(std::string_view(name).substr(4), step) || step < 0) continue;
     if (fs::path(checkpoint_folder(step)).filename() != name) continue;  // e.g. "step007": not a name we write
     bool whole = true;
-    for (int r = 0; r < world && whole; ++r) whole = fs::exists(checkpoint_sidecar(checkpoint_file(it->path().string(), r)), ec);
+    for (int r = 0; r < world && whole; ++r)
+      whole = fs::exists(checkpoint_sidecar(checkpoint_file(it->path().string(), r)), ec);
     if (whole && step > best) best = step;
   }
   return best < 0 ? std::string() : checkpoint_dir(run_dir, best);

@@ -8,9 +8,9 @@
 
 namespace ddp {
 
-std::string checkpoint_dir(const std::string& run_dir, int64_t step);   // RUN/checkpoints/step<k>
-std::string checkpoint_file(const std::string& ckpt_dir, int rank);     // CKPT/rank<R>.pt
-std::string checkpoint_sidecar(const std::string& rank_file);           // CKPT/rank<R>.pt.json
+std::string checkpoint_dir(const std::string& run_dir, int64_t step);  // RUN/checkpoints/step<k>
+std::string checkpoint_file(const std::string& ckpt_dir, int rank);    // CKPT/rank<R>.pt
+std::string checkpoint_sidecar(const std::string& rank_file);          // CKPT/rank<R>.pt.json
 
 // Every rank's file in [0, world) is there, its sidecar parses, and size and CRC-32 match. False with `error` naming
 // the first file that does not.

@@ -20,7 +20,7 @@ struct SlowSpec {
 
 // --plant NAME: deliberate faults that show a check biting (docs/checks.md).
 inline const std::vector<std::string> kPlantableFaults = {"broken-shard", "no-set-epoch", "skip-allreduce",
-                                                          "ckpt-no-rng", "ckpt-no-step", "keep-graphs"};
+                                                          "ckpt-no-rng",  "ckpt-no-step", "keep-graphs"};
 
 // --inject-fault rank=R,step=S,kind=throw|kill|hang|exit0
 struct FaultSpec {
@@ -56,24 +56,24 @@ struct JobConfig {
   uint64_t seed = 0;
   // distributed
   int nproc = 2;
-  bool pin_cpus = true;  // a local launch gives each rank its own share of the cores (runtime/launch/cpu_sets.h)
+  bool pin_cpus = true;     // a local launch gives each rank its own share of the cores (runtime/launch/cpu_sets.h)
   bool batch_sched = true;  // a Gloo rank's threads run SCHED_BATCH (runtime/launch/batch_scheduling.h)
   // Before blocking on a Gloo collective the training thread polls it this long, yielding the core (GradSync::
   // poll_before_blocking says why); 0 blocks at once.
   int64_t comm_poll_us = 500;
-  std::string device = "auto";  // auto, cpu, cuda
+  std::string device = "auto";   // auto, cpu, cuda
   std::string backend = "auto";  // auto, gloo, nccl
   // recording
   bool record = true;
-  // On CUDA, what CUPTI records (docs/gpu.md): "api" GPU work and the API calls that launched it, linked; "gpu" GPU work
-  // only (less overhead, no launch links); "off" no CUPTI (spans and NVTX ranges only).
+  // On CUDA, what CUPTI records (docs/gpu.md): "api" GPU work and the API calls that launched it, linked; "gpu" GPU
+  // work only (less overhead, no launch links); "off" no CUPTI (spans and NVTX ranges only).
   std::string cuda_trace = "api";
   std::vector<SlowSpec> slow;
   FaultSpec fault;
   double hang_timeout_s = 0;  // 0: automatic (runtime/launch/progress.h, hang_timeout_s)
   std::vector<int64_t> checkpoint_steps;
-  std::string resume_from;  // a checkpoint folder (DIR/checkpoints/step<k>)
-  int64_t verify_steps = 0;  // > 0: log samples and replica hashes, dump tensors of the first N steps
+  std::string resume_from;         // a checkpoint folder (DIR/checkpoints/step<k>)
+  int64_t verify_steps = 0;        // > 0: log samples and replica hashes, dump tensors of the first N steps
   std::vector<std::string> plant;  // names from kPlantableFaults
   bool planted(const std::string& name) const {
     for (const auto& p : plant)

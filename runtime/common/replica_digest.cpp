@@ -19,8 +19,10 @@ void ReplicaDigest::add(const void* bytes, size_t n) {
       for (size_t l = 0; l < kLanes; ++l) {
         const size_t at = start + (r * kLanes + l) * 8;
         uint64_t w = 0;
-        if (at + 8 <= n) std::memcpy(&w, p + at, 8);
-        else if (at < n) std::memcpy(&w, p + at, n - at);  // the last word's bytes, zero-padded (little endian)
+        if (at + 8 <= n)
+          std::memcpy(&w, p + at, 8);
+        else if (at < n)
+          std::memcpy(&w, p + at, n - at);  // the last word's bytes, zero-padded (little endian)
         lanes[l] += w;
         row += w;
       }

@@ -1,8 +1,9 @@
 #include "runtime/common/run_folder_setup.h"
-#include "traces/model/run_folder.h"
 
 #include <ctime>
 #include <filesystem>
+
+#include "traces/model/run_folder.h"
 
 namespace ddp {
 namespace fs = std::filesystem;

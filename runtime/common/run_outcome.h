@@ -10,8 +10,8 @@ struct RankOutcome {
   int rank = 0;
   int pid = 0;
   bool exited = false;
-  int exit_code = 0;  // when exited normally
-  int signal = 0;     // when killed by a signal
+  int exit_code = 0;                // when exited normally
+  int signal = 0;                   // when killed by a signal
   double ended_after_fault_s = -1;  // seconds from the culprit's failure to this rank's exit
   std::string description;
 };

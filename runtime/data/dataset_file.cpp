@@ -1,7 +1,5 @@
 #include "runtime/data/dataset_file.h"
 
-#include "traces/base/atomic_file.h"
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+
+#include "traces/base/atomic_file.h"
 
 namespace ddp {
 namespace {
@@ -201,8 +201,9 @@ bool DatasetFile::check_labels(std::string& error) {
       int32_t label;
       std::memcpy(&label, block.data() + i * rec + rec - sizeof(label), sizeof(label));
       if (label < 0 || label >= limit) {
-        error = path_ + ": sample " + std::to_string(i0 + i) + " has label " + std::to_string(label) + ", outside [0, " +
-                std::to_string(limit) + ")" + (header_.version == 2 ? " (the header's class count)" : " (the class limit)");
+        error = path_ + ": sample " + std::to_string(i0 + i) + " has label " + std::to_string(label) +
+                ", outside [0, " + std::to_string(limit) + ")" +
+                (header_.version == 2 ? " (the header's class count)" : " (the class limit)");
         return false;
       }
       top = std::max<int64_t>(top, label);

@@ -20,8 +20,8 @@ struct DatasetHeader {
   uint64_t samples;
   uint64_t record_offset;
   uint64_t stats_offset;
-  uint32_t classes;      // version 2: labels are 0..classes-1
-  uint32_t shape_rank;   // version 2: 1..4 dimensions of one sample, their product is `features`
+  uint32_t classes;     // version 2: labels are 0..classes-1
+  uint32_t shape_rank;  // version 2: 1..4 dimensions of one sample, their product is `features`
   uint32_t shape[4];
 };
 static_assert(sizeof(DatasetHeader) == 64);

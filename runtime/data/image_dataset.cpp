@@ -1,7 +1,5 @@
 #include "runtime/data/image_dataset.h"
 
-#include "traces/base/atomic_file.h"
-
 #include <stb/stb_image.h>
 #include <stb/stb_image_write.h>
 
@@ -11,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "traces/base/atomic_file.h"
 
 namespace ddp {
 namespace fs = std::filesystem;

@@ -35,10 +35,10 @@ struct StagingAllocator {
 struct StagedBatch {
   int64_t index = -1;  // batch index inside the epoch
   size_t samples = 0;
-  float* x = nullptr;      // samples x sample_floats, normalised
-  int64_t* y = nullptr;    // labels
+  float* x = nullptr;            // samples x sample_floats, normalised
+  int64_t* y = nullptr;          // labels
   std::vector<int64_t> indices;  // the dataset indices in this batch (for the sharding check)
-  uint64_t bytes = 0;      // bytes staged
+  uint64_t bytes = 0;            // bytes staged
   int worker = -1, slot = -1;
 };
 
@@ -62,8 +62,8 @@ class Loader {
     std::thread thread;
     std::vector<StagedBatch> slots;
     std::vector<bool> slot_free;
-    RawBatch raw;           // disk_read's output
-    std::vector<float> x;   // transform's output
+    RawBatch raw;          // disk_read's output
+    std::vector<float> x;  // transform's output
     // This worker's own wake-up: one of its slots came back, a new epoch, or stop. One per worker, so a released
     // slot wakes only its owner: with one shared condition variable every release and every ready batch woke every
     // worker and the training thread, on a 2-core machine while the rank sits in its collective.

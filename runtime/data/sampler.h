@@ -1,7 +1,8 @@
 #pragma once
 // DistributedSampler's rule, exactly: pad the (shuffled) order by repeating its head up to a multiple of the world
 // size, or truncate it when drop_last, then rank r takes order[r::world]. The permutation itself comes from
-// LibTorch's randperm seeded with seed + epoch (see train/epoch_batches.h), as torch.utils.data.DistributedSampler does.
+// LibTorch's randperm seeded with seed + epoch (see train/epoch_batches.h), as torch.utils.data.DistributedSampler
+// does.
 #include <cstdint>
 #include <vector>
 

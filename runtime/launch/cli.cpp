@@ -1,12 +1,12 @@
 #include "runtime/launch/cli.h"
 
-#include <CLI/CLI.hpp>
-
 #include <map>
 #include <sstream>
 
-#include "traces/kineto/kineto_map.h"
+#include <CLI/CLI.hpp>
+
 #include "traces/base/parse_int.h"
+#include "traces/kineto/kineto_map.h"
 
 namespace ddp {
 namespace {
@@ -61,7 +61,8 @@ bool parse_fault_spec(const std::string& text, FaultSpec& out, std::string& erro
     error = "--inject-fault needs exactly rank=R,step=S,kind=throw|kill|hang|exit0";
     return false;
   }
-  if (!parse_int(kv["rank"].c_str(), out.rank) || out.rank < 0 || !parse_int(kv["step"].c_str(), out.step) || out.step < 0) {
+  if (!parse_int(kv["rank"].c_str(), out.rank) || out.rank < 0 || !parse_int(kv["step"].c_str(), out.step) ||
+      out.step < 0) {
     error = "--inject-fault: rank and step must be non-negative integers";
     return false;
   }
@@ -98,12 +99,14 @@ void add_mode_options(CLI::App& app, Command& c, RawOptions& raw) {
         ->expected(1, CLI::detail::expected_max_vector_size)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   };
-  inputs("--export", "rebuild DIR/trace.json (Chrome/Perfetto) from the native traces; or merge per-rank PyTorch "
-                     "profiler traces (TRACES..., with -o) into one aligned trace");
+  inputs("--export",
+         "rebuild DIR/trace.json (Chrome/Perfetto) from the native traces; or merge per-rank PyTorch "
+         "profiler traces (TRACES..., with -o) into one aligned trace");
   inputs("--summary", "per-rank step count, step time, time per stage, bytes (DIR or TRACES...)");
   inputs("--analyze", "stalls with their cross-rank root causes (DIR or TRACES..., or a folder of digests)");
-  inputs("--digest", "per-rank digests of PyTorch profiler traces into -o DIR, made where the traces lie (one call "
-                     "per node into one DIR), for --analyze DIR (docs/kineto.md, Digests)");
+  inputs("--digest",
+         "per-rank digests of PyTorch profiler traces into -o DIR, made where the traces lie (one call "
+         "per node into one DIR), for --analyze DIR (docs/kineto.md, Digests)");
   g_mode->add_option("--diff", c.diff_dirs, "what changed between two runs")->expected(2);
   g_mode->add_flag("--worker", raw.worker, "run as one rank (used by the supervisor and external launchers)");
   g_mode->require_option(1);
@@ -116,19 +119,24 @@ void add_output_options(CLI::App& app, Command& c, RawOptions& raw) {
                     "with --digest: the folder for the digests; "
                     "with --export: the JSON file to write (default DIR/trace.json); with --format kineto: the folder; "
                     "with --format perfetto: the trace (default DIR/trace.pftrace), or FILE.tar: one per rank");
-  raw.format = g_out->add_option("--format", c.export_format,
-                                   "with --export: chrome (one trace, default) or kineto (one of our runs as per-rank "
-                                   "PyTorch profiler traces in the folder -o DIR, for HTA) or perfetto (Perfetto's "
-                                   "protobuf format, docs/viewer.md)")
-                     ->check(CLI::IsMember({"chrome", "kineto", "perfetto"}));
+  raw.format = g_out
+                   ->add_option("--format", c.export_format,
+                                "with --export: chrome (one trace, default) or kineto (one of our runs as per-rank "
+                                "PyTorch profiler traces in the folder -o DIR, for HTA) or perfetto (Perfetto's "
+                                "protobuf format, docs/viewer.md)")
+                   ->check(CLI::IsMember({"chrome", "kineto", "perfetto"}));
   g_out->add_flag("--json", c.json, "with --summary/--analyze/--digest: print JSON");
-  g_out->add_option("--cycle", raw.cycles, "with Kineto traces of several profiling cycles: only cycle N (1-based); "
-                                       "--diff A B --cycle N M compares A's cycle N with B's cycle M")
+  g_out
+      ->add_option("--cycle", raw.cycles,
+                   "with Kineto traces of several profiling cycles: only cycle N (1-based); "
+                   "--diff A B --cycle N M compares A's cycle N with B's cycle M")
       ->expected(1, 2)
       ->check(CLI::PositiveNumber);
   g_out->add_option("--steps", raw.steps, "with --export/--summary/--analyze: only steps A-B (or one step A)");
-  g_out->add_option("--map", c.maps, "with Kineto traces: REGEX=STAGE, events whose name matches are that stage "
-                                     "(repeatable; tried before the built-in names)")
+  g_out
+      ->add_option("--map", c.maps,
+                   "with Kineto traces: REGEX=STAGE, events whose name matches are that stage "
+                   "(repeatable; tried before the built-in names)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   // Validated by the ladder (runtime/check/check_table.h owns the ids) before anything starts.
   g_out->add_option("--checks", c.checks, "with --check: run only these check ids (comma separated; docs/checks.md)")
@@ -139,17 +147,17 @@ void add_output_options(CLI::App& app, Command& c, RawOptions& raw) {
 void add_job_options(CLI::App& app, JobConfig& j, RawOptions& raw) {
   raw.job_group = app.add_option_group("Job options");
   CLI::Option_group* g_job = raw.job_group;
-  g_job->add_option("--dataset", j.dataset,
-                            "synthetic (default: 128-feature .ddpd file) or images[:DIR] (an image folder, generated "
-                            "when DIR has no index.txt; decoded, randomly cropped and normalised on the workers; CNN)")
-              ->check([](const std::string& d) {
-                if (d == "synthetic" || d == "images" || (d.rfind("images:", 0) == 0 && d.size() > 7))
-                  return std::string();
-                return std::string("--dataset must be synthetic, images or images:DIR");
-              });
+  g_job
+      ->add_option("--dataset", j.dataset,
+                   "synthetic (default: 128-feature .ddpd file) or images[:DIR] (an image folder, generated "
+                   "when DIR has no index.txt; decoded, randomly cropped and normalised on the workers; CNN)")
+      ->check([](const std::string& d) {
+        if (d == "synthetic" || d == "images" || (d.rfind("images:", 0) == 0 && d.size() > 7)) return std::string();
+        return std::string("--dataset must be synthetic, images or images:DIR");
+      });
   g_job->add_option("--data", j.data_path, "dataset file (.ddpd); generated when missing (synthetic)");
   g_job->add_option("--dataset-size", j.dataset_size, "samples in the synthetic dataset")
-              ->check(CLI::Range(int64_t{1}, int64_t{100000000}));
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}));
   g_job->add_option("--features", j.features, "features per sample")->check(CLI::Range(int64_t{1}, int64_t{65536}));
   g_job->add_option("--workers", j.workers, "loader worker threads per rank")->check(CLI::Range(0, 64));
   g_job->add_option("--prefetch", j.prefetch, "batches in flight per worker")->check(CLI::Range(1, 64));
@@ -157,57 +165,65 @@ void add_job_options(CLI::App& app, JobConfig& j, RawOptions& raw) {
   g_job->add_flag("--no-shuffle", raw.no_shuffle, "sampler without shuffling");
   g_job->add_flag("--keep-last", raw.keep_last, "sampler without drop_last (pads like DistributedSampler)");
   g_job->add_option("--model", j.model, "mlp (default), mlp-bn, cnn (images), or PATH.pt (a TorchScript module)")
-              ->check([](const std::string& m) {
-                if (m == "mlp" || m == "mlp-bn" || m == "cnn") return std::string();
-                if (m.size() > 3 && m.compare(m.size() - 3, 3, ".pt") == 0) return std::string();
-                return std::string("--model must be mlp, mlp-bn, cnn or a TorchScript file PATH.pt");
-              });
+      ->check([](const std::string& m) {
+        if (m == "mlp" || m == "mlp-bn" || m == "cnn") return std::string();
+        if (m.size() > 3 && m.compare(m.size() - 3, 3, ".pt") == 0) return std::string();
+        return std::string("--model must be mlp, mlp-bn, cnn or a TorchScript file PATH.pt");
+      });
   g_job->add_option("--hidden", j.hidden, "hidden width of the MLP")->check(CLI::Range(int64_t{1}, int64_t{65536}));
   g_job->add_option("--loss-reduction", j.loss_reduction, "mean (default) or sum")
-              ->check(CLI::IsMember({"mean", "sum"}));
+      ->check(CLI::IsMember({"mean", "sum"}));
   g_job->add_option("--lr", j.lr, "AdamW learning rate")->check(CLI::Range(0.0, 10.0));
   g_job->add_option("--batch-size", j.batch_size, "batch per rank")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   g_job->add_option("--epochs", j.epochs, "epochs")->check(CLI::Range(1, 100000));
   g_job->add_option("--max-steps", j.max_steps, "stop after this many optimizer steps (0: no limit)")
-              ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   g_job->add_option("--accum-steps", j.accum_steps, "micro-steps per optimizer step (no_sync on all but the last)")
-              ->check(CLI::Range(1, 255));
+      ->check(CLI::Range(1, 255));
   g_job->add_flag("--sync-every-step", j.sync_every_step, "with --accum-steps: allreduce on every micro-step");
   g_job->add_option("--bucket-mb", j.bucket_mb, "gradient bucket size in MB (DDP's bucket_cap_mb)")
-              ->check(CLI::Range(1e-6, 1e6));
+      ->check(CLI::Range(1e-6, 1e6));
   g_job->add_option("--amp", j.amp, "auto|fp16|bf16|off")->check(CLI::IsMember({"auto", "fp16", "bf16", "off"}));
   g_job->add_option("--seed", j.seed, "seed for data, weights and sampler");
   g_job->add_option("--nproc", j.nproc, "ranks to start")->check(CLI::Range(1, 64));
   g_job->add_option("--device", j.device, "auto|cpu|cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   g_job->add_option("--backend", j.backend, "auto|gloo|nccl")->check(CLI::IsMember({"auto", "gloo", "nccl"}));
   g_job->add_flag("--no-record", raw.no_record, "run the identical job without recording");
-  g_job->add_option("--cuda-trace", j.cuda_trace,
-                    "on CUDA, what CUPTI records: api (GPU work and the API calls that launched it, linked; default), "
-                    "gpu (GPU work only: less overhead), off (spans and NVTX ranges only)")
+  g_job
+      ->add_option("--cuda-trace", j.cuda_trace,
+                   "on CUDA, what CUPTI records: api (GPU work and the API calls that launched it, linked; default), "
+                   "gpu (GPU work only: less overhead), off (spans and NVTX ranges only)")
       ->check(CLI::IsMember({"api", "gpu", "off"}));
-  g_job->add_flag("--no-pin", raw.no_pin, "let every rank run on every core (by default each rank of a local launch gets its "
-                                      "own share of the cores)");
-  g_job->add_flag("--no-batch-sched", raw.no_batch_sched,
-                  "keep the normal scheduling policy (by default a Gloo rank's threads run SCHED_BATCH, so Gloo's event "
-                  "loop does not preempt its worker mid-collective)");
-  g_job->add_option("--comm-poll-us", j.comm_poll_us,
-                    "before blocking on a Gloo collective, poll it for up to this many microseconds, yielding the core "
-                    "(keeps an idle core from having to be woken by the peer's data; 0: block at once)")
+  g_job->add_flag("--no-pin", raw.no_pin,
+                  "let every rank run on every core (by default each rank of a local launch gets its "
+                  "own share of the cores)");
+  g_job->add_flag(
+      "--no-batch-sched", raw.no_batch_sched,
+      "keep the normal scheduling policy (by default a Gloo rank's threads run SCHED_BATCH, so Gloo's event "
+      "loop does not preempt its worker mid-collective)");
+  g_job
+      ->add_option("--comm-poll-us", j.comm_poll_us,
+                   "before blocking on a Gloo collective, poll it for up to this many microseconds, yielding the core "
+                   "(keeps an idle core from having to be woken by the peer's data; 0: block at once)")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   g_job->add_option("--slow", raw.slow, "rank=R,stage=S,ms=M: slow a stage down (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   g_job->add_option("--inject-fault", raw.fault, "rank=R,step=S,kind=throw|kill|hang|exit0");
-  g_job->add_option("--hang-timeout", j.hang_timeout_s,
-                    "seconds without progress before a rank counts as hung (default: max(10, 20x the median step "
-                    "time); 60 before the first step)")
-              ->check(CLI::Range(1.0, 86400.0));
+  g_job
+      ->add_option("--hang-timeout", j.hang_timeout_s,
+                   "seconds without progress before a rank counts as hung (default: max(10, 20x the median step "
+                   "time); 60 before the first step)")
+      ->check(CLI::Range(1.0, 86400.0));
   g_job->add_option("--resume-from", j.resume_from, "resume from a checkpoint folder (RUN/checkpoints/step<k>)");
-  g_job->add_option("--verify-steps", j.verify_steps,
-                            "log consumed samples and replica hashes; dump tensors of the first N steps (--check sets it)")
-              ->check(CLI::Range(int64_t{0}, int64_t{1000}));
-  g_job->add_option("--plant", j.plant,
-                    "plant a fault that a check must catch: broken-shard, no-set-epoch, skip-allreduce, ckpt-no-rng, ckpt-no-step, "
-                    "keep-graphs")
+  g_job
+      ->add_option("--verify-steps", j.verify_steps,
+                   "log consumed samples and replica hashes; dump tensors of the first N steps (--check sets it)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  g_job
+      ->add_option("--plant", j.plant,
+                   "plant a fault that a check must catch: broken-shard, no-set-epoch, skip-allreduce, ckpt-no-rng, "
+                   "ckpt-no-step, "
+                   "keep-graphs")
       ->check(CLI::IsMember(kPlantableFaults))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   g_job->add_option("--checkpoint-steps", raw.ckpt, "optimizer steps after which to checkpoint, e.g. 0,5,10")
@@ -316,14 +332,22 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
     r.message = std::string("ddp_profile: ") + e.what() + "\nRun with --help for usage.";
     return r;
   }
-  if (raw.record) c.mode = Mode::record;
-  else if (raw.check) c.mode = Mode::check;
-  else if (raw.worker) c.mode = Mode::worker;
-  else if (app.count("--export")) c.mode = Mode::export_trace;
-  else if (app.count("--summary")) c.mode = Mode::summary;
-  else if (app.count("--analyze")) c.mode = Mode::analyze;
-  else if (app.count("--digest")) c.mode = Mode::digest;
-  else if (app.count("--diff")) c.mode = Mode::diff;
+  if (raw.record)
+    c.mode = Mode::record;
+  else if (raw.check)
+    c.mode = Mode::check;
+  else if (raw.worker)
+    c.mode = Mode::worker;
+  else if (app.count("--export"))
+    c.mode = Mode::export_trace;
+  else if (app.count("--summary"))
+    c.mode = Mode::summary;
+  else if (app.count("--analyze"))
+    c.mode = Mode::analyze;
+  else if (app.count("--digest"))
+    c.mode = Mode::digest;
+  else if (app.count("--diff"))
+    c.mode = Mode::diff;
   std::string err = resolve_job(raw, c.job);
   if (err.empty()) err = check_mode_rules(raw, c);
   if (!err.empty()) {

@@ -32,8 +32,10 @@ int slurm_tasks_on_node(const char* list, int node) {
     }
     if (node < index + repeat) return static_cast<int>(count);
     index += static_cast<int>(repeat);
-    if (*p == ',') ++p;
-    else if (*p) return -1;
+    if (*p == ',')
+      ++p;
+    else if (*p)
+      return -1;
   }
   return -1;
 }
@@ -81,10 +83,13 @@ bool read_launch_env(LaunchEnv& env, std::string& error) {
   const char* world = first_env({"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
   const char* local = first_env({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"});
   if (!rank || !world) {
-    error = "--worker needs RANK and WORLD_SIZE (or SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE) in the environment";
+    error =
+        "--worker needs RANK and WORLD_SIZE (or SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE) in the "
+        "environment";
     return false;
   }
-  if (!parse_int(rank, env.rank) || !parse_int(world, env.world) || env.world < 1 || env.rank < 0 || env.rank >= env.world) {
+  if (!parse_int(rank, env.rank) || !parse_int(world, env.world) || env.world < 1 || env.rank < 0 ||
+      env.rank >= env.world) {
     error = std::string("inconsistent rank/world size in the environment: rank=") + rank + " world=" + world;
     return false;
   }
@@ -105,21 +110,26 @@ bool read_launch_env(LaunchEnv& env, std::string& error) {
   env.rendezvous_from = "MASTER_ADDR/MASTER_PORT";
   if (!addr && !port && slurm_rendezvous(env)) {
     // srun sets no MASTER_ADDR/PORT: every task derives the same ones from the job.
-  } else if (!addr || !port || !parse_int(port, env.master_port) || env.master_port <= 0 ||
-             env.master_port > 65535) {
+  } else if (!addr || !port || !parse_int(port, env.master_port) || env.master_port <= 0 || env.master_port > 65535) {
     error = "MASTER_ADDR and MASTER_PORT must name the rendezvous host and port";
     if (std::getenv("SLURM_PROCID"))
-      error += " (under srun both may be left out: they are then the job's first host and 15000 + the job id's last "
-               "4 digits)";
+      error +=
+          " (under srun both may be left out: they are then the job's first host and 15000 + the job id's last "
+          "4 digits)";
     return false;
   } else {
     env.master_addr = addr;
   }
-  if (const char* l = std::getenv("DDP_PROFILE_LAUNCH")) env.method = l;
-  else if (std::getenv("TORCHELASTIC_RUN_ID")) env.method = "torchrun";
-  else if (std::getenv("SLURM_PROCID")) env.method = "srun";
-  else if (std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK")) env.method = "mpirun";
-  else env.method = "env";
+  if (const char* l = std::getenv("DDP_PROFILE_LAUNCH"))
+    env.method = l;
+  else if (std::getenv("TORCHELASTIC_RUN_ID"))
+    env.method = "torchrun";
+  else if (std::getenv("SLURM_PROCID"))
+    env.method = "srun";
+  else if (std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK"))
+    env.method = "mpirun";
+  else
+    env.method = "env";
   // PyTorch compares the text with str(True); so do we.
   if (const char* a = std::getenv("TORCHELASTIC_USE_AGENT_STORE")) env.agent_store = std::string(a) == "True";
   if (const char* c = std::getenv("TORCHELASTIC_RESTART_COUNT"); c && !parse_int(c, env.restart_count)) {

@@ -9,13 +9,11 @@
 #include <cstring>
 
 #include "profiler/clock.h"
-#include "traces/model/run_folder.h"
 #include "traces/base/stats.h"
+#include "traces/model/run_folder.h"
 
 namespace ddp {
-std::string progress_file(const std::string& run_dir, int rank) {
-  return in_run(run_dir, rank_progress_file(rank));
-}
+std::string progress_file(const std::string& run_dir, int rank) { return in_run(run_dir, rank_progress_file(rank)); }
 
 ProgressWriter::~ProgressWriter() {
   if (rec_) ::munmap(rec_, sizeof(ProgressRecord));
@@ -70,8 +68,10 @@ void ProgressWriter::bucket(int b) {
 void ProgressWriter::step_time(int64_t ns) {
   if (!rec_) return;
   constexpr size_t kRecent = 64;
-  if (recent_.size() < kRecent) recent_.push_back(ns);
-  else recent_[next_++ % kRecent] = ns;
+  if (recent_.size() < kRecent)
+    recent_.push_back(ns);
+  else
+    recent_[next_++ % kRecent] = ns;
   rec_->median_step_ns.store(static_cast<int64_t>(median(std::vector<double>(recent_.begin(), recent_.end()))),
                              std::memory_order_relaxed);
 }

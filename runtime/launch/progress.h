@@ -27,12 +27,12 @@ struct ProgressRecord {
   std::atomic<int32_t> state;
   std::atomic<int64_t> step;
   std::atomic<int32_t> epoch;
-  std::atomic<int32_t> stage;   // Stage, -1 before the first
+  std::atomic<int32_t> stage;    // Stage, -1 before the first
   std::atomic<int64_t> last_ns;  // CLOCK_MONOTONIC of the last update
   // Carved out of the front of the former reason[480], so the record keeps its size and offsets.
-  std::atomic<int32_t> bucket;           // the gradient bucket whose allreduce the rank waits for, -1 none
-  int32_t format_version;                // kProgressFormatVersion of the writer
-  std::atomic<int64_t> median_step_ns;   // median of the recent steps' durations, 0 before the first step
+  std::atomic<int32_t> bucket;          // the gradient bucket whose allreduce the rank waits for, -1 none
+  int32_t format_version;               // kProgressFormatVersion of the writer
+  std::atomic<int64_t> median_step_ns;  // median of the recent steps' durations, 0 before the first step
   char reason[464];
 };
 static_assert(std::atomic<int64_t>::is_always_lock_free, "progress is shared between processes");
@@ -54,8 +54,8 @@ class ProgressWriter {
   bool open(const std::string& path, int rank, std::string& error);
   void stage(Stage s);
   void step(int64_t step, int epoch);
-  void bucket(int b);                  // from the comm thread: waiting for bucket b's allreduce (-1: none)
-  void step_time(int64_t ns);          // a step's duration; keeps the median of the recent ones
+  void bucket(int b);          // from the comm thread: waiting for bucket b's allreduce (-1: none)
+  void step_time(int64_t ns);  // a step's duration; keeps the median of the recent ones
   void set_state(RankState s);
   void fail(const std::string& reason);  // state = failed, reason kept (truncated to fit)
   ProgressRecord* record() { return rec_; }

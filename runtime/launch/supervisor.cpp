@@ -1,5 +1,6 @@
 #include "runtime/launch/supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -7,26 +8,25 @@
 
 #include <chrono>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
-#include <iterator>
 #include <iostream>
+#include <iterator>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "profiler/clock.h"
+#include "runtime/common/json_file.h"
+#include "runtime/common/run_folder_setup.h"
+#include "runtime/data/dataset_cache.h"
+#include "runtime/launch/cpu_sets.h"
 #include "runtime/launch/hang_watch.h"
 #include "runtime/launch/job_inputs.h"
 #include "runtime/launch/loopback_port.h"
 #include "runtime/launch/progress.h"
-#include "runtime/data/dataset_cache.h"
-#include "runtime/common/run_folder_setup.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
-#include "runtime/common/json_file.h"
-#include "runtime/launch/cpu_sets.h"
 
 namespace ddp {
 namespace {
@@ -50,7 +50,8 @@ pid_t spawn_worker(int rank, int world, int port, const std::string& run_dir, co
   // One BLAS/OpenMP thread per rank: two ranks share the cores; oversubscription would distort every span.
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
   ::setenv("OMP_NUM_THREADS", "1", 1);
-  if (!cpus.empty() && !pin_process(cpus)) std::fprintf(stderr, "ddp_profile: rank %d: cannot pin to its cores\n", rank);
+  if (!cpus.empty() && !pin_process(cpus))
+    std::fprintf(stderr, "ddp_profile: rank %d: cannot pin to its cores\n", rank);
   if (rank != 0 || quiet) {
     std::string log = in_run(run_dir, rank_log_file(rank));
     int fd = ::open(log.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
@@ -88,8 +89,10 @@ std::string describe_hang(int hung, const std::vector<ProgressSnapshot>& snap, c
   for (size_t r = 0; r < snap.size(); ++r) {
     if (static_cast<int>(r) == hung) continue;
     const ProgressSnapshot& s = snap[r];
-    if (!s.present) std::snprintf(buf, sizeof(buf), "; rank %zu has not started", r);
-    else if (s.state == RankState::done) std::snprintf(buf, sizeof(buf), "; rank %zu had finished", r);
+    if (!s.present)
+      std::snprintf(buf, sizeof(buf), "; rank %zu has not started", r);
+    else if (s.state == RankState::done)
+      std::snprintf(buf, sizeof(buf), "; rank %zu had finished", r);
     else if (is_collective_stage(s.stage) && s.bucket >= 0)
       std::snprintf(buf, sizeof(buf), "; rank %zu waits in allreduce (bucket %d, step %lld)", r, s.bucket,
                     static_cast<long long>(s.step));
@@ -105,9 +108,8 @@ std::string describe_hang(int hung, const std::vector<ProgressSnapshot>& snap, c
 }
 
 // The run's one line on a failure: the culprit and why, then how long each other rank took to end after the fault.
-std::string failure_message(const std::vector<RankOutcome>& ranks, int culprit, const std::string& reason,
-                            bool hung) {
-  std::string text = hung ? "rank " + std::to_string(culprit) + " " + reason
+std::string failure_message(const std::vector<RankOutcome>& ranks, int culprit, const std::string& reason, bool hung) {
+  std::string text = hung           ? "rank " + std::to_string(culprit) + " " + reason
                      : culprit >= 0 ? "rank " + std::to_string(culprit) + " failed: " + reason
                                     : std::string("the run failed");
   for (const RankOutcome& o : ranks)
@@ -125,10 +127,8 @@ std::string failure_message(const std::vector<RankOutcome>& ranks, int culprit, 
 void write_run_status(const std::string& dir, RunOutcome& out) {
   nlohmann::json st = {{"exit_code", out.exit_code}, {"culprit", out.culprit}, {"message", out.message}};
   for (const auto& o : out.ranks)
-    st["ranks"].push_back({{"rank", o.rank},
-                           {"pid", o.pid},
-                           {"exit", o.description},
-                           {"ended_after_fault_s", o.ended_after_fault_s}});
+    st["ranks"].push_back(
+        {{"rank", o.rank}, {"pid", o.pid}, {"exit", o.description}, {"ended_after_fault_s", o.ended_after_fault_s}});
   std::string err;
   if (!write_json_atomic(in_run(dir, kRunStatusFile), st, err)) {
     std::cerr << "ddp_profile: " << err << "\n";
@@ -142,8 +142,8 @@ void write_run_status(const std::string& dir, RunOutcome& out) {
 bool spawn_ranks(const JobConfig& job, int port, const std::string& dir, const std::vector<std::string>& args,
                  bool quiet, std::vector<RankOutcome>& ranks, std::vector<pid_t>& pids, std::string& error) {
   const int world = job.nproc;
-  const std::vector<std::vector<int>> cpu_sets = job.pin_cpus ? rank_cpu_sets(allowed_cpus(), world)
-                                                              : std::vector<std::vector<int>>{};
+  const std::vector<std::vector<int>> cpu_sets =
+      job.pin_cpus ? rank_cpu_sets(allowed_cpus(), world) : std::vector<std::vector<int>>{};
   for (int r = 0; r < world; ++r) {
     ranks[r].rank = r;
     pids[r] = spawn_worker(r, world, port, dir, args, quiet, cpu_sets.empty() ? std::vector<int>{} : cpu_sets[r]);
@@ -193,7 +193,6 @@ std::string failure_reason(const RankOutcome& o, const ProgressSnapshot& s) {
   return describe_exit(o) + ", " + where;
 }
 
-
 }  // namespace
 
 RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& worker_args, bool quiet) {
@@ -235,7 +234,8 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
     return -1;
   };
 
-  struct sigaction sa {}, old_int {}, old_term {};
+  struct sigaction sa {
+  }, old_int{}, old_term{};
   sa.sa_handler = on_interrupt;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, &old_int);
@@ -259,8 +259,10 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
       RankOutcome& o = ranks[r];
       o.exited = true;
       exit_time[r] = clock::now();
-      if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
-      else o.exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status))
+        o.signal = WTERMSIG(status);
+      else
+        o.exit_code = WEXITSTATUS(status);
       last_progress[r] = progress_of(r);
       --alive;
       bool ok = !o.signal && o.exit_code == 0 && last_progress[r].state == RankState::done;
@@ -296,7 +298,8 @@ RunOutcome supervise_run(const Command& cmd, const std::vector<std::string>& wor
     }
     // After a short grace period (the peer's reaction to a failure can be reaped first), pick the culprit and end
     // every remaining rank.
-    if (failure_seen && !terminating && (culprit >= 0 || now - first_failure > std::chrono::duration<double>(kCulpritGraceS) || alive == 0)) {
+    if (failure_seen && !terminating &&
+        (culprit >= 0 || now - first_failure > std::chrono::duration<double>(kCulpritGraceS) || alive == 0)) {
       if (culprit < 0) {
         culprit = first_failed_rank(ranks, last_progress);
         if (culprit >= 0) {

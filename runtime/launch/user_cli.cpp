@@ -49,7 +49,8 @@ bool parse_user_job_command(int argc, const char* const* argv, UserJobCommand& o
   app.add_option("--out", out.out_dir, "run folder to write (default: runs/<timestamp>)");
   app.add_option("--resume-arg", out.resume_arg,
                  "with --check: the arguments that make the script resume, {ckpt} = the checkpoint's path");
-  app.add_option("--checks", out.checks, "with --check: run only these check ids (comma separated; docs/checks.md)")->delimiter(',');
+  app.add_option("--checks", out.checks, "with --check: run only these check ids (comma separated; docs/checks.md)")
+      ->delimiter(',');
   std::vector<const char*> ours(argv, argv + split);
   try {
     app.parse(static_cast<int>(ours.size()), ours.data());

@@ -16,7 +16,8 @@ inline const char* kEnvVerifySteps = "DDP_PROFILE_VERIFY_STEPS";  // optimizer s
 inline const char* kEnvFault = "DDP_PROFILE_FAULT";               // kind,rank,step
 inline const char* kEnvHoldAfterSave = "DDP_PROFILE_HOLD_AFTER_SAVE";  // k: stop after the k-th dp.save
 inline const char* kEnvSchedule = "DDP_PROFILE_SCHEDULE";              // record: wait,warmup,active
-inline const char* kEnvFormat = "DDP_PROFILE_FORMAT";  // the heartbeat format we read (progress.h); the companion checks it
+inline const char* kEnvFormat =
+    "DDP_PROFILE_FORMAT";  // the heartbeat format we read (progress.h); the companion checks it
 
 // Said when no rank of the job attached the companion (it wrote no meta): exit 2, a job that ran but cannot be checked.
 inline const char* kNoCompanionMessage =

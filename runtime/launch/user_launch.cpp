@@ -288,8 +288,8 @@ UserLaunchResult run_user_launch(const UserLaunch& given) {
         for (const auto& rr : running)
           if (!rr.process_stopped) alive.push_back(rr.rank);  // a stopped process cannot answer
         // Asked before the ranks are ended: their dumps say which collective the others wait in.
-        note_fault(hung, hang_message(ranks, hung, launch.hang_timeout_s) + "; " +
-                             hang_dump_verdict(launch.run_dir, alive));
+        note_fault(hung,
+                   hang_message(ranks, hung, launch.hang_timeout_s) + "; " + hang_dump_verdict(launch.run_dir, alive));
         res.hung = true;
         res.killed_by_us = true;
         kill_group();

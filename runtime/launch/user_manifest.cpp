@@ -44,19 +44,28 @@ nlohmann::json config_from_argv(const std::vector<std::string>& argv) {
 namespace {
 nlohmann::json json_of(const records::sampler_info& s) {
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-  return {{"class", opt(s.class_name)},     {"is_distributed", s.is_distributed}, {"dataset_size", opt(s.dataset_size)},
-          {"shuffle", opt(s.shuffle)},      {"seed", opt(s.seed)},                {"drop_last", opt(s.drop_last)},
-          {"num_replicas", opt(s.num_replicas)}, {"rank", opt(s.rank)}};
+  return {{"class", opt(s.class_name)},
+          {"is_distributed", s.is_distributed},
+          {"dataset_size", opt(s.dataset_size)},
+          {"shuffle", opt(s.shuffle)},
+          {"seed", opt(s.seed)},
+          {"drop_last", opt(s.drop_last)},
+          {"num_replicas", opt(s.num_replicas)},
+          {"rank", opt(s.rank)}};
 }
 }  // namespace
 
-nlohmann::json user_manifest(const std::vector<records::companion_meta>& metas, const std::vector<std::string>& launch) {
+nlohmann::json user_manifest(const std::vector<records::companion_meta>& metas,
+                             const std::vector<std::string>& launch) {
   const records::companion_meta& m0 = metas.front();
   // The fields our own manifest names: the framework's version stands where LibTorch's does, the interpreter where
   // the compiler does.
   const records::version_info& v = m0.versions;
-  nlohmann::json versions = {{"torch", v.torch},           {"python", v.python}, {"companion", v.companion},
-                             {"libtorch", v.torch},        {"compiler", "python " + v.python},
+  nlohmann::json versions = {{"torch", v.torch},
+                             {"python", v.python},
+                             {"companion", v.companion},
+                             {"libtorch", v.torch},
+                             {"compiler", "python " + v.python},
                              {"cuda", v.cuda ? nlohmann::json(*v.cuda) : nlohmann::json()}};
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& m : metas)

@@ -1,7 +1,7 @@
 #pragma once
-// The offline commands' progress bar: while a command reads traces (trace_read_progress(), traces/base/read_progress.h),
-// a thread redraws one line on stderr — only on a terminal, and only once the reading has taken a second, so quick
-// commands and logs stay as they were.
+// The offline commands' progress bar: while a command reads traces (trace_read_progress(),
+// traces/base/read_progress.h), a thread redraws one line on stderr — only on a terminal, and only once the reading has
+// taken a second, so quick commands and logs stay as they were.
 #include <atomic>
 #include <cstdint>
 #include <string>

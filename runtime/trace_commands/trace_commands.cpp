@@ -6,21 +6,20 @@
 #include <tuple>
 
 #include "runtime/trace_commands/read_progress_bar.h"
-
 #include "traces/analysis/analysis.h"
+#include "traces/analysis/summary.h"
+#include "traces/base/rank_set.h"
 #include "traces/chrome/chrome_export.h"
+#include "traces/diff/run_diff.h"
+#include "traces/flight_recorder/fr_report.h"
 #include "traces/kineto/kineto_digest.h"
 #include "traces/kineto/kineto_export.h"
 #include "traces/kineto/kineto_import.h"
 #include "traces/kineto/kineto_merge.h"
-#include "traces/diff/run_diff.h"
-#include "traces/flight_recorder/fr_report.h"
-#include "traces/perfetto/perfetto_export.h"
 #include "traces/model/run_folder.h"
-#include "traces/native/load_run.h"
-#include "traces/analysis/summary.h"
-#include "traces/base/rank_set.h"
 #include "traces/model/step_window.h"
+#include "traces/native/load_run.h"
+#include "traces/perfetto/perfetto_export.h"
 
 namespace ddp {
 namespace {
@@ -111,8 +110,8 @@ int run_export_kineto(const Command& cmd) {
     return 1;
   }
   for (const auto& f : stats.files) std::cout << "wrote " << f << "\n";
-  std::cout << stats.events << " events from " << run.ranks.size() << " rank(s), " << stats.flows
-            << " launch flows, " << stats.bytes << " bytes\n";
+  std::cout << stats.events << " events from " << run.ranks.size() << " rank(s), " << stats.flows << " launch flows, "
+            << stats.bytes << " bytes\n";
   return 0;
 }
 
@@ -203,8 +202,10 @@ int run_analyze_fr(const Command& cmd) {
     return 1;
   }
   const FrVerdict v = match_fr_dumps(dumps);
-  if (cmd.json) std::cout << fr_report_json(v, dumps).dump(2) << "\n";
-  else std::cout << fr_report_text(v, dumps);
+  if (cmd.json)
+    std::cout << fr_report_json(v, dumps).dump(2) << "\n";
+  else
+    std::cout << fr_report_text(v, dumps);
   return 0;
 }
 
@@ -253,8 +254,13 @@ int run_digest(const Command& cmd) {
     json += d.json_bytes;
     if (d.rank >= 0) ranks.push_back(d.rank);
     if (!d.problem.empty()) std::cerr << "ddp_profile: warning: " << d.trace << ": " << d.problem << "\n";
-    j.push_back({{"trace", d.trace}, {"digest", d.digest}, {"rank", d.rank}, {"trace_bytes", d.trace_bytes},
-                 {"json_bytes", d.json_bytes}, {"digest_bytes", d.digest_bytes}, {"problem", d.problem}});
+    j.push_back({{"trace", d.trace},
+                 {"digest", d.digest},
+                 {"rank", d.rank},
+                 {"trace_bytes", d.trace_bytes},
+                 {"json_bytes", d.json_bytes},
+                 {"digest_bytes", d.digest_bytes},
+                 {"problem", d.problem}});
   }
   if (cmd.json) {
     std::cout << j.dump(2) << "\n";
@@ -297,8 +303,8 @@ bool load_diff_side(const std::string& input, int cycle, DiffRun& out, std::stri
 int run_diff(const Command& cmd) {
   DiffRun a, b;
   std::string err;
-  for (auto [input, cycle, run] : {std::tuple{cmd.diff_dirs[0], cmd.cycle, &a},
-                                   std::tuple{cmd.diff_dirs[1], cmd.diff_cycle, &b}})
+  for (auto [input, cycle, run] :
+       {std::tuple{cmd.diff_dirs[0], cmd.cycle, &a}, std::tuple{cmd.diff_dirs[1], cmd.diff_cycle, &b}})
     if (!load_diff_side(input, cycle, *run, err)) {
       std::cerr << "ddp_profile: " << err << "\n";
       return 1;

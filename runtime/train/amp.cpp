@@ -4,9 +4,12 @@ namespace ddp {
 
 const char* amp_dtype_name(AmpDtype d) {
   switch (d) {
-    case AmpDtype::fp16: return "fp16";
-    case AmpDtype::bf16: return "bf16";
-    default: return "off";
+    case AmpDtype::fp16:
+      return "fp16";
+    case AmpDtype::bf16:
+      return "bf16";
+    default:
+      return "off";
   }
 }
 

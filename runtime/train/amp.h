@@ -15,8 +15,8 @@ struct AmpChoice {
 };
 
 struct AmpRequest {
-  std::string amp = "auto";  // auto, fp16, bf16, off
-  bool cuda = false;         // the compute device is a CUDA GPU
+  std::string amp = "auto";     // auto, fp16, bf16, off
+  bool cuda = false;            // the compute device is a CUDA GPU
   bool bf16_supported = false;  // the device computes in bf16 (CUDA: compute capability >= 8.0)
 };
 

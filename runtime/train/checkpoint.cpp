@@ -1,12 +1,9 @@
 #include "runtime/train/checkpoint.h"
 
-#include "traces/base/atomic_file.h"
-
-#include <unistd.h>
-
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 #include <torch/serialize.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -16,11 +13,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/cuda_path.h"
 #include "runtime/common/host_info.h"
 #include "runtime/common/json_file.h"
+#include "runtime/train/cuda_path.h"
 #include "runtime/train/pickle_file.h"
 #include "runtime/train/torch_compat.h"
+#include "traces/base/atomic_file.h"
 #include "traces/base/crc32.h"
 #include "traces/model/run_folder.h"
 
@@ -39,7 +37,8 @@ std::vector<char> read_bytes(const std::string& path) {
 
 void write_bytes_atomic(const std::string& path, const std::vector<char>& bytes) {
   std::string error;
-  if (!write_file_atomically(path, std::string_view(bytes.data(), bytes.size()), error)) throw std::runtime_error(error);
+  if (!write_file_atomically(path, std::string_view(bytes.data(), bytes.size()), error))
+    throw std::runtime_error(error);
 }
 
 c10::IValue get(const GenericDict& d, const std::string& key, const std::string& where) {
@@ -55,9 +54,10 @@ void list_items(const c10::IValue& v, const std::string& prefix, std::vector<std
   if (v.isGenericDict()) {
     for (const auto& kv : v.toGenericDict()) {
       const c10::IValue& key = kv.key();
-      list_items(kv.value(), child(key.isString() ? key.toStringRef()
-                                   : key.isInt()  ? std::to_string(key.toInt())
-                                                  : key.tagKind()),
+      list_items(kv.value(),
+                 child(key.isString() ? key.toStringRef()
+                       : key.isInt()  ? std::to_string(key.toInt())
+                                      : key.tagKind()),
                  out);
     }
   } else if (v.isList() && !v.toListRef().empty() && v.toListRef().front().isGenericDict()) {
@@ -71,9 +71,9 @@ void list_items(const c10::IValue& v, const std::string& prefix, std::vector<std
 // optimizer.state_dict() of torch.optim.AdamW, exactly (torch 2.x): state keyed by the parameter's index with a
 // float32 0-dim `step`, one param group with every option AdamW's load_state_dict restores — decoupled_weight_decay
 // above all, without which PyTorch would run the group as plain Adam.
-const char* const kAdamWGroupKeys[] = {"lr",         "betas",          "eps",   "weight_decay",           "amsgrad",
-                                       "maximize",   "foreach",        "capturable", "differentiable", "fused",
-                                       "decoupled_weight_decay", "params"};
+const char* const kAdamWGroupKeys[] = {
+    "lr",         "betas",          "eps",   "weight_decay",           "amsgrad", "maximize", "foreach",
+    "capturable", "differentiable", "fused", "decoupled_weight_decay", "params"};
 
 template <typename Opt>
 torch::optim::AdamWParamState* adam_state(Opt& opt, const at::Tensor& p) {
@@ -188,8 +188,8 @@ void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t 
   if (!write_json_atomic(checkpoint_sidecar(file), side, err)) throw std::runtime_error(err);
 }
 
-TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, Model& model,
-                              torch::optim::AdamW& opt, LossScalerState& scaler) {
+TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, Model& model, torch::optim::AdamW& opt,
+                              LossScalerState& scaler) {
   const std::string file = checkpoint_file(ckpt_dir, rank);
   std::vector<char> bytes = read_bytes(file);
   std::ifstream side_in(checkpoint_sidecar(file));

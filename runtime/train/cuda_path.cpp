@@ -15,8 +15,8 @@
 
 #if DDP_PROFILE_CUDA
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CachingHostAllocator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -75,7 +75,8 @@ void use_device(int index) {
 }
 
 nlohmann::json versions(const DeviceInfo& d) {
-  nlohmann::json v = {{"cuda_runtime", nullptr}, {"cudnn", nullptr}, {"device", nullptr}, {"compute_capability", nullptr}};
+  nlohmann::json v = {
+      {"cuda_runtime", nullptr}, {"cudnn", nullptr}, {"device", nullptr}, {"compute_capability", nullptr}};
 #if DDP_PROFILE_CUDA
   int rt = 0;
   if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
@@ -227,7 +228,8 @@ at::Tensor unscale_and_check(const std::vector<at::Tensor>& params, double inv_s
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   // The flag lives where the parameters do, so it can be reduced over NCCL too.
-  if (grads.empty()) return at::zeros({1}, params.empty() ? at::TensorOptions(at::kFloat) : params.front().options().dtype(at::kFloat));
+  if (grads.empty())
+    return at::zeros({1}, params.empty() ? at::TensorOptions(at::kFloat) : params.front().options().dtype(at::kFloat));
   const at::Device dev = grads.front().device();
   at::Tensor found = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(dev));
   if (dev.is_cuda()) {

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/amp.h"
 #include "runtime/data/loader.h"
+#include "runtime/train/amp.h"
 
 namespace ddp::cuda {
 
@@ -21,8 +21,8 @@ namespace ddp::cuda {
 bool built_with_cuda();
 
 struct DeviceInfo {
-  int count = 0;          // devices visible to this process
-  std::string why_none;   // when count == 0: why ("this build is CPU-only", "no CUDA device", ...)
+  int count = 0;         // devices visible to this process
+  std::string why_none;  // when count == 0: why ("this build is CPU-only", "no CUDA device", ...)
   int index = -1;
   std::string name;
   int cc_major = 0, cc_minor = 0;

@@ -13,7 +13,7 @@ bool plan_device(const DeviceRequest& req, DevicePlan& out, std::string& error) 
     return false;
   }
   const bool gpu_here = req.cuda_build && req.visible_gpus > 0;
-  const std::string why_not = !req.cuda_build ? "this build of ddp_profile is CPU-only"
+  const std::string why_not = !req.cuda_build             ? "this build of ddp_profile is CPU-only"
                               : req.no_gpu_reason.empty() ? "no CUDA device is visible"
                                                           : req.no_gpu_reason;
   if (req.device == "cuda" && !gpu_here) {
@@ -22,12 +22,12 @@ bool plan_device(const DeviceRequest& req, DevicePlan& out, std::string& error) 
   }
   if (req.device == "cpu" || !gpu_here) {
     if (req.backend == "nccl") {
-      error = "--backend nccl needs CUDA devices (" + (req.device == "cpu" ? std::string("--device cpu") : why_not) + ")";
+      error =
+          "--backend nccl needs CUDA devices (" + (req.device == "cpu" ? std::string("--device cpu") : why_not) + ")";
       return false;
     }
     out.backend = "gloo";
-    out.note = req.device == "cpu" ? "CPU (--device cpu), Gloo"
-                                   : "CPU and Gloo: " + why_not;
+    out.note = req.device == "cpu" ? "CPU (--device cpu), Gloo" : "CPU and Gloo: " + why_not;
     return true;
   }
   out.cuda = true;
@@ -47,7 +47,8 @@ bool plan_device(const DeviceRequest& req, DevicePlan& out, std::string& error) 
     return true;
   }
   out.backend = req.backend == "auto" ? "nccl" : req.backend;
-  out.note = where + ", one GPU per rank, " + (out.backend == "nccl" ? "NCCL" : "Gloo with CUDA tensors (--backend gloo)");
+  out.note =
+      where + ", one GPU per rank, " + (out.backend == "nccl" ? "NCCL" : "Gloo with CUDA tensors (--backend gloo)");
   return true;
 }
 

@@ -17,15 +17,15 @@ struct DeviceRequest {
   int visible_gpus = 0;          // devices this process can use (0 when there is no driver)
   std::string no_gpu_reason;     // why visible_gpus is 0, for messages ("no NVIDIA driver", ...)
   int local_rank = 0;
-  int local_world = 1;           // ranks on this host
+  int local_world = 1;  // ranks on this host
 };
 
 struct DevicePlan {
   bool cuda = false;
-  int device_index = -1;  // CUDA device for this rank
-  std::string backend;    // gloo or nccl
+  int device_index = -1;    // CUDA device for this rank
+  std::string backend;      // gloo or nccl
   bool shared_gpu = false;  // more ranks than GPUs on this host
-  std::string note;       // one line for the manifest: what was chosen and why
+  std::string note;         // one line for the manifest: what was chosen and why
 };
 
 // Returns false with `error` (a usage error) when the request cannot be met.

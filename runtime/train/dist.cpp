@@ -18,9 +18,7 @@
 namespace ddp {
 
 namespace {
-bool is_loopback(const std::string& addr) {
-  return addr.rfind("127.", 0) == 0 || addr == "localhost" || addr == "::1";
-}
+bool is_loopback(const std::string& addr) { return addr.rfind("127.", 0) == 0 || addr == "localhost" || addr == "::1"; }
 
 // The address Gloo binds to on this host. A rendezvous on loopback means every rank is here: bind there too. Otherwise
 // bind to this host's own address (GLOO_SOCKET_IFNAME names an interface), never to MASTER_ADDR, which only the
@@ -84,8 +82,8 @@ Dist::Dist(const DistOptions& opt) : opt_(opt) {
     // One worker thread: DDP runs one collective at a time, in order, and on small machines every idle thread is one
     // more to schedule; it is also the one "comm" lane the allreduce spans are recorded on (grad_sync.cpp).
     go->threads = 1;
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store_),
-                                                       opt.rank, opt.world, go);
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store_), opt.rank,
+                                                       opt.world, go);
   };
   if (opt.backend == "gloo") {
     pg_ = gloo("pg");
@@ -99,8 +97,8 @@ Dist::Dist(const DistOptions& opt) : opt_(opt) {
     ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", /*overwrite=*/0);
     auto no = c10d::ProcessGroupNCCL::Options::create();
     no->timeout = opt.timeout;  // NCCL's own default is 10 minutes; Gloo's here is 60 s
-    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-        c10::make_intrusive<c10d::PrefixStore>("pg", store_), opt.rank, opt.world, no);
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("pg", store_),
+                                                            opt.rank, opt.world, no);
     // Without a bound device NCCL guesses rank % local GPUs for its first communicator, which is not the rank's GPU
     // when ranks span hosts with several GPUs each.
     if (opt.cuda_device >= 0) compat::bind_device(*nccl, opt.cuda_device);

@@ -5,14 +5,14 @@
 // the small collectives the runtime needs around training (barrier, broadcast, clock ping-pong, string exchange).
 // Control traffic always goes over Gloo on CPU tensors: NCCL takes CUDA tensors only, and its wait() does not block
 // the host, so neither a barrier nor a clock ping-pong could be timed through it.
+#include <ATen/ATen.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/version.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <ATen/ATen.h>
-#include <c10/util/intrusive_ptr.h>
-#include <torch/version.h>
 
 #include "profiler/clock_sync.h"
 

@@ -1,14 +1,14 @@
 #include "runtime/train/grad_sync.h"
 
+#include <sched.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
-#include <torch/csrc/distributed/c10d/Work.hpp>
-
-#include <sched.h>
 
 #include <chrono>
 #include <stdexcept>
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "profiler/span.h"
 #include "runtime/train/cuda_path.h"
@@ -28,8 +28,9 @@ struct ReadyHook : torch::autograd::FunctionPostHook {
 }  // namespace
 
 GradSync::GradSync(std::vector<at::Tensor> params, Dist& dist, double bucket_mb)
-    : GradSync(std::move(params), [&dist](std::vector<at::Tensor>& v) { return dist.allreduce(v); }, dist.world(),
-               bucket_mb, dist.backend() == "gloo") {}
+    : GradSync(
+          std::move(params), [&dist](std::vector<at::Tensor>& v) { return dist.allreduce(v); }, dist.world(), bucket_mb,
+          dist.backend() == "gloo") {}
 
 GradSync::GradSync(std::vector<at::Tensor> params, Allreduce allreduce, int world, double bucket_mb,
                    bool blocking_waits)
@@ -108,8 +109,10 @@ void GradSync::zero_grad() {
   for (Bucket& b : buckets_) b.flat.zero_();
   for (size_t k = 0; k < params_.size(); ++k) {
     if (grad_is_view(k)) continue;
-    if (view_fits(k)) params_[k].mutable_grad() = grad_view(k);
-    else if (params_[k].grad().defined()) params_[k].mutable_grad().zero_();
+    if (view_fits(k))
+      params_[k].mutable_grad() = grad_view(k);
+    else if (params_[k].grad().defined())
+      params_[k].mutable_grad().zero_();
   }
 }
 
@@ -147,8 +150,10 @@ void GradSync::launch(size_t bi) {
   }
   // Averaging as DDP does, before the sum. For a power-of-two world 1/world is exact, so multiplying by it rounds to
   // the same float as dividing, bit for bit, and costs a fraction of a vector division (~15 us of the default step).
-  if ((world_ & (world_ - 1)) == 0) b.flat.mul_(1.0 / world_);
-  else b.flat.div_(world_);
+  if ((world_ & (world_ - 1)) == 0)
+    b.flat.mul_(1.0 / world_);
+  else
+    b.flat.div_(world_);
   std::vector<at::Tensor> v{b.flat};
   // The span starts where the collective does, as PyTorch's record_param_comms does: the averaging above (and any
   // copy in) is backward's work on this thread and stays in its span.

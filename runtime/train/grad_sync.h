@@ -11,6 +11,8 @@
 // also waits on them, in order, to record one `allreduce` span per bucket from launch to completion (the first of the
 // two to see a collective complete stamps its end; NCCL's wait() does not block the host, so there completion is seen
 // by polling).
+#include <ATen/ATen.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -21,8 +23,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <ATen/ATen.h>
 
 #include "profiler/recorder.h"
 #include "runtime/train/dist.h"
@@ -95,7 +95,7 @@ class GradSync {
   at::Tensor grad_view(size_t param) const;  // the parameter's slice of its bucket, shaped like the parameter
   bool grad_is_view(size_t param) const;
   bool view_fits(size_t param) const;  // same dtype and device as its bucket
-  std::function<void(int)> on_wait_;  // set under mu_, read by the comm thread after it took work under mu_
+  std::function<void(int)> on_wait_;   // set under mu_, read by the comm thread after it took work under mu_
 
   std::vector<at::Tensor> params_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks

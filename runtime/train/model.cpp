@@ -49,7 +49,8 @@ Model::Model(const JobConfig& job, const std::vector<int64_t>& sample_shape) {
   try {
     script_ = torch::jit::load(job.model);
   } catch (const c10::Error& e) {
-    throw std::invalid_argument("--model: cannot load TorchScript file " + job.model + ": " + e.what_without_backtrace());
+    throw std::invalid_argument("--model: cannot load TorchScript file " + job.model + ": " +
+                                e.what_without_backtrace());
   }
   script_->train();
   const std::string type = script_->type()->name() ? script_->type()->name()->qualifiedName() : "";
@@ -162,8 +163,10 @@ bool Model::forward_is_stochastic(const at::Tensor& x) {
 }
 
 void Model::to(const at::Device& device) {
-  if (script_) script_->to(device);
-  else seq_->to(device);
+  if (script_)
+    script_->to(device);
+  else
+    seq_->to(device);
 }
 
 }  // namespace ddp

@@ -6,14 +6,14 @@
 //             (what an image dataset gets when the model is left at mlp)
 //   PATH.pt   a TorchScript module exported from Python (torch.jit.script(model).save(PATH)), fed [batch, F] floats
 //             and expected to return [batch, classes] logits.
+#include <ATen/ATen.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/script.h>
+
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <ATen/ATen.h>
-#include <torch/nn/modules/container/sequential.h>
-#include <torch/script.h>
 
 #include "runtime/common/job_config.h"
 

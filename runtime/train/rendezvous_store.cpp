@@ -150,7 +150,8 @@ void StoreClient::recv(void* out, size_t n) {
   while (n > 0) {
     ssize_t k = ::recv(fd_, p, n, 0);
     if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) fail(k == 0 ? "connection closed by the store" : std::string("connection lost: ") + std::strerror(errno));
+    if (k <= 0)
+      fail(k == 0 ? "connection closed by the store" : std::string("connection lost: ") + std::strerror(errno));
     p += k;
     n -= static_cast<size_t>(k);
   }
@@ -391,8 +392,10 @@ void StoreServer::serve(int fd) {
         if (ok) {
           std::lock_guard<std::mutex> lock(mu_);
           Bytes& v = data_[key];
-          if (cmd == kSet) v = a;
-          else v.insert(v.end(), a.begin(), a.end());
+          if (cmd == kSet)
+            v = a;
+          else
+            v.insert(v.end(), a.begin(), a.end());
           changed_.notify_all();
         }
         break;

@@ -2,16 +2,16 @@
 
 #include <ATen/core/Dict.h>
 #include <torch/serialize.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <stdexcept>
 
 #include "runtime/common/replica_digest.h"
 #include "runtime/train/cuda_path.h"
 #include "runtime/train/pickle_file.h"
 #include "traces/model/run_folder.h"
-#include <fstream>
-#include <unistd.h>
-#include <stdexcept>
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -38,7 +38,6 @@ nlohmann::json tensor_summary(const at::Tensor& t) {
   j["l2"] = f.norm().item<double>();
   return j;
 }
-
 
 VerifyLog::~VerifyLog() {
   for (FILE* f : {samples_, replicas_, summaries_, training_})
@@ -112,15 +111,21 @@ void VerifyLog::dump_step(int64_t step, const std::vector<std::pair<std::string,
   std::vector<char> bytes = pickle_for_python(c10::IValue(root));
   std::ofstream(in_run(dir_, verify_step_file(rank_, step)), std::ios::binary).write(bytes.data(), bytes.size());
   for (const auto& [k, t] : params)
-    std::fprintf(summaries_, "%s\n", nlohmann::json({{"step", step}, {"kind", "param"}, {"name", k}, {"stats", tensor_summary(t)}}).dump().c_str());
+    std::fprintf(
+        summaries_, "%s\n",
+        nlohmann::json({{"step", step}, {"kind", "param"}, {"name", k}, {"stats", tensor_summary(t)}}).dump().c_str());
   for (size_t m = 0; m < acts.size(); ++m)
     for (const auto& [k, t] : acts[m])
-      std::fprintf(summaries_, "%s\n",
-                   nlohmann::json({{"step", step}, {"micro", m}, {"kind", "activation"}, {"name", k}, {"stats", tensor_summary(t)}})
-                       .dump()
-                       .c_str());
+      std::fprintf(
+          summaries_, "%s\n",
+          nlohmann::json(
+              {{"step", step}, {"micro", m}, {"kind", "activation"}, {"name", k}, {"stats", tensor_summary(t)}})
+              .dump()
+              .c_str());
   for (const auto& [k, t] : grads)
-    std::fprintf(summaries_, "%s\n", nlohmann::json({{"step", step}, {"kind", "grad"}, {"name", k}, {"stats", tensor_summary(t)}}).dump().c_str());
+    std::fprintf(
+        summaries_, "%s\n",
+        nlohmann::json({{"step", step}, {"kind", "grad"}, {"name", k}, {"stats", tensor_summary(t)}}).dump().c_str());
   std::fflush(summaries_);
 }
 

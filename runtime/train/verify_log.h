@@ -3,18 +3,18 @@
 // every micro-batch it consumed, a hash of its parameters after every optimizer step, and for the first few steps
 // the tensors themselves (pre-step parameters, per-layer activations, synced gradients) plus per-layer summaries
 // (count, mean, std, min, max, L2 norm, hash). Never the training data itself. Enabled with --verify-steps N.
+#include <ATen/ATen.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 namespace ddp {
 
 std::string tensors_hash(const std::vector<at::Tensor>& ts);
 nlohmann::json tensor_summary(const at::Tensor& t);
-
 
 class VerifyLog {
  public:

@@ -1,12 +1,10 @@
 #include "runtime/train/worker.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
-
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adamw.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,11 +14,14 @@
 #include <iostream>
 #include <thread>
 
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
 #include "profiler/gpu_activity.h"
 #include "profiler/span.h"
 #include "runtime/common/host_info.h"
 #include "runtime/common/json_file.h"
 #include "runtime/common/manifest.h"
+#include "runtime/common/run_folder_setup.h"
 #include "runtime/common/sleep.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/dataset_cache.h"
@@ -30,7 +31,6 @@
 #include "runtime/launch/cpu_sets.h"
 #include "runtime/launch/launch_env.h"
 #include "runtime/launch/progress.h"
-#include "runtime/common/run_folder_setup.h"
 #include "runtime/train/amp.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/cuda_path.h"
@@ -139,7 +139,8 @@ class Trainer {
         sync_(params_, dist, s.job.bucket_mb),
         opt_(params_, torch::optim::AdamWOptions(s.job.lr)),
         scaler_(scaler_options(s.amp)),
-        // Pinned staging (CUDA builds) makes the H2D copies real asynchronous DMA; --pageable stages in ordinary memory.
+        // Pinned staging (CUDA builds) makes the H2D copies real asynchronous DMA; --pageable stages in ordinary
+        // memory.
         loader_(data, loader_options(s.job, dist.rank()), cuda::staging_allocator(s.device.is_cuda() && s.job.pinned)),
         h2d_(s.device, s.job.pinned) {
     if (job_.loss_reduction == "sum") ce_.reduction(torch::kSum);
@@ -180,22 +181,24 @@ class Trainer {
             {"buffer_hash", tensors_hash(model_.buffers())},
             {"allreduce_calls", sync_.allreduce_calls()},
             {"allreduce_bytes", sync_.bytes_reduced()},
-            {"cupti", {{"records", gpu.records},
-                       {"kernels", gpu.kernels},
-                       {"nccl_kernels", gpu.nccl_kernels},
-                       {"memcpys", gpu.memcpys},
-                       {"gpu_linked", gpu.gpu_linked},
-                       {"source_dropped", gpu.source_dropped},
-                       {"incomplete", gpu.incomplete},
-                       {"memcpy_bytes_pinned", gpu.memcpy_bytes_pinned},
-                       {"memcpy_bytes_pageable", gpu.memcpy_bytes_pageable},
-                       {"memcpy_ns_pinned", gpu.memcpy_ns_pinned},
-                       {"memcpy_ns_pageable", gpu.memcpy_ns_pageable}}},
+            {"cupti",
+             {{"records", gpu.records},
+              {"kernels", gpu.kernels},
+              {"nccl_kernels", gpu.nccl_kernels},
+              {"memcpys", gpu.memcpys},
+              {"gpu_linked", gpu.gpu_linked},
+              {"source_dropped", gpu.source_dropped},
+              {"incomplete", gpu.incomplete},
+              {"memcpy_bytes_pinned", gpu.memcpy_bytes_pinned},
+              {"memcpy_bytes_pageable", gpu.memcpy_bytes_pageable},
+              {"memcpy_ns_pinned", gpu.memcpy_ns_pinned},
+              {"memcpy_ns_pageable", gpu.memcpy_ns_pageable}}},
             {"loss_scale", scaler_.scale()},
-            {"clock", {{"offset_ns_start", clock_start.peer_minus_local_ns},
-                       {"uncertainty_ns_start", clock_start.uncertainty_ns},
-                       {"offset_ns_end", clock_end.peer_minus_local_ns},
-                       {"uncertainty_ns_end", clock_end.uncertainty_ns}}}};
+            {"clock",
+             {{"offset_ns_start", clock_start.peer_minus_local_ns},
+              {"uncertainty_ns_start", clock_start.uncertainty_ns},
+              {"offset_ns_end", clock_end.peer_minus_local_ns},
+              {"uncertainty_ns_end", clock_end.uncertainty_ns}}}};
   }
   std::vector<uint64_t> bucket_bytes() const { return sync_.bucket_bytes(); }
 
@@ -204,7 +207,8 @@ class Trainer {
     LossScalerState scaler;
     start_ = load_checkpoint(job_.resume_from, rank_, world_, model_, opt_, scaler);
     std::string err;
-    if (!scaler_.load(scaler, err)) throw std::runtime_error("checkpoint " + job_.resume_from + ": loss scaler: " + err);
+    if (!scaler_.load(scaler, err))
+      throw std::runtime_error("checkpoint " + job_.resume_from + ": loss scaler: " + err);
     if (rank_ == 0)
       std::printf("resumed from %s: epoch %lld, step %lld, %lld batches into the epoch\n", job_.resume_from.c_str(),
                   static_cast<long long>(start_.epoch), static_cast<long long>(start_.global_step),
@@ -250,8 +254,8 @@ class Trainer {
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rank_ == 0 && loss_steps > 0)
-      std::printf("epoch %d: avg loss %.4f over %lld steps, %.2f s\n", epoch, loss_sum / static_cast<double>(loss_steps),
-                  static_cast<long long>(loss_steps), secs);
+      std::printf("epoch %d: avg loss %.4f over %lld steps, %.2f s\n", epoch,
+                  loss_sum / static_cast<double>(loss_steps), static_cast<long long>(loss_steps), secs);
     std::fflush(stdout);
     return more;
   }
@@ -274,7 +278,8 @@ class Trainer {
     // GPU after every forward and stop it from queueing work ahead.
     at::Tensor step_loss;
     for (int micro = 0; micro < job_.accum_steps; ++micro) {
-      const prof::StepContext ctx{static_cast<uint32_t>(step), static_cast<uint16_t>(epoch), static_cast<uint8_t>(micro)};
+      const prof::StepContext ctx{static_cast<uint32_t>(step), static_cast<uint16_t>(epoch),
+                                  static_cast<uint8_t>(micro)};
       prof::set_context(ctx);
       prof::gpu_mark_step(ctx);
 
@@ -408,7 +413,7 @@ class Trainer {
   torch::nn::functional::CrossEntropyFuncOptions ce_;
   VerifyLog verify_;
   TrainPosition start_;
-  nlohmann::json first_batch_;  // the first batch's shapes as the model saw them (manifest)
+  nlohmann::json first_batch_;   // the first batch's shapes as the model saw them (manifest)
   std::vector<double> step_ms_;  // measured with or without recording: the overhead benchmark compares them
   int64_t steps_done_ = 0;
 };
@@ -421,8 +426,8 @@ void finish_run(const RunSetup& s, Dist& dist, const Trainer& trainer, const pro
   const prof::CollectorStats gpu_stats = prof::gpu_stop();
   dist.barrier();
   prof::ClockOffset clock_end = dist.measure_clock_offset(16);
-  prof::record_clock({clock_end.peer_minus_local_ns, clock_end.uncertainty_ns, prof::monotonic_ns(), 1,
-                      clock_end.rounds});
+  prof::record_clock(
+      {clock_end.peer_minus_local_ns, clock_end.uncertainty_ns, prof::monotonic_ns(), 1, clock_end.rounds});
   auto all = dist.exchange("meta_end", trainer.rank_manifest(gpu_stats, clock_start, clock_end).dump());
   if (dist.rank() != 0) return;
   std::vector<std::string> problems;  // none expected: rank 0 wrote it at the start; else the end fields stand alone
@@ -467,8 +472,9 @@ void write_start_manifest(const RunSetup& s, const std::vector<int64_t>& sample_
 std::string restart_point(const RunSetup& s, Dist& dist) {
   if (s.env.rank == 0) {
     const std::string ckpt = latest_complete_checkpoint(s.dir, s.env.world);
-    std::printf("restart %d of the worker group: %s\n", s.env.restart_count,
-                ckpt.empty() ? "no complete checkpoint in the run folder, starting over" : ("resuming from " + ckpt).c_str());
+    std::printf(
+        "restart %d of the worker group: %s\n", s.env.restart_count,
+        ckpt.empty() ? "no complete checkpoint in the run folder, starting over" : ("resuming from " + ckpt).c_str());
     std::fflush(stdout);
     dist.store_set("restart_from", ckpt);
   }
@@ -503,7 +509,8 @@ int run_worker(const Command& cmd) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 2;
   }
-  s.device = s.plan.cuda ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(s.plan.device_index)) : at::Device(at::kCPU);
+  s.device =
+      s.plan.cuda ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(s.plan.device_index)) : at::Device(at::kCPU);
   s.backend = s.plan.backend;
   if (s.plan.cuda) s.gpu = cuda::probe(s.plan.device_index);
   if (!choose_amp({s.job.amp, s.device.is_cuda(), s.gpu.bf16}, s.amp, err)) {
@@ -554,8 +561,7 @@ int run_worker(const Command& cmd) {
         std::string why;
         prof::GpuRecordingOptions gpu;
         gpu.api = s.job.cuda_trace == "api";
-        if (!prof::gpu_start(gpu, why))
-          std::cerr << "ddp_profile: rank " << s.env.rank << ": " << why << "\n";
+        if (!prof::gpu_start(gpu, why)) std::cerr << "ddp_profile: rank " << s.env.rank << ": " << why << "\n";
       }
     }
     prof::ClockOffset clock = dist.measure_clock_offset(32);

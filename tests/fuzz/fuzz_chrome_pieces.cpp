@@ -56,15 +56,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Read in_memory, from_file;
   ddp::ChromeDocInfo in_memory_info, file_info;
-  in_memory.ok = ddp::parse_chrome_json(std::string_view(doc), [&](const ddp::ChromeEventView& e) {
-                   in_memory.take(e);
-                   return true;
-                 }, in_memory_info).ok();
-  const std::string path = ddpfuzz::write_input("pieces.json", reinterpret_cast<const uint8_t*>(doc.data()), doc.size());
-  from_file.ok = ddp::parse_chrome_file(path, [&](const ddp::ChromeEventView& e) {
-                   from_file.take(e);
-                   return true;
-                 }, file_info).ok();
+  in_memory.ok = ddp::parse_chrome_json(
+                     std::string_view(doc),
+                     [&](const ddp::ChromeEventView& e) {
+                       in_memory.take(e);
+                       return true;
+                     },
+                     in_memory_info)
+                     .ok();
+  const std::string path =
+      ddpfuzz::write_input("pieces.json", reinterpret_cast<const uint8_t*>(doc.data()), doc.size());
+  from_file.ok = ddp::parse_chrome_file(
+                     path,
+                     [&](const ddp::ChromeEventView& e) {
+                       from_file.take(e);
+                       return true;
+                     },
+                     file_info)
+                     .ok();
   if (in_memory.ok && from_file.ok && (in_memory.events != from_file.events || in_memory.digest != from_file.digest))
     std::abort();  // two readings of one valid document disagree on its events
   return 0;

@@ -51,7 +51,8 @@ inline void expect_no_rank_blamed(const nlohmann::json& analysis, double max_sha
 inline void expect_no_rank_named_first(const nlohmann::json& analysis, const std::string& what) {
   if (analysis["causes"].empty()) return;
   EXPECT_LT(analysis["causes"][0]["rank"].get<int>(), 0) << what << " " << analysis["causes"].dump(2);
-  EXPECT_EQ(analysis["verdict"].get<std::string>().find("rank "), std::string::npos) << what << " " << analysis["verdict"];
+  EXPECT_EQ(analysis["verdict"].get<std::string>().find("rank "), std::string::npos)
+      << what << " " << analysis["verdict"];
 }
 
 }  // namespace ddptest

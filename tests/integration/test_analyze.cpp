@@ -53,13 +53,16 @@ TEST_P(AnalyzeKnob, TopCauseIsTheSlowedStageOnTheSlowedRank) {
 // Margins are wide on purpose: on a shared 2-core machine a loopback Gloo allreduce sometimes stays exposed for ~8 ms
 // of a step (descheduled peers), so each planted slowdown costs well over that: data stages far beyond what two
 // prefetching workers hide (~25 ms/step waited), compute stages 20 ms.
-INSTANTIATE_TEST_SUITE_P(
-    EveryKnobEveryRank, AnalyzeKnob,
-    ::testing::Values(Knob{"disk_read", 0, "60"}, Knob{"disk_read", 1, "60"}, Knob{"transform", 0, "60"},
-                      Knob{"transform", 1, "60"}, Knob{"pin", 0, "60"}, Knob{"pin", 1, "60"}, Knob{"h2d", 0, "20"},
-                      Knob{"h2d", 1, "20"}, Knob{"forward", 0, "20"}, Knob{"forward", 1, "20"}, Knob{"backward", 0, "20"},
-                      Knob{"backward", 1, "20"}, Knob{"optimizer", 0, "20"}, Knob{"optimizer", 1, "20"}),
-    [](const ::testing::TestParamInfo<Knob>& i) { return std::string(i.param.stage) + "_rank" + std::to_string(i.param.rank); });
+INSTANTIATE_TEST_SUITE_P(EveryKnobEveryRank, AnalyzeKnob,
+                         ::testing::Values(Knob{"disk_read", 0, "60"}, Knob{"disk_read", 1, "60"},
+                                           Knob{"transform", 0, "60"}, Knob{"transform", 1, "60"}, Knob{"pin", 0, "60"},
+                                           Knob{"pin", 1, "60"}, Knob{"h2d", 0, "20"}, Knob{"h2d", 1, "20"},
+                                           Knob{"forward", 0, "20"}, Knob{"forward", 1, "20"},
+                                           Knob{"backward", 0, "20"}, Knob{"backward", 1, "20"},
+                                           Knob{"optimizer", 0, "20"}, Knob{"optimizer", 1, "20"}),
+                         [](const ::testing::TestParamInfo<Knob>& i) {
+                           return std::string(i.param.stage) + "_rank" + std::to_string(i.param.rank);
+                         });
 
 TEST(Analyze, BalancedRunBlamesNoRanksPipelineStage) {
   // More steps than the knob runs: a preempted step on a shared machine is real skew, but it must not dominate.

@@ -2,7 +2,6 @@
 // The disk runs full through a file-size limit (RLIMIT_FSIZE) in the child, with SIGXFSZ ignored so that the write
 // fails with EFBIG as it would with ENOSPC instead of the signal killing the process.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/resource.h>
 

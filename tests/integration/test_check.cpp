@@ -26,16 +26,17 @@ TEST(Check, TheWholeLadderPassesOnTheDefaultJob) {
     ids.push_back(c["id"]);
     EXPECT_EQ(c["status"], "pass") << c["id"] << ": " << c["summary"];
   }
-  EXPECT_EQ(ids, (std::vector<std::string>{"env.manifest", "data.shard_rule", "numerics.reference", "numerics.rank_sync",
-                                           "memory.steady", "comm.no_sync", "checkpoint.complete", "checkpoint.resume",
-                                           "faults.exit"}));
+  EXPECT_EQ(ids, (std::vector<std::string>{"env.manifest", "data.shard_rule", "numerics.reference",
+                                           "numerics.rank_sync", "memory.steady", "comm.no_sync", "checkpoint.complete",
+                                           "checkpoint.resume", "faults.exit"}));
   EXPECT_TRUE(fs::exists(d + "/main/verify/rank0.summaries.jsonl")) << "per-layer summaries are kept";
   // Checkpoints and dumps must be what torch.load(path, weights_only=True) accepts (checked structurally: no torch
   // in this environment).
-  auto py = ddptest::run({"/usr/bin/env", "python3", std::string(DDP_SOURCE_DIR) + "/tests/python/weights_only_globals.py",
-                          d + "/main/checkpoints/step2/rank0.pt", d + "/main/checkpoints/step2/rank1.pt",
-                          d + "/main/verify/rank0_step0.pt"},
-                         d + ".py.log", 60);
+  auto py =
+      ddptest::run({"/usr/bin/env", "python3", std::string(DDP_SOURCE_DIR) + "/tests/python/weights_only_globals.py",
+                    d + "/main/checkpoints/step2/rank0.pt", d + "/main/checkpoints/step2/rank1.pt",
+                    d + "/main/verify/rank0_step0.pt"},
+                   d + ".py.log", 60);
   EXPECT_EQ(py.code, 0) << py.output;
 }
 
@@ -66,12 +67,21 @@ TEST_P(PlantedFault, ItsCheckFailsAndSaysWhy) {
 INSTANTIATE_TEST_SUITE_P(
     Ladder, PlantedFault,
     ::testing::Values(
-        Planted{"broken_shard", "data.shard_rule", {"--plant", "broken-shard", "--max-steps", "10"}, "differ from the sampler rule"},
+        Planted{"broken_shard",
+                "data.shard_rule",
+                {"--plant", "broken-shard", "--max-steps", "10"},
+                "differ from the sampler rule"},
         Planted{"no_set_epoch", "data.shard_rule", {"--plant", "no-set-epoch", "--dataset-size", "2000"}, "set_epoch"},
         Planted{"sum_loss", "numerics.reference", {"--loss-reduction", "sum", "--max-steps", "5"}, "sum-reduced loss"},
         Planted{"batchnorm", "numerics.reference", {"--model", "mlp-bn", "--max-steps", "5"}, "BatchNorm"},
-        Planted{"skip_allreduce", "numerics.rank_sync", {"--plant", "skip-allreduce", "--max-steps", "5"}, "differ from rank 0"},
-        Planted{"sync_every_step", "comm.no_sync", {"--accum-steps", "4", "--sync-every-step", "--max-steps", "5"}, "no_sync was not in effect"},
+        Planted{"skip_allreduce",
+                "numerics.rank_sync",
+                {"--plant", "skip-allreduce", "--max-steps", "5"},
+                "differ from rank 0"},
+        Planted{"sync_every_step",
+                "comm.no_sync",
+                {"--accum-steps", "4", "--sync-every-step", "--max-steps", "5"},
+                "no_sync was not in effect"},
         Planted{"ckpt_no_rng", "checkpoint.complete", {"--plant", "ckpt-no-rng", "--max-steps", "5"}, "rng.torch_cpu"},
         Planted{"ckpt_no_step", "checkpoint.resume", {"--plant", "ckpt-no-step"}, "has no 'step'"},
         Planted{"keep_graphs", "memory.steady", {"--plant", "keep-graphs"}, "per step from step"}),
@@ -80,8 +90,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Check, ImageDatasetPassesTheSamplerAndNumericsChecks) {
   // The reference re-reads the same files and replays the same crops (seeded by seed, epoch and index).
   std::string d = fresh_dir("images");
-  auto r = ddptest::run({kExe, "--check", "--checks", "data.shard_rule,numerics.reference,numerics.rank_sync", "--out", d,
-                         "--dataset", "images", "--dataset-size", "256", "--batch-size", "16", "--max-steps", "4"},
+  auto r = ddptest::run({kExe, "--check", "--checks", "data.shard_rule,numerics.reference,numerics.rank_sync", "--out",
+                         d, "--dataset", "images", "--dataset-size", "256", "--batch-size", "16", "--max-steps", "4"},
                         d + ".log", 600);
   EXPECT_EQ(r.code, 0) << r.output;
   // The manifest's expected batch is the image shape [B, C, H, W] the ranks saw, not [B, --features].
@@ -106,8 +116,8 @@ TEST(Check, TorchScriptModelPassesNumericsAndCheckpoints) {
   std::string model = d + ".pt";
   auto made = ddptest::run({DDP_MAKE_SCRIPT_MODEL_EXE, model}, d + ".make.log", 120);
   ASSERT_EQ(made.code, 0) << made.output;
-  auto r = ddptest::run({kExe, "--check", "--checks", "numerics.reference,numerics.rank_sync,checkpoint.complete", "--out",
-                         d, "--model", model, "--max-steps", "5"},
+  auto r = ddptest::run({kExe, "--check", "--checks", "numerics.reference,numerics.rank_sync,checkpoint.complete",
+                         "--out", d, "--model", model, "--max-steps", "5"},
                         d + ".log", 600);
   EXPECT_EQ(r.code, 0) << r.output;
   auto j = checks_of(d);

@@ -1,6 +1,5 @@
 // Hangs named within seconds at default settings, with what every rank was doing.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include "integration_support.h"
@@ -16,9 +15,9 @@ constexpr double kNamedWithinS = kHangFloorS + 8;
 TEST(Hang, AnInjectedHangIsNamedWithinTheFloorWithWhatEveryRankWasDoing) {
   std::string d = ddptest::fresh_dir("hang");
   auto t0 = std::chrono::steady_clock::now();
-  auto r = ddptest::run({ddptest::kExe, "--record", "--out", d, "--epochs", "200", "--inject-fault",
-                         "rank=1,step=5,kind=hang"},
-                        d + ".log", 120);
+  auto r = ddptest::run(
+      {ddptest::kExe, "--record", "--out", d, "--epochs", "200", "--inject-fault", "rank=1,step=5,kind=hang"},
+      d + ".log", 120);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_LT(took, kNamedWithinS + 5) << r.output;

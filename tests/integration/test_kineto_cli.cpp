@@ -15,8 +15,8 @@
 
 namespace {
 namespace fs = std::filesystem;
-using ddptest::fresh_dir;
 using ddptest::analyze_json;
+using ddptest::fresh_dir;
 using ddptest::run_cli;
 
 const std::string kCpu = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu";

@@ -22,15 +22,16 @@ std::string record_with_pytorch(const std::string& torchrun, const std::string& 
                                 const std::vector<std::string>& plant, const std::vector<std::string>& more = {},
                                 size_t files = 2) {
   const std::string out = ddptest::fresh_dir(name);
-  std::vector<std::string> args = {torchrun, "--nproc-per-node", "2", "--master-port",
-                                   std::to_string(ddptest::free_port()), kJob, "--out", out};
+  std::vector<std::string> args = {
+      torchrun, "--nproc-per-node", "2", "--master-port", std::to_string(ddptest::free_port()), kJob, "--out", out};
   for (const auto& p : plant) args.insert(args.end(), {"--plant", p});
   args.insert(args.end(), more.begin(), more.end());
   auto r = ddptest::run(args, out + ".log", 120, ddptest::venv_env(torchrun));
   EXPECT_EQ(r.code, 0) << r.output;
   size_t traces = 0;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(out, ec)) traces += e.path().string().find(".pt.trace.json") != std::string::npos;
+  for (const auto& e : fs::directory_iterator(out, ec))
+    traces += e.path().string().find(".pt.trace.json") != std::string::npos;
   EXPECT_EQ(traces, files) << "one trace per rank and cycle in " << out << "\n" << r.output;
   return out;
 }

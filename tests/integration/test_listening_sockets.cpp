@@ -1,7 +1,6 @@
 // What a run listens on: the rendezvous store of a supervisor-launched run on loopback only, never on every interface
 // (anyone who could reach the host could otherwise write into a running job's store).
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <filesystem>

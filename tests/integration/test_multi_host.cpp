@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <regex>
 #include <iostream>
+#include <regex>
 #include <string>
 
 #include "integration_support.h"
@@ -79,12 +79,11 @@ TEST(MultiHost, TwoNamespacesOverADelayedLinkTrainAlignAndBlameTheNetwork) {
   const std::string port = std::to_string(20000 + ::getpid() % 20000);
   std::vector<ddptest::Proc> ranks;
   for (int r = 0; r < 2; ++r)
-    ranks.push_back(ddptest::start({ip_command(), "netns", "exec", hosts.ns(r), "env", "RANK=" + std::to_string(r),
-                                    "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
-                                    "MASTER_ADDR=" + TwoHosts::address(0), "MASTER_PORT=" + port,
-                                    "GLOO_SOCKET_IFNAME=" + hosts.dev(r), kExe, "--worker", "--out", d,
-                                    "--max-steps", "30"},
-                                   d + ".rank" + std::to_string(r) + ".log"));
+    ranks.push_back(ddptest::start(
+        {ip_command(), "netns", "exec", hosts.ns(r), "env", "RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=0",
+         "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=" + TwoHosts::address(0), "MASTER_PORT=" + port,
+         "GLOO_SOCKET_IFNAME=" + hosts.dev(r), kExe, "--worker", "--out", d, "--max-steps", "30"},
+        d + ".rank" + std::to_string(r) + ".log"));
   for (int r = 0; r < 2; ++r) {
     const int code = ddptest::wait(ranks[r], 300);
     EXPECT_EQ(code, 0) << ddptest::read_file(ranks[r].log);
@@ -126,11 +125,28 @@ Job start_job(const TwoHosts& hosts, const std::string& name, const std::string&
   j.dir = fresh_dir(name);
   const std::string port = std::to_string(20000 + (::getpid() + static_cast<int>(name.size())) % 20000);
   for (int r = 0; r < 2; ++r)
-    j.ranks.push_back(ddptest::start({ip_command(), "netns", "exec", hosts.ns(r), "env", "RANK=" + std::to_string(r),
-                                      "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
-                                      "MASTER_ADDR=" + TwoHosts::address(0), "MASTER_PORT=" + port,
-                                      "GLOO_SOCKET_IFNAME=" + hosts.dev(r), kExe, "--worker", "--out", j.dir,
-                                      "--epochs", epochs, "--max-steps", steps, "--hang-timeout", "10"},
+    j.ranks.push_back(ddptest::start({ip_command(),
+                                      "netns",
+                                      "exec",
+                                      hosts.ns(r),
+                                      "env",
+                                      "RANK=" + std::to_string(r),
+                                      "WORLD_SIZE=2",
+                                      "LOCAL_RANK=0",
+                                      "LOCAL_WORLD_SIZE=1",
+                                      "MASTER_ADDR=" + TwoHosts::address(0),
+                                      "MASTER_PORT=" + port,
+                                      "GLOO_SOCKET_IFNAME=" + hosts.dev(r),
+                                      kExe,
+                                      "--worker",
+                                      "--out",
+                                      j.dir,
+                                      "--epochs",
+                                      epochs,
+                                      "--max-steps",
+                                      steps,
+                                      "--hang-timeout",
+                                      "10"},
                                      j.dir + ".rank" + std::to_string(r) + ".log"));
   return j;
 }
@@ -143,8 +159,8 @@ void expect_ended_naming_why_and_exportable(Job& j, double started_fault_s_ago_l
     EXPECT_NE(code, -1) << "rank " << r << " still running 120 s after the fault\n" << log;
     if (code == 0) continue;  // a lossy link can still carry the job to its end
     EXPECT_TRUE(std::regex_search(log, std::regex("rank " + std::to_string(r) +
-                                             " \\(.*\\) failed at epoch [0-9]+ step [0-9]+, stage [a-z_]+: .*"
-                                             "(Timed out|Connection closed|Connection reset)")))
+                                                  " \\(.*\\) failed at epoch [0-9]+ step [0-9]+, stage [a-z_]+: .*"
+                                                  "(Timed out|Connection closed|Connection reset)")))
         << log;
   }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - fault).count();

@@ -34,15 +34,16 @@ torch.jit.script(nn.Sequential(nn.Linear(192, 5))).save(d + "/flat.pt")
 torch.jit.script(cnn(3)).save(d + "/three.pt")
 )";
   ASSERT_EQ(std::system((kPython + " " + d + "/make.py " + d).c_str()), 0);
-  auto r = ddptest::run({kPython, std::string(DDP_SOURCE_DIR) + "/scripts/to_ddpd.py", d + "/x.npy", d + "/y.npy",
-                         d + "/images.ddpd"},
-                        d + "/to_ddpd.log", 120);
+  auto r = ddptest::run(
+      {kPython, std::string(DDP_SOURCE_DIR) + "/scripts/to_ddpd.py", d + "/x.npy", d + "/y.npy", d + "/images.ddpd"},
+      d + "/to_ddpd.log", 120);
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_NE(r.output.find("3000 samples of shape [3, 8, 8], 5 classes"), std::string::npos) << r.output;
 }
 
 TEST(OwnModel, ATorchScriptCnnOnImageShapedDataPassesTheLadder) {
-  if (!have_debian_torch()) GTEST_SKIP() << "SKIPPED LOUDLY: Debian's python3-torch and python3-numpy are not installed";
+  if (!have_debian_torch())
+    GTEST_SKIP() << "SKIPPED LOUDLY: Debian's python3-torch and python3-numpy are not installed";
   const std::string d = ddptest::fresh_dir("own_model");
   std::filesystem::create_directories(d);
   write_data_and_models(d);
@@ -57,7 +58,8 @@ TEST(OwnModel, ATorchScriptCnnOnImageShapedDataPassesTheLadder) {
 
 // What cannot run is found once, before any rank: one line, exit 2, no ladder judged.
 TEST(OwnModel, AModelThatCannotRunOnTheDataIsOneLineBeforeAnyRank) {
-  if (!have_debian_torch()) GTEST_SKIP() << "SKIPPED LOUDLY: Debian's python3-torch and python3-numpy are not installed";
+  if (!have_debian_torch())
+    GTEST_SKIP() << "SKIPPED LOUDLY: Debian's python3-torch and python3-numpy are not installed";
   const std::string d = ddptest::fresh_dir("own_model_bad");
   std::filesystem::create_directories(d);
   write_data_and_models(d);
@@ -65,13 +67,13 @@ TEST(OwnModel, AModelThatCannotRunOnTheDataIsOneLineBeforeAnyRank) {
     const char* model;
     const char* says;
   };
-  for (const Case& c : {Case{"flat.pt", "its forward fails on a batch [2, 3, 8, 8]"},
-                        Case{"three.pt", "gives [2, 3], not [2, 5]"}})
+  for (const Case& c :
+       {Case{"flat.pt", "its forward fails on a batch [2, 3, 8, 8]"}, Case{"three.pt", "gives [2, 3], not [2, 5]"}})
     for (const char* mode : {"--check", "--record"}) {
       const std::string out = d + "/" + c.model + mode;
-      auto r = ddptest::run({kExe, mode, "--out", out, "--model", d + "/" + c.model, "--data", d + "/images.ddpd",
-                             "--max-steps", "5"},
-                            out + ".log", 120);
+      auto r = ddptest::run(
+          {kExe, mode, "--out", out, "--model", d + "/" + c.model, "--data", d + "/images.ddpd", "--max-steps", "5"},
+          out + ".log", 120);
       EXPECT_EQ(r.code, 2) << r.output;
       EXPECT_NE(r.output.find(c.says), std::string::npos) << r.output;
       EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << "one line\n" << r.output;

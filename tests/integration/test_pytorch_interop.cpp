@@ -33,8 +33,10 @@ std::string record_with_checkpoints(const std::string& name) {
 }
 
 std::vector<std::string> resume_args(const std::string& d) {
-  return {"--data", read_json(d + "/manifest.json")["config"]["data_path"], "--ckpt", d + "/checkpoints/step2",
-          "--expect", d + "/checkpoints/step6", "--steps", "6"};
+  return {"--data",   read_json(d + "/manifest.json")["config"]["data_path"],
+          "--ckpt",   d + "/checkpoints/step2",
+          "--expect", d + "/checkpoints/step6",
+          "--steps",  "6"};
 }
 
 // "1.13" of "1.13.0a0" or "1.13.1".
@@ -59,11 +61,15 @@ TEST(PyTorchInterop, DebiansPyTorchResumesOurCheckpointBitwise) {
     std::vector<std::string> args = {"/usr/bin/python3", kScript, "--atol", same_torch ? "0" : "1e-5"};
     for (const auto& a : resume_args(d)) args.push_back(a);
     ranks.push_back(ddptest::start(args, d + ".rank" + std::to_string(r) + ".log",
-                                   {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", std::to_string(r)},
-                                    {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
+                                   {{"RANK", std::to_string(r)},
+                                    {"WORLD_SIZE", "2"},
+                                    {"LOCAL_RANK", std::to_string(r)},
+                                    {"MASTER_ADDR", "127.0.0.1"},
+                                    {"MASTER_PORT", port},
                                     // One BLAS thread, as our ranks run (the supervisor sets the same): OpenBLAS's
                                     // threaded GEMM rounded 2e-8 apart from ours here, with another process busy.
-                                    {"OPENBLAS_NUM_THREADS", "1"}, {"OMP_NUM_THREADS", "1"}}));
+                                    {"OPENBLAS_NUM_THREADS", "1"},
+                                    {"OMP_NUM_THREADS", "1"}}));
   }
   for (int r = 0; r < 2; ++r) {
     const int code = ddptest::wait(ranks[r], 300);

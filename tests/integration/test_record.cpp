@@ -15,9 +15,9 @@
 #include "integration_support.h"
 #include "runtime/data/dataset_file.h"
 #include "runtime/launch/progress.h"
+#include "traces/analysis/summary.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
-#include "traces/analysis/summary.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -135,8 +135,10 @@ TEST(Record, GlooThreadsRunUnderBatchSchedulingUnlessAskedNot) {
     auto m = read_json(d + "/manifest.json");
     ASSERT_EQ(m["rank_hosts"].size(), 2u);
     for (const auto& h : m["rank_hosts"]) {
-      if (batch) EXPECT_GE(h["sched_batch_threads"].get<int>(), 2) << "Gloo's device loop and its worker";
-      else EXPECT_EQ(h["sched_batch_threads"].get<int>(), 0);
+      if (batch)
+        EXPECT_GE(h["sched_batch_threads"].get<int>(), 2) << "Gloo's device loop and its worker";
+      else
+        EXPECT_EQ(h["sched_batch_threads"].get<int>(), 0);
     }
     EXPECT_EQ(m["config"]["batch_sched"], batch);
     for (const auto& rk : m["ranks"]) {  // the step times are measured without recording too
@@ -171,8 +173,7 @@ size_t allreduces_with_micro(const RankTrace& rk, int micro, size_t* total) {
 
 TEST(Record, AccumulationCommunicatesOncePerOptimizerStep) {
   std::string d = fresh_dir("accum");
-  auto r = run({kExe, "--record", "--out", d, "--accum-steps", "4", "--epochs", "1", "--bucket-mb", "0.1"},
-               d + ".log");
+  auto r = run({kExe, "--record", "--out", d, "--accum-steps", "4", "--epochs", "1", "--bucket-mb", "0.1"}, d + ".log");
   ASSERT_EQ(r.code, 0) << r.output;
   auto m = read_json(d + "/manifest.json");
   const size_t buckets = m["gradient_buckets"].size();
@@ -192,9 +193,9 @@ TEST(Record, AccumulationCommunicatesOncePerOptimizerStep) {
   }
   // The same count on a run that syncs every micro-step tells the two apart.
   std::string d2 = fresh_dir("accum_sync");
-  r = run({kExe, "--record", "--out", d2, "--accum-steps", "4", "--epochs", "1", "--bucket-mb", "0.1",
-           "--sync-every-step"},
-          d2 + ".log");
+  r = run(
+      {kExe, "--record", "--out", d2, "--accum-steps", "4", "--epochs", "1", "--bucket-mb", "0.1", "--sync-every-step"},
+      d2 + ".log");
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_TRUE(load_run(d2, rt, err)) << err;
   size_t total = 0;
@@ -304,9 +305,9 @@ TEST(Record, YourOwnDataOfAnyShapeAndClassCountTrains) {
   }
   std::string err;
   ASSERT_TRUE(write_dataset_file(d + "/ten.ddpd", {3, 4}, 10, x, y, err)) << err;
-  auto r = run({kExe, "--record", "--out", d + "/run", "--data", d + "/ten.ddpd", "--batch-size", "16", "--max-steps",
-                "4"},
-               d + ".log", 300);
+  auto r =
+      run({kExe, "--record", "--out", d + "/run", "--data", d + "/ten.ddpd", "--batch-size", "16", "--max-steps", "4"},
+          d + ".log", 300);
   ASSERT_EQ(r.code, 0) << r.output;
   auto m = read_json(d + "/run/manifest.json");
   EXPECT_EQ(m["config"]["classes"], 10);
@@ -321,7 +322,8 @@ TEST(Record, YourOwnDataOfAnyShapeAndClassCountTrains) {
   const std::string npz = d + "/arrays.npz", out = d + "/from_numpy.ddpd";
   r = run({"/usr/bin/python3", "-c",
            "import numpy as np; r = np.random.default_rng(0); "
-           "np.savez('" + npz + "', x=r.normal(size=(200, 2, 5)).astype('f8'), y=r.integers(0, 4, 200))"},
+           "np.savez('" +
+               npz + "', x=r.normal(size=(200, 2, 5)).astype('f8'), y=r.integers(0, 4, 200))"},
           d + ".npz.log", 60);
   ASSERT_EQ(r.code, 0) << r.output;
   r = run({"/usr/bin/python3", std::string(DDP_SOURCE_DIR) + "/scripts/to_ddpd.py", npz, out}, d + ".conv.log", 60);

@@ -175,10 +175,10 @@ TEST_F(SlurmCluster, TheLadderOnTheUsersOwnScriptUnderSrun) {
   auto env = ddptest::venv_env(torchrun);
   env["PYTHONPATH"] = std::string(DDP_SOURCE_DIR) + "/python";
   env["SLURM_CONF"] = dir_ + "/slurm.conf";
-  auto r = ddptest::run({kExe, "--check", "--out", d, "--resume-arg", "--resume {ckpt}", "--", "/usr/bin/srun",
-                         "--ntasks", "2", python, std::string(DDP_SOURCE_DIR) + "/examples/seed_job.py", "--epochs",
-                         "1", "--ckpt", d + ".ckpt.pt"},
-                        d + ".log", 600, env);
+  auto r = ddptest::run(
+      {kExe, "--check", "--out", d, "--resume-arg", "--resume {ckpt}", "--", "/usr/bin/srun", "--ntasks", "2", python,
+       std::string(DDP_SOURCE_DIR) + "/examples/seed_job.py", "--epochs", "1", "--ckpt", d + ".ckpt.pt"},
+      d + ".log", 600, env);
   EXPECT_EQ(r.code, 0) << r.output;
   auto checks = ddptest::read_json(d + "/checks.json");
   ASSERT_FALSE(checks.is_discarded()) << r.output;
@@ -194,8 +194,7 @@ TEST_F(SlurmCluster, TheLadderOnTheUsersOwnScriptUnderSrun) {
 TEST_F(SlurmCluster, DigestsMadeBySrunOnEachNodeAnalyseAsTheTraces) {
   const std::string d = ddptest::fresh_dir("slurm_digest");
   const std::string traces = std::string(DDP_SOURCE_DIR) + "/tests/data/kineto/pytorch-2.11-cpu/slow-data-rank1";
-  auto host = run({"/usr/bin/srun", "--nodes", "1", "--ntasks-per-node", "1", "/bin/sh", "-c",
-                   "echo $SLURMD_NODENAME"},
+  auto host = run({"/usr/bin/srun", "--nodes", "1", "--ntasks-per-node", "1", "/bin/sh", "-c", "echo $SLURMD_NODENAME"},
                   d + ".host.log", 60);
   ASSERT_EQ(host.code, 0) << host.output;
   const std::string node = host.output.substr(0, host.output.find('\n'));

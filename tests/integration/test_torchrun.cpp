@@ -4,7 +4,6 @@
 // variable when that venv exists); without it these tests skip.
 #include <gtest/gtest.h>
 
-
 #include <cstdlib>
 
 #include "integration_support.h"
@@ -56,7 +55,7 @@ TEST(Torchrun, ItsReportNamesOurMessageForAFailedRank) {
   EXPECT_NE(r.code, 0) << r.output;
   const std::string root = root_cause(r.output);
   EXPECT_NE(root.find("rank      : 1"), std::string::npos) << r.output;
-  EXPECT_NE(root.find("rank 1 (" ), std::string::npos) << r.output;
+  EXPECT_NE(root.find("rank 1 ("), std::string::npos) << r.output;
   EXPECT_NE(root.find("injected fault (throw) at step 5"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("error_file: <N/A>"), std::string::npos) << "every rank that failed wrote its error file\n"
                                                                    << r.output;
@@ -71,7 +70,7 @@ TEST(Torchrun, AKilledRankIsTheRootCauseAndItsPeerSaysWhy) {
   EXPECT_NE(root.find("rank      : 1"), std::string::npos) << r.output;
   EXPECT_NE(root.find("SIGKILL"), std::string::npos) << r.output;
   // Rank 0 saw its peer go and says so in its own entry.
-  EXPECT_NE(r.output.find("rank 0 (") , std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 0 ("), std::string::npos) << r.output;
 }
 
 TEST(Torchrun, ARestartedWorkerGroupResumesFromTheLatestCompleteCheckpoint) {

@@ -11,11 +11,11 @@
 
 namespace {
 using ddptest::fresh_dir;
-using ddptest::read_json;
 using ddptest::kExe;
+using ddptest::read_json;
 using ddptest::user_check::check;
-using ddptest::user_check::companion_env;
 using ddptest::user_check::Checked;
+using ddptest::user_check::companion_env;
 using ddptest::user_check::kExamples;
 using ddptest::user_check::kScripts;
 using ddptest::user_check::torchrun_cmd;
@@ -26,8 +26,8 @@ std::string file_bytes(const std::string& p) { return ddptest::read_file(p); }
 TEST_F(UserCheck, TheSeedJobInPlainPyTorchPassesTheWholeLadder) {
   const std::string script = kExamples + "/seed_job.py", before = file_bytes(script);
   const std::string ckpt = fresh_dir("seed_ckpt.pt");
-  Checked c = check("seed_all", {"--resume-arg", "--resume {ckpt}"}, torchrun_cmd(torchrun_, 2, script, {"--ckpt", ckpt}),
-                    torchrun_);
+  Checked c = check("seed_all", {"--resume-arg", "--resume {ckpt}"},
+                    torchrun_cmd(torchrun_, 2, script, {"--ckpt", ckpt}), torchrun_);
   ASSERT_EQ(c.code, 0) << c.output;
   for (const char* id : {"env.manifest", "data.shard_rule", "data.same_dataset", "train.learns", "numerics.finite",
                          "train.mode", "train.schedule", "numerics.reference", "numerics.rank_sync", "memory.steady",
@@ -65,9 +65,11 @@ TEST_F(UserCheck, WithoutResumeArgTheResumeCheckSkipsSayingHowToEnableIt) {
 }
 
 TEST_F(UserCheck, ADifferentModelOptimizerSchedulerAndLossPasses) {
-  Checked c = check("conv_ok", {"--checks", "env.manifest,data.shard_rule,numerics.reference,numerics.rank_sync,comm.no_sync,checkpoint.complete"},
-                    torchrun_cmd(torchrun_, 2, kExamples + "/conv_job.py", {"--ckpt", fresh_dir("conv_ckpt.pt")}),
-                    torchrun_);
+  Checked c =
+      check("conv_ok",
+            {"--checks",
+             "env.manifest,data.shard_rule,numerics.reference,numerics.rank_sync,comm.no_sync,checkpoint.complete"},
+            torchrun_cmd(torchrun_, 2, kExamples + "/conv_job.py", {"--ckpt", fresh_dir("conv_ckpt.pt")}), torchrun_);
   ASSERT_EQ(c.code, 0) << c.output;
   EXPECT_EQ(c.status("numerics.reference"), "pass") << c.summary("numerics.reference");
   EXPECT_EQ(c.status("checkpoint.complete"), "pass") << c.summary("checkpoint.complete");
@@ -92,7 +94,10 @@ TEST_F(UserCheck, EveryPlantedMistakeIsNamedByItsCheck) {
       {"seed", {"--plant", "rank-param"}, "numerics.rank_sync", {}, "rank 1's parameters differ"},
       {"seed", {"--plant", "accum-no-sync"}, "comm.no_sync", {}, "no_sync"},
       {"seed", {"--plant", "ckpt-model-only", "--ckpt", ck}, "checkpoint.complete", {}, "optimizer.state"},
-      {"seed", {"--plant", "resume-model-only", "--ckpt", ck}, "checkpoint.resume", {"--resume-arg", "--resume {ckpt}"},
+      {"seed",
+       {"--plant", "resume-model-only", "--ckpt", ck},
+       "checkpoint.resume",
+       {"--resume-arg", "--resume {ckpt}"},
        "optimizer"},
   };
   for (const Plant& p : plants) {
@@ -112,15 +117,18 @@ TEST_F(UserCheck, ARankThatCrashesFailsTheRunNamingItsException) {
   EXPECT_EQ(c.code, 1) << c.output;
   EXPECT_EQ(c.status("env.manifest"), "fail");
   EXPECT_NE(c.summary("env.manifest").find("rank 1"), std::string::npos) << c.summary("env.manifest");
-  EXPECT_NE(c.summary("env.manifest").find("RuntimeError: planted crash"), std::string::npos) << c.summary("env.manifest");
+  EXPECT_NE(c.summary("env.manifest").find("RuntimeError: planted crash"), std::string::npos)
+      << c.summary("env.manifest");
 }
 
 TEST_F(UserCheck, OneAndThreeRanks) {
   for (int n : {1, 3}) {
-    Checked c = check("ranks" + std::to_string(n), {"--checks", "env.manifest,data.shard_rule,numerics.reference,numerics.rank_sync,faults.exit"},
+    Checked c = check("ranks" + std::to_string(n),
+                      {"--checks", "env.manifest,data.shard_rule,numerics.reference,numerics.rank_sync,faults.exit"},
                       torchrun_cmd(torchrun_, n, kExamples + "/seed_job.py", {"--epochs", "1"}), torchrun_);
     EXPECT_EQ(c.code, 0) << n << " ranks\n" << c.output;
-    for (const char* id : {"env.manifest", "data.shard_rule", "numerics.reference", "numerics.rank_sync", "faults.exit"}) {
+    for (const char* id :
+         {"env.manifest", "data.shard_rule", "numerics.reference", "numerics.rank_sync", "faults.exit"}) {
       // One rank has no replica to compare: the check says so (skip) instead of passing.
       const std::string want = n == 1 && std::string(id) == "numerics.rank_sync" ? "skip" : "pass";
       EXPECT_EQ(c.status(id), want) << n << " ranks, " << id << ": " << c.summary(id);
@@ -142,16 +150,19 @@ TEST_F(UserCheck, AHeartbeatReadHalfWrittenIsNotAHang) {
 TEST_F(UserCheck, BadInputEndsEarlyWithOneLine) {
   const std::string out = fresh_dir("bad");
   auto env = companion_env(torchrun_);
-  auto no_attach = ddptest::run({kExe, "--check", "--out", out + "/a", "--", torchrun_, "--nproc-per-node", "1",
-                                 kScripts + "/no_attach.py"}, out + ".a.log", 300, env);
+  auto no_attach = ddptest::run(
+      {kExe, "--check", "--out", out + "/a", "--", torchrun_, "--nproc-per-node", "1", kScripts + "/no_attach.py"},
+      out + ".a.log", 300, env);
   EXPECT_EQ(no_attach.code, 2) << no_attach.output;
-  EXPECT_NE(no_attach.output.find("never trained a DistributedDataParallel model"), std::string::npos) << no_attach.output;
-  auto not_runnable = ddptest::run({kExe, "--check", "--out", out + "/b", "--", "/no/such/torchrun", "x.py"},
-                                   out + ".b.log", 60, env);
+  EXPECT_NE(no_attach.output.find("never trained a DistributedDataParallel model"), std::string::npos)
+      << no_attach.output;
+  auto not_runnable =
+      ddptest::run({kExe, "--check", "--out", out + "/b", "--", "/no/such/torchrun", "x.py"}, out + ".b.log", 60, env);
   EXPECT_EQ(not_runnable.code, 2) << not_runnable.output;
   EXPECT_NE(not_runnable.output.find("/no/such/torchrun"), std::string::npos) << not_runnable.output;
   auto crash = ddptest::run({kExe, "--check", "--out", out + "/c", "--", torchrun_, "--nproc-per-node", "1",
-                             kScripts + "/crash_before_step.py"}, out + ".c.log", 300, env);
+                             kScripts + "/crash_before_step.py"},
+                            out + ".c.log", 300, env);
   EXPECT_EQ(crash.code, 1) << crash.output;
   EXPECT_NE(crash.output.find("ValueError: bad config: --data points nowhere"), std::string::npos) << crash.output;
 }

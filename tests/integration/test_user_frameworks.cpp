@@ -42,8 +42,9 @@ class Frameworks : public UserCheck {
 };
 
 TEST_F(UserCheck, AnUnmodifiedScriptPassesTheWholeLadderAndIsToldHowToGiveItsLoss) {
-  Checked c = check("unmodified_ok", {"--resume-arg", "--resume {ckpt}"},
-                    torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", fresh_dir("unmodified_snap.pt")}), torchrun_);
+  Checked c =
+      check("unmodified_ok", {"--resume-arg", "--resume {ckpt}"},
+            torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", fresh_dir("unmodified_snap.pt")}), torchrun_);
   ASSERT_EQ(c.code, 0) << c.output;
   // Epoch-end snapshots without the step: derivable there, said as a warning. No loss function known: a skip that
   // says how to give one, never a pass.
@@ -54,8 +55,8 @@ TEST_F(UserCheck, AnUnmodifiedScriptPassesTheWholeLadderAndIsToldHowToGiveItsLos
       << c.summary("checkpoint.resume");
 }
 
-// The README's advice taken literally: the attach line after DDP(...) for the loss, the loop and torch.save left as they
-// are. Explicit attach is the automatic companion plus the loss: every check the unmodified script passes still
+// The README's advice taken literally: the attach line after DDP(...) for the loss, the loop and torch.save left as
+// they are. Explicit attach is the automatic companion plus the loss: every check the unmodified script passes still
 // passes (the loader and the snapshots are still found), and the single-process reference now runs.
 TEST_F(UserCheck, TheAttachLineAloneKeepsEveryCheckAndAddsTheReference) {
   Checked c = check("unmodified_attach", {"--resume-arg", "--resume {ckpt}"},
@@ -67,19 +68,19 @@ TEST_F(UserCheck, TheAttachLineAloneKeepsEveryCheckAndAddsTheReference) {
 }
 
 TEST_F(UserCheck, AnUnmodifiedScriptsMistakesAreNamed) {
-  Checked epoch = check("unmodified_no_set_epoch", {"--checks", "data.shard_rule"},
-                        torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", fresh_dir("u1.pt"), "--plant",
-                                                                 "no-set-epoch"}),
-                        torchrun_);
+  Checked epoch =
+      check("unmodified_no_set_epoch", {"--checks", "data.shard_rule"},
+            torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", fresh_dir("u1.pt"), "--plant", "no-set-epoch"}),
+            torchrun_);
   EXPECT_EQ(epoch.code, 1) << epoch.output;
   EXPECT_EQ(epoch.status("data.shard_rule"), "fail") << epoch.summary("data.shard_rule");
   EXPECT_NE(epoch.summary("data.shard_rule").find("set_epoch was not applied"), std::string::npos)
       << epoch.summary("data.shard_rule");
   // The DDP tutorial's snapshot: weights and epoch only; SGD's momentum restarts from zero on resume.
-  Checked snap = check("unmodified_tutorial_snapshot", {"--checks", "checkpoint.complete"},
-                       torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", fresh_dir("u2.pt"), "--plant",
-                                                                "tutorial-snapshot"}),
-                       torchrun_);
+  Checked snap =
+      check("unmodified_tutorial_snapshot", {"--checks", "checkpoint.complete"},
+            torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", fresh_dir("u2.pt"), "--plant", "tutorial-snapshot"}),
+            torchrun_);
   EXPECT_EQ(snap.code, 1) << snap.output;
   EXPECT_EQ(snap.status("checkpoint.complete"), "fail") << snap.summary("checkpoint.complete");
   EXPECT_NE(snap.summary("checkpoint.complete").find("optimizer.state:0.weight"), std::string::npos)
@@ -90,12 +91,13 @@ TEST_F(UserCheck, AnUnmodifiedScriptsMistakesAreNamed) {
   }
   // The weights alone, through safetensors: found as the checkpoint, and what it lacks named.
   const std::string st = fresh_dir("u3.safetensors");
-  Checked weights = check("unmodified_safetensors", {"--checks", "checkpoint.complete"},
-                          torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", st, "--plant", "safetensors-weights"}),
-                          torchrun_);
+  Checked weights =
+      check("unmodified_safetensors", {"--checks", "checkpoint.complete"},
+            torchrun_cmd(torchrun_, 2, kUnmodified, {"--snapshot", st, "--plant", "safetensors-weights"}), torchrun_);
   EXPECT_EQ(weights.code, 1) << weights.output;
   EXPECT_EQ(weights.status("checkpoint.complete"), "fail") << weights.summary("checkpoint.complete");
-  EXPECT_NE(weights.summary("checkpoint.complete").find(st), std::string::npos) << weights.summary("checkpoint.complete");
+  EXPECT_NE(weights.summary("checkpoint.complete").find(st), std::string::npos)
+      << weights.summary("checkpoint.complete");
   EXPECT_NE(weights.summary("checkpoint.complete").find("optimizer.state:0.weight"), std::string::npos)
       << weights.summary("checkpoint.complete");
 }
@@ -116,17 +118,17 @@ TEST_F(Frameworks, LightningStartsItsOwnRanksAndAccumulatesAndItsMistakeIsNamed)
   need("lightning");
   const std::string py = std::filesystem::path(torchrun_).parent_path() / "python";
   // `python train.py`: Lightning starts rank 1 itself; accumulate_grad_batches=2 runs under no_sync.
-  Checked own = check("lightning_spawns", {"--checks", "env.manifest,data.shard_rule,numerics.reference,comm.no_sync"},
-                      {py, kLightning, "--ckpt-dir", fresh_dir("lightning_spawn_ckpts"), "--plant", "accumulate"},
-                      torchrun_);
+  Checked own =
+      check("lightning_spawns", {"--checks", "env.manifest,data.shard_rule,numerics.reference,comm.no_sync"},
+            {py, kLightning, "--ckpt-dir", fresh_dir("lightning_spawn_ckpts"), "--plant", "accumulate"}, torchrun_);
   ASSERT_EQ(own.code, 0) << own.output;
   expect_all_pass_but(own, {});
   EXPECT_NE(own.summary("comm.no_sync").find("on their last micro-step"), std::string::npos)
       << own.summary("comm.no_sync");
-  Checked plain = check("lightning_no_sampler", {"--checks", "data.shard_rule"},
-                        torchrun_cmd(torchrun_, 2, kLightning, {"--ckpt-dir", fresh_dir("l2"), "--plant",
-                                                                "no-distributed-sampler"}),
-                        torchrun_);
+  Checked plain = check(
+      "lightning_no_sampler", {"--checks", "data.shard_rule"},
+      torchrun_cmd(torchrun_, 2, kLightning, {"--ckpt-dir", fresh_dir("l2"), "--plant", "no-distributed-sampler"}),
+      torchrun_);
   EXPECT_EQ(plain.code, 1) << plain.output;
   EXPECT_EQ(plain.status("data.shard_rule"), "fail") << plain.summary("data.shard_rule");
   EXPECT_NE(plain.summary("data.shard_rule").find("use_distributed_sampler=True"), std::string::npos)
@@ -143,24 +145,23 @@ TEST_F(Frameworks, AccelerateWithAccumulationPassesTheWholeLadder) {
       << c.summary("data.shard_rule");
   EXPECT_NE(c.summary("train.schedule").find("once per process (2) at each optimizer step"), std::string::npos)
       << c.summary("train.schedule");
-  EXPECT_NE(c.summary("comm.no_sync").find("on their last micro-step"), std::string::npos)
-      << c.summary("comm.no_sync");
+  EXPECT_NE(c.summary("comm.no_sync").find("on their last micro-step"), std::string::npos) << c.summary("comm.no_sync");
 }
 
 TEST_F(Frameworks, AcceleratesMistakesAreNamed) {
   need("accelerate");
-  Checked loader = check("accelerate_unprepared", {"--checks", "data.shard_rule"},
-                         torchrun_cmd(torchrun_, 2, kAccelerate, {"--ckpt-dir", fresh_dir("a1"), "--plant",
-                                                                  "unprepared-loader"}),
-                         torchrun_);
+  Checked loader =
+      check("accelerate_unprepared", {"--checks", "data.shard_rule"},
+            torchrun_cmd(torchrun_, 2, kAccelerate, {"--ckpt-dir", fresh_dir("a1"), "--plant", "unprepared-loader"}),
+            torchrun_);
   EXPECT_EQ(loader.code, 1) << loader.output;
   EXPECT_EQ(loader.status("data.shard_rule"), "fail") << loader.summary("data.shard_rule");
   EXPECT_NE(loader.summary("data.shard_rule").find("give the loader to accelerator.prepare"), std::string::npos)
       << loader.summary("data.shard_rule");
-  Checked shuffle = check("accelerate_unseeded", {"--checks", "checkpoint.resume", "--resume-arg", "--resume {ckpt}"},
-                          torchrun_cmd(torchrun_, 2, kAccelerate, {"--ckpt-dir", fresh_dir("a2"), "--plant",
-                                                                   "unseeded-shuffle"}),
-                          torchrun_);
+  Checked shuffle =
+      check("accelerate_unseeded", {"--checks", "checkpoint.resume", "--resume-arg", "--resume {ckpt}"},
+            torchrun_cmd(torchrun_, 2, kAccelerate, {"--ckpt-dir", fresh_dir("a2"), "--plant", "unseeded-shuffle"}),
+            torchrun_);
   EXPECT_EQ(shuffle.code, 1) << shuffle.output;
   EXPECT_EQ(shuffle.status("checkpoint.resume"), "fail") << shuffle.summary("checkpoint.resume");
   EXPECT_NE(shuffle.summary("checkpoint.resume").find("shuffle restarts with the process"), std::string::npos)
@@ -188,9 +189,9 @@ TEST_F(Frameworks, RecordProfilesEachWayInAndAnalysesIt) {
     const char* module;
     const char* output_option;  // where the script writes its checkpoints
   };
-  for (const Way& w : {Way{"unmodified", kUnmodified, "torch", "--snapshot"},
-                       Way{"lightning", kLightning, "lightning", "--ckpt-dir"},
-                       Way{"accelerate", kAccelerate, "accelerate", "--ckpt-dir"}}) {
+  for (const Way& w :
+       {Way{"unmodified", kUnmodified, "torch", "--snapshot"}, Way{"lightning", kLightning, "lightning", "--ckpt-dir"},
+        Way{"accelerate", kAccelerate, "accelerate", "--ckpt-dir"}}) {
     if (!venv_has(torchrun_, w.module)) {
       std::cout << "[ SKIPPED part ] --record of " << w.name << ": the venv has no " << w.module << "\n";
       continue;

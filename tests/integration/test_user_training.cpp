@@ -2,7 +2,6 @@
 // as they are, and each silent error planted alone (tests/python/user_scripts/loop_job.py, trainer_job.py) is named
 // at its cause by the check that owns it. Also: the ladder's launches never collide on a rendezvous port.
 #include <gtest/gtest.h>
-
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,10 +25,11 @@ const std::string kTrainingChecks =
 
 TEST_F(UserCheck, ALoopWithAccumulationDropoutAndMidEpochCheckpointsPassesEveryCheck) {
   const std::string ckpt = fresh_dir("loop_ckpt.pt");
-  Checked c = check("loop_ok",
-                    {"--resume-arg", "--resume {ckpt}", "--checks",
-                     "env.manifest,data.shard_rule,comm.no_sync,checkpoint.complete,checkpoint.resume," + kTrainingChecks},
-                    torchrun_cmd(torchrun_, 2, kLoop, {"--ckpt", ckpt}), torchrun_);
+  Checked c =
+      check("loop_ok",
+            {"--resume-arg", "--resume {ckpt}", "--checks",
+             "env.manifest,data.shard_rule,comm.no_sync,checkpoint.complete,checkpoint.resume," + kTrainingChecks},
+            torchrun_cmd(torchrun_, 2, kLoop, {"--ckpt", ckpt}), torchrun_);
   ASSERT_EQ(c.code, 0) << c.output;
   for (const char* id : {"env.manifest", "data.shard_rule", "data.same_dataset", "train.learns", "numerics.finite",
                          "train.mode", "train.schedule", "numerics.reference", "numerics.rank_sync", "memory.steady",
@@ -98,13 +98,14 @@ TEST_F(UserCheck, EverySilentErrorIsNamedAtItsCause) {
 }
 
 TEST_F(UserCheck, AResumeThatTrainsTheSavedEpochAgainIsNamed) {
-  Checked c = check("trainer_repeat", {"--resume-arg", "--resume {ckpt}", "--checks", "checkpoint.resume"},
-                    torchrun_cmd(torchrun_, 2, kTrainer,
-                                 {"--snapshot", fresh_dir("repeat_snap.pt"), "--plant", "repeat-epoch"}),
-                    torchrun_);
+  Checked c = check(
+      "trainer_repeat", {"--resume-arg", "--resume {ckpt}", "--checks", "checkpoint.resume"},
+      torchrun_cmd(torchrun_, 2, kTrainer, {"--snapshot", fresh_dir("repeat_snap.pt"), "--plant", "repeat-epoch"}),
+      torchrun_);
   EXPECT_EQ(c.code, 1) << c.output;
   EXPECT_EQ(c.status("checkpoint.resume"), "fail");
-  EXPECT_NE(c.summary("checkpoint.resume").find("trains on the batches of step 0: the saved epoch's data order is trained again"),
+  EXPECT_NE(c.summary("checkpoint.resume")
+                .find("trains on the batches of step 0: the saved epoch's data order is trained again"),
             std::string::npos)
       << c.summary("checkpoint.resume");
 }
@@ -117,8 +118,9 @@ TEST_F(UserCheck, AResumeWhoseRngIsDrawnBeforeItsFirstForwardIsNamed) {
                     torchrun_);
   EXPECT_EQ(c.code, 1) << c.output;
   EXPECT_EQ(c.status("checkpoint.resume"), "fail");
-  EXPECT_NE(c.summary("checkpoint.resume").find("already differs from the straight run's after the checkpoint, first "
-                                                "at rng.torch"),
+  EXPECT_NE(c.summary("checkpoint.resume")
+                .find("already differs from the straight run's after the checkpoint, first "
+                      "at rng.torch"),
             std::string::npos)
       << c.summary("checkpoint.resume");
 }

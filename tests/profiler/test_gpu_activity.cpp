@@ -90,7 +90,7 @@ TEST(ClockMap, InterpolatesDriftBetweenPairsAndExtendsBeyond) {
   EXPECT_EQ(m.to_monotonic(10'500'050), 500'000);
   EXPECT_NEAR(static_cast<double>(m.to_monotonic(11'500'150)), 1'500'000.0, 1.0);
   EXPECT_NEAR(static_cast<double>(m.to_monotonic(13'000'300)), 3'000'000.0, 1.0);  // after the last pair
-  EXPECT_NEAR(static_cast<double>(m.to_monotonic(9'000'000)), -999'900.0, 1.0);     // before the first
+  EXPECT_NEAR(static_cast<double>(m.to_monotonic(9'000'000)), -999'900.0, 1.0);    // before the first
   EXPECT_EQ(m.pairs(), 3u);
 }
 
@@ -115,9 +115,11 @@ TEST(ClockMap, IgnoresPairsThatDoNotAdvance) {
 TEST(GpuRecords, StagesLanesAndNames) {
   EXPECT_EQ(prof::stage_for(kernel(1, 0, 1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL")), Stage::nccl);
   // what CUPTI really reports: the mangled C++ name
-  EXPECT_EQ(prof::stage_for(kernel(1, 0, 1, "_Z29ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE")),
+  EXPECT_EQ(prof::stage_for(
+                kernel(1, 0, 1, "_Z29ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE")),
             Stage::nccl);
-  EXPECT_EQ(prof::stage_for(kernel(1, 0, 1, "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEEEEviT0_T1_")),
+  EXPECT_EQ(prof::stage_for(
+                kernel(1, 0, 1, "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEEEEviT0_T1_")),
             Stage::kernel);
   EXPECT_EQ(prof::stage_for(kernel(1, 0, 1, "void at::native::vectorized_elementwise_kernel")), Stage::kernel);
   EXPECT_EQ(prof::stage_for(copy(1, MemKind::pinned, MemKind::device, 8, 0, 1)), Stage::memcpy_h2d);
@@ -137,14 +139,16 @@ TEST(GpuRecords, StagesLanesAndNames) {
   EXPECT_EQ(prof::gpu_lane_name(0, 7), "gpu0/stream7");
   EXPECT_EQ(prof::display_name(copy(1, MemKind::pinned, MemKind::device, 8, 0, 1)), "memcpy HtoD pinned->device");
   EXPECT_EQ(prof::display_name(copy(1, MemKind::device, MemKind::pageable, 8, 0, 1)), "memcpy DtoH device->pageable");
-  EXPECT_EQ(prof::display_name(kernel(1, 0, 1, "_Z6matmulPKfS0_Pfi")), "matmul(float const*, float const*, float*, int)");
+  EXPECT_EQ(prof::display_name(kernel(1, 0, 1, "_Z6matmulPKfS0_Pfi")),
+            "matmul(float const*, float const*, float*, int)");
   EXPECT_EQ(prof::display_name(kernel(1, 0, 1, "_Znot_really_mangled(")), "_Znot_really_mangled(");
 }
 
 // ---- collector with the fake source ----------------------------------------------------------------------------
 
 struct Rig {
-  std::shared_ptr<ddp::testing::FakeActivitySource::Control> ctl = std::make_shared<ddp::testing::FakeActivitySource::Control>();
+  std::shared_ptr<ddp::testing::FakeActivitySource::Control> ctl =
+      std::make_shared<ddp::testing::FakeActivitySource::Control>();
   MemorySink sink;
   std::unique_ptr<prof::ActivityCollector> col;
   explicit Rig(bool identity = true, int64_t offset = 0) {
@@ -386,7 +390,8 @@ TEST(GpuRecording, EventsNamesAndLanesReachTheTraceFile) {
   prof::gpu_mark_step({6, 0, 0});
   const auto t = static_cast<uint64_t>(prof::monotonic_ns());
   { prof::Span sp(Stage::forward); }
-  ddp::testing::FakeActivitySource::push(*ctl, {api(9, 1, t, t + 100), kernel(9, t + 200, t + 900, "relu_kernel", 0, 7)});
+  ddp::testing::FakeActivitySource::push(*ctl,
+                                         {api(9, 1, t, t + 100), kernel(9, t + 200, t + 900, "relu_kernel", 0, 7)});
   prof::gpu_flush();
   prof::CollectorStats gs = prof::gpu_stop();
   EXPECT_FALSE(prof::gpu_recording());

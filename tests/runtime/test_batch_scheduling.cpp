@@ -1,5 +1,6 @@
 // Threads started inside a BatchSchedulingScope run SCHED_BATCH; the starting thread gets its normal policy back, and
-// threads started outside the scope or with it disabled keep the normal policy. Real threads, read back from the kernel.
+// threads started outside the scope or with it disabled keep the normal policy. Real threads, read back from the
+// kernel.
 #include <gtest/gtest.h>
 #include <sched.h>
 

@@ -1,18 +1,17 @@
 // The check judgements on recorded data, each shown passing on good data and failing on a planted fault.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/data/sampler.h"
 #include "runtime/check/check_table.h"
 #include "runtime/check/judges.h"
+#include "runtime/data/sampler.h"
+#include "tests/support/remove_tree.h"
 #include "traces/model/event.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/trace_writer.h"
-#include "tests/support/remove_tree.h"
 
 namespace {
 using namespace ddp;
@@ -153,9 +152,11 @@ FaultScenario scenario(const std::string& kind, int exit_code, int culprit, doub
 
 TEST(Checks, FaultsNeedExitOneTheCulpritItsStepAndStageAndFastEnds) {
   const std::string msg = "rank 1 failed: injected (at epoch 0 step 3, stage forward)";
-  EXPECT_EQ(judge_faults({scenario("kill", 1, 1, 0.1, msg), scenario("hang", 1, 1, 6.0, msg)}).status, CheckStatus::pass);
+  EXPECT_EQ(judge_faults({scenario("kill", 1, 1, 0.1, msg), scenario("hang", 1, 1, 6.0, msg)}).status,
+            CheckStatus::pass);
   EXPECT_EQ(judge_faults({scenario("kill", 0, 1, 0.1, msg)}).status, CheckStatus::fail);
-  EXPECT_EQ(judge_faults({scenario("kill", 1, 0, 0.1, "rank 0 failed at step 3, stage forward")}).status, CheckStatus::fail);
+  EXPECT_EQ(judge_faults({scenario("kill", 1, 0, 0.1, "rank 0 failed at step 3, stage forward")}).status,
+            CheckStatus::fail);
   EXPECT_EQ(judge_faults({scenario("kill", 1, 1, 6.0, msg)}).status, CheckStatus::fail) << "5 s limit";
   EXPECT_EQ(judge_faults({scenario("hang", 1, 1, 11.0, msg)}).status, CheckStatus::fail) << "10 s limit";
   EXPECT_EQ(judge_faults({scenario("throw", 1, 1, 0.1, "rank 1 failed: boom")}).status, CheckStatus::fail);
@@ -270,8 +271,9 @@ TEST(Checks, ADamagedVerificationLogIsNamedNotSkipped) {
   std::string err;
   EXPECT_TRUE(read_replica_hashes(dir, 0, err).empty());
   EXPECT_NE(err.find("rank0.replicas.jsonl: 1 unreadable line(s), first at line 2"), std::string::npos) << err;
-  std::ofstream(in_run(dir, verify_samples_file(0))) << "{\"epoch\":0,\"step\":0,\"micro\":0,\"batch\":0,\"indices\":[1]}\n"
-                                                     << "not json\n";
+  std::ofstream(in_run(dir, verify_samples_file(0)))
+      << "{\"epoch\":0,\"step\":0,\"micro\":0,\"batch\":0,\"indices\":[1]}\n"
+      << "not json\n";
   err.clear();
   EXPECT_TRUE(read_consumed(dir, 0, err).empty());
   EXPECT_NE(err.find("first at line 2"), std::string::npos) << err;

@@ -1,17 +1,17 @@
 // The one contract between the C++ side and the Python companion: every run-folder name the companion writes, the
 // records inside those files field by field (traces/model/records.def), the DDP_PROFILE_* switches, the heartbeat
-// record's size, offsets, magic and format version, and the stage ids it reports. python/ddp_profile/layout.py is loaded by file (it imports nothing of the package, so no torch is needed)
-// and its contract() compared with the C++ owners, name by name: a difference on either side fails here.
+// record's size, offsets, magic and format version, and the stage ids it reports. python/ddp_profile/layout.py is
+// loaded by file (it imports nothing of the package, so no torch is needed) and its contract() compared with the C++
+// owners, name by name: a difference on either side fails here.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
-
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -24,9 +24,10 @@
 namespace {
 
 nlohmann::json python_contract(const std::string& layout = std::string(DDP_SOURCE_DIR) +
-                                                            "/python/ddp_profile/layout.py") {
+                                                           "/python/ddp_profile/layout.py") {
   const std::string cmd =
-      "python3 -c 'import importlib.util, json, sys; s = importlib.util.spec_from_file_location(\"layout\", sys.argv[1]); "
+      "python3 -c 'import importlib.util, json, sys; s = importlib.util.spec_from_file_location(\"layout\", "
+      "sys.argv[1]); "
       "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); print(json.dumps(m.contract()))' '" +
       layout + "' 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -87,7 +88,8 @@ std::vector<std::string> record_differences(const std::vector<ddp::records::Reco
         continue;
       }
       const nlohmann::json& p = py[f.key];
-      if (p["type"] != f.type || p["nested"] != f.nested) out.push_back(at + ": type " + p["type"].dump() + " vs " + f.type);
+      if (p["type"] != f.type || p["nested"] != f.nested)
+        out.push_back(at + ": type " + p["type"].dump() + " vs " + f.type);
       if (p["unit"] != f.unit) out.push_back(at + ": unit " + p["unit"].dump() + " vs \"" + f.unit + "\"");
       if (p["required"] != f.required) out.push_back(at + ": required differs");
     }
@@ -149,19 +151,24 @@ TEST(CompanionContract, TheReaderNamesTheFileTheLineAndTheField) {
   const std::string path = dir + "/rank0.samples.jsonl";
   std::vector<ddp::records::samples> lines;
   std::string err;
-  std::ofstream(path) << R"({"epoch":0,"step":0,"micro":0,"batch":0,"indices":[1,2]})" "\n"
-                      << R"({"epoch":0,"step":1,"micro":0,"batch":1,"indices":[3],"sampler_epoch":null})" "\n";
+  std::ofstream(path) << R"({"epoch":0,"step":0,"micro":0,"batch":0,"indices":[1,2]})"
+                         "\n"
+                      << R"({"epoch":0,"step":1,"micro":0,"batch":1,"indices":[3],"sampler_epoch":null})"
+                         "\n";
   ASSERT_TRUE(ddp::read_record_lines(path, lines, err)) << err;
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_FALSE(lines[1].sampler_epoch.has_value());
   EXPECT_EQ(lines[0].indices, (std::vector<int64_t>{1, 2}));
   const std::map<std::string, std::string> broken = {
       {R"({"epoch":0,"step":1,"micro":0,"batch":1,"index":[3]})", ":2: field 'indices': missing"},
-      {R"({"epoch":0,"step":1,"micro":0,"batch":1,"indices":[3],"sampler_epochs":1})", ":2: unknown field 'sampler_epochs'"},
+      {R"({"epoch":0,"step":1,"micro":0,"batch":1,"indices":[3],"sampler_epochs":1})",
+       ":2: unknown field 'sampler_epochs'"},
       {R"({"epoch":0,"step":"1","micro":0,"batch":1,"indices":[3]})", ":2: field 'step': not an integer"},
       {R"({"epoch":0,"step":1,"micro":0,"batch":1,"indices":[3,"4"]})", ":2: field 'indices': item 1: not an integer"}};
   for (const auto& [line, want] : broken) {
-    std::ofstream(path) << R"({"epoch":0,"step":0,"micro":0,"batch":0,"indices":[1,2]})" "\n" << line << "\n";
+    std::ofstream(path) << R"({"epoch":0,"step":0,"micro":0,"batch":0,"indices":[1,2]})"
+                           "\n"
+                        << line << "\n";
     EXPECT_FALSE(ddp::read_record_lines(path, lines, err));
     EXPECT_EQ(err, path + want);
   }
@@ -169,8 +176,8 @@ TEST(CompanionContract, TheReaderNamesTheFileTheLineAndTheField) {
   EXPECT_FALSE(ddp::records::read(nlohmann::json::parse(R"({"step":0,"rss":1,"first_nonfinite_layer":{"layers":"x"}})"),
                                   t, err));
   EXPECT_EQ(err, "field 'first_nonfinite_layer': unknown field 'layers'") << "a nested record's own key";
-  EXPECT_FALSE(ddp::records::read(nlohmann::json::parse(R"({"step":0,"rss":1,"first_nonfinite_layer":{"layer":3}})"),
-                                  t, err));
+  EXPECT_FALSE(
+      ddp::records::read(nlohmann::json::parse(R"({"step":0,"rss":1,"first_nonfinite_layer":{"layer":3}})"), t, err));
   EXPECT_EQ(err, "field 'first_nonfinite_layer.layer': not a string");
   std::filesystem::remove_all(dir);
 }
@@ -197,13 +204,18 @@ TEST(CompanionContract, TheHeartbeatRecordIsProgressRecord) {
   EXPECT_EQ(h["size"], sizeof(ProgressRecord));
   EXPECT_EQ(h["magic"], ddp::kProgressMagic);
   EXPECT_EQ(h["format_version"], ddp::kProgressFormatVersion);
-  const std::map<std::string, size_t> offsets = {
-      {"magic", offsetof(ProgressRecord, magic)},       {"rank", offsetof(ProgressRecord, rank)},
-      {"pid", offsetof(ProgressRecord, pid)},           {"state", offsetof(ProgressRecord, state)},
-      {"step", offsetof(ProgressRecord, step)},         {"epoch", offsetof(ProgressRecord, epoch)},
-      {"stage", offsetof(ProgressRecord, stage)},       {"last_ns", offsetof(ProgressRecord, last_ns)},
-      {"bucket", offsetof(ProgressRecord, bucket)},     {"format_version", offsetof(ProgressRecord, format_version)},
-      {"median_step_ns", offsetof(ProgressRecord, median_step_ns)}, {"reason", offsetof(ProgressRecord, reason)}};
+  const std::map<std::string, size_t> offsets = {{"magic", offsetof(ProgressRecord, magic)},
+                                                 {"rank", offsetof(ProgressRecord, rank)},
+                                                 {"pid", offsetof(ProgressRecord, pid)},
+                                                 {"state", offsetof(ProgressRecord, state)},
+                                                 {"step", offsetof(ProgressRecord, step)},
+                                                 {"epoch", offsetof(ProgressRecord, epoch)},
+                                                 {"stage", offsetof(ProgressRecord, stage)},
+                                                 {"last_ns", offsetof(ProgressRecord, last_ns)},
+                                                 {"bucket", offsetof(ProgressRecord, bucket)},
+                                                 {"format_version", offsetof(ProgressRecord, format_version)},
+                                                 {"median_step_ns", offsetof(ProgressRecord, median_step_ns)},
+                                                 {"reason", offsetof(ProgressRecord, reason)}};
   ASSERT_EQ(h["fields"].size(), offsets.size()) << h["fields"].dump();
   for (const auto& [name, off] : offsets) EXPECT_EQ(h["fields"][name], off) << name;
   EXPECT_EQ(h["reason_bytes"], sizeof(ProgressRecord{}.reason));

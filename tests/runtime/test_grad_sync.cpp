@@ -1,10 +1,8 @@
 // GradSync with a fake collective, so the two ways a work's wait() behaves can be driven by hand: blocking until the
 // collective is done (Gloo), and returning at once while it still runs (NCCL, where only the stream waits).
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +11,8 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "profiler/clock.h"
 #include "profiler/recorder.h"

@@ -25,19 +25,45 @@ class Env {
   }
 
  private:
-  static constexpr const char* kAll[] = {
-      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
-      "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
-      "SLURM_STEP_TASKS_PER_NODE", "SLURM_NODEID", "OMPI_COMM_WORLD_RANK",
-      "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE",
-      "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "DDP_PROFILE_LAUNCH", "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST",
-      "SLURM_NODELIST", "SLURM_JOB_ID", "SLURM_JOBID"};
+  static constexpr const char* kAll[] = {"RANK",
+                                         "WORLD_SIZE",
+                                         "LOCAL_RANK",
+                                         "LOCAL_WORLD_SIZE",
+                                         "MASTER_ADDR",
+                                         "MASTER_PORT",
+                                         "TORCHELASTIC_RUN_ID",
+                                         "SLURM_PROCID",
+                                         "SLURM_NTASKS",
+                                         "SLURM_LOCALID",
+                                         "SLURM_NTASKS_PER_NODE",
+                                         "SLURM_TASKS_PER_NODE",
+                                         "SLURM_STEP_TASKS_PER_NODE",
+                                         "SLURM_NODEID",
+                                         "OMPI_COMM_WORLD_RANK",
+                                         "OMPI_COMM_WORLD_SIZE",
+                                         "OMPI_COMM_WORLD_LOCAL_RANK",
+                                         "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                         "PMI_RANK",
+                                         "PMI_SIZE",
+                                         "MPI_LOCALRANKID",
+                                         "MPI_LOCALNRANKS",
+                                         "DDP_PROFILE_LAUNCH",
+                                         "SLURM_JOB_NODELIST",
+                                         "SLURM_STEP_NODELIST",
+                                         "SLURM_NODELIST",
+                                         "SLURM_JOB_ID",
+                                         "SLURM_JOBID"};
   std::map<std::string, std::string> saved_;
 };
 
 TEST(LaunchEnv, TorchrunGivesRanksPerHost) {
-  Env e({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h0"},
-         {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "x"}});
+  Env e({{"RANK", "3"},
+         {"WORLD_SIZE", "4"},
+         {"LOCAL_RANK", "1"},
+         {"LOCAL_WORLD_SIZE", "2"},
+         {"MASTER_ADDR", "h0"},
+         {"MASTER_PORT", "29500"},
+         {"TORCHELASTIC_RUN_ID", "x"}});
   ddp::LaunchEnv env;
   std::string err;
   ASSERT_TRUE(ddp::read_launch_env(env, err)) << err;
@@ -72,8 +98,11 @@ TEST(LaunchEnv, SlurmTasksPerNodeIsReadForThisNode) {
 
 TEST(LaunchEnv, MpirunLocalSizeAndUnknownOtherwise) {
   {
-    Env e({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
-           {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "29500"}});
+    Env e({{"OMPI_COMM_WORLD_RANK", "0"},
+           {"OMPI_COMM_WORLD_SIZE", "2"},
+           {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+           {"MASTER_ADDR", "h0"},
+           {"MASTER_PORT", "29500"}});
     ddp::LaunchEnv env;
     std::string err;
     ASSERT_TRUE(ddp::read_launch_env(env, err)) << err;
@@ -125,7 +154,9 @@ namespace {
 // rule), the same on every task; MASTER_ADDR/PORT given still win, and half of them given is an error.
 TEST(LaunchEnv, SrunWithoutMasterAddrDerivesItFromTheJob) {
   {
-    Env e({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "gpu[07-09,12],cpu1"},
+    Env e({{"SLURM_PROCID", "1"},
+           {"SLURM_NTASKS", "2"},
+           {"SLURM_JOB_NODELIST", "gpu[07-09,12],cpu1"},
            {"SLURM_JOB_ID", "4123456"}});
     ddp::LaunchEnv env;
     std::string err;
@@ -136,8 +167,12 @@ TEST(LaunchEnv, SrunWithoutMasterAddrDerivesItFromTheJob) {
     EXPECT_EQ(env.method, "srun");
   }
   {
-    Env e({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "vm"}, {"SLURM_JOB_ID", "7"},
-           {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "29500"}});
+    Env e({{"SLURM_PROCID", "0"},
+           {"SLURM_NTASKS", "2"},
+           {"SLURM_JOB_NODELIST", "vm"},
+           {"SLURM_JOB_ID", "7"},
+           {"MASTER_ADDR", "h0"},
+           {"MASTER_PORT", "29500"}});
     ddp::LaunchEnv env;
     std::string err;
     ASSERT_TRUE(ddp::read_launch_env(env, err)) << err;
@@ -146,7 +181,10 @@ TEST(LaunchEnv, SrunWithoutMasterAddrDerivesItFromTheJob) {
     EXPECT_EQ(env.rendezvous_from, "MASTER_ADDR/MASTER_PORT");
   }
   {
-    Env e({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "vm"}, {"SLURM_JOB_ID", "7"},
+    Env e({{"SLURM_PROCID", "0"},
+           {"SLURM_NTASKS", "2"},
+           {"SLURM_JOB_NODELIST", "vm"},
+           {"SLURM_JOB_ID", "7"},
            {"MASTER_ADDR", "h0"}});
     ddp::LaunchEnv env;
     std::string err;

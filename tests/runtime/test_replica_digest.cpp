@@ -19,7 +19,7 @@ std::string digest(const std::vector<std::vector<T>>& tensors) {
 TEST(ReplicaDigest, MatchesThePythonCompanionsValues) {
   EXPECT_EQ(digest<int64_t>({{1, 2, 3}}), "b009e8c7bbc3068b");
   EXPECT_EQ(digest<float>({{0, 1, 2, 3, 4}}), "9df07692ce89948d");  // a word and a half: the tail zero-padded
-  std::vector<int32_t> two_blocks(10000);                             // 40,000 bytes: a full block and a part
+  std::vector<int32_t> two_blocks(10000);                           // 40,000 bytes: a full block and a part
   for (int i = 0; i < 10000; ++i) two_blocks[i] = i;
   EXPECT_EQ(digest<int32_t>({two_blocks}), "4f3c493149020022");
   std::vector<double> halves;

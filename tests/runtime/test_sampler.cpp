@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
-#include "runtime/train/epoch_batches.h"
 #include "runtime/data/sampler.h"
+#include "runtime/train/epoch_batches.h"
 
 namespace {
 using ddp::shard_indices;

@@ -36,8 +36,8 @@ TrainingEvidence healthy(int steps = 20, int ranks = 2) {
 
 TEST(TrainingJudges, AHealthyJobPassesEveryOne) {
   const TrainingEvidence e = healthy();
-  for (const auto& r : {ddp::judge_learns(e), ddp::judge_finite(e), ddp::judge_mode(e), ddp::judge_schedule(e),
-                        ddp::judge_memory(e)})
+  for (const auto& r :
+       {ddp::judge_learns(e), ddp::judge_finite(e), ddp::judge_mode(e), ddp::judge_schedule(e), ddp::judge_memory(e)})
     EXPECT_EQ(r.status, CheckStatus::pass) << r.id << ": " << r.summary;
 }
 
@@ -145,7 +145,9 @@ TEST(TrainingJudges, MemoryGrowingEveryStepIsALeakASteadyJobIsNot) {
   for (auto& s : e.per_rank[1]) s.rss += 200'000 * s.step;  // rank 1 keeps each step's graph
   auto r = ddp::judge_memory(e);
   EXPECT_EQ(r.status, CheckStatus::fail);
-  EXPECT_NE(r.summary.find("rank 1 grows 204 KB per step from step 4 (resident +7.1 MB over 36 steps)"), std::string::npos) << r.summary;
+  EXPECT_NE(r.summary.find("rank 1 grows 204 KB per step from step 4 (resident +7.1 MB over 36 steps)"),
+            std::string::npos)
+      << r.summary;
   // Too few steps after warm-up: said, not passed.
   EXPECT_EQ(ddp::judge_memory(healthy(8)).status, CheckStatus::warn);
   // One rank holding far more than another: a warning naming both.
@@ -167,7 +169,9 @@ TEST(TrainingJudges, MemoryGrowingEveryStepIsALeakASteadyJobIsNot) {
 }
 
 std::optional<ddp::records::probe_info> probe(int64_t size, std::vector<std::pair<int, std::string>> items) {
-  nlohmann::json j = {{"class", "TensorDataset"}, {"size", size}, {"items", nlohmann::json::array()},
+  nlohmann::json j = {{"class", "TensorDataset"},
+                      {"size", size},
+                      {"items", nlohmann::json::array()},
                       {"random_items", nlohmann::json::array()}};
   for (const auto& [i, d] : items) j["items"].push_back({i, d});
   ddp::records::probe_info p;
@@ -268,12 +272,12 @@ TEST(ResumeDataStream, TheSavedEpochTrainedAgainAndSkippedBatchesAreNamed) {
                                                     batch(2, 0, {4, 1}, 1), batch(3, 1, {2, 3}, 1)};
   EXPECT_EQ(ddp::resume_data_stream(straight, {batch(0, 0, {4, 1}, 1)}, 2), "");
   const std::string again = ddp::resume_data_stream(straight, {batch(0, 0, {1, 2}, 0)}, 2);
-  EXPECT_NE(again.find("trains on the batches of step 0: the saved epoch's data order is trained again"), std::string::npos)
+  EXPECT_NE(again.find("trains on the batches of step 0: the saved epoch's data order is trained again"),
+            std::string::npos)
       << again;
   const std::string skips = ddp::resume_data_stream(straight, {batch(0, 0, {2, 3}, 1)}, 2);
   EXPECT_NE(skips.find("it skips the batches of 1 step(s)"), std::string::npos) << skips;
-  EXPECT_NE(ddp::resume_data_stream(straight, {batch(0, 0, {9, 9}, 1)}, 2).find("never trained on"),
-            std::string::npos);
+  EXPECT_NE(ddp::resume_data_stream(straight, {batch(0, 0, {9, 9}, 1)}, 2).find("never trained on"), std::string::npos);
   // Resumed at epoch 2 with epoch 0's order: not an off-by-one epoch, a shuffle that restarted with the process.
   std::vector<ddp::ConsumedBatch> three = straight;
   three.push_back(batch(4, 0, {3, 1}, 2));
@@ -307,10 +311,11 @@ TEST(ResumePoint, TheFirstItemNotRestoredIsTheCauseNamed) {
       resume_point(0, {{"param:w", "a"}, {"optimizer:w.momentum_buffer", "m0"}, {"rng.torch", "r0"}}),
       resume_point(1, {{"param:w", "b"}, {"optimizer:w.momentum_buffer", "m1"}, {"rng.torch", "r1"}})};
   bool compared = false;
-  EXPECT_EQ(ddp::resume_point_difference(
-                straight, {resume_point(0, {{"param:w", "b"}, {"optimizer:w.momentum_buffer", "m1"}, {"rng.torch", "r9"}})},
-                1, compared),
-            "rng.torch");
+  EXPECT_EQ(
+      ddp::resume_point_difference(
+          straight, {resume_point(0, {{"param:w", "b"}, {"optimizer:w.momentum_buffer", "m1"}, {"rng.torch", "r9"}})},
+          1, compared),
+      "rng.torch");
   EXPECT_TRUE(compared);
   EXPECT_EQ(ddp::resume_point_difference(straight, {resume_point(0, {{"param:w", "b"}})}, 1, compared),
             "optimizer:w.momentum_buffer (missing after resuming)");

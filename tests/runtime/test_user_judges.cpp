@@ -2,9 +2,9 @@
 // fault, and the parsing of `--check/--record -- LAUNCH...`.
 #include <gtest/gtest.h>
 
-#include "runtime/launch/user_job.h"
 #include "runtime/check/check_table.h"
 #include "runtime/check/judges.h"
+#include "runtime/launch/user_job.h"
 #include "runtime/launch/user_manifest.h"
 
 namespace {
@@ -129,8 +129,9 @@ TEST(CheckTable, UnknownIdsAreNamedAndTheTableIsTheLadderOrder) {
 }
 
 TEST(UserCli, SplitsOurOptionsFromTheLaunchCommand) {
-  const char* argv[] = {"ddp_profile", "--check", "--out", "X", "--resume-arg", "--resume {ckpt}", "--",
-                        "torchrun", "--nproc-per-node", "2", "--out", "Y"};
+  const char* argv[] = {
+      "ddp_profile",      "--check", "--out", "X", "--resume-arg", "--resume {ckpt}", "--", "torchrun",
+      "--nproc-per-node", "2",       "--out", "Y"};
   const int argc = static_cast<int>(std::size(argv));
   ASSERT_TRUE(ddp::is_user_job_command(argc, argv));
   ddp::UserJobCommand u;
@@ -149,7 +150,7 @@ TEST(UserCli, UsageErrorsExitTwo) {
     bool ok = ddp::parse_user_job_command(static_cast<int>(argv.size()), argv.data(), u, code);
     return ok ? 0 : code;
   };
-  EXPECT_EQ(parse({"ddp_profile", "--check", "--"}), 2);                                   // nothing to launch
+  EXPECT_EQ(parse({"ddp_profile", "--check", "--"}), 2);                                        // nothing to launch
   EXPECT_EQ(parse({"ddp_profile", "--check", "--resume-arg", "--resume", "--", "python"}), 2);  // no {ckpt}
   EXPECT_EQ(parse({"ddp_profile", "--record", "--resume-arg", "{ckpt}", "--", "python"}), 2);
   EXPECT_EQ(parse({"ddp_profile", "--check", "--", "python", "/no/such/train.py"}), 2);

@@ -26,8 +26,7 @@ int64_t write_synthetic_run(const std::string& dir, const SyntheticRunOptions& o
   int64_t total = 0;
   for (int rank = 0; rank < o.ranks; ++rank) {
     TraceWriter w;
-    if (!w.open(dir + "/" + rank_trace_file(rank), static_cast<uint32_t>(rank), static_cast<uint32_t>(o.ranks),
-                error))
+    if (!w.open(dir + "/" + rank_trace_file(rank), static_cast<uint32_t>(rank), static_cast<uint32_t>(o.ranks), error))
       return -1;
     for (uint8_t l = 0; l < kLanes; ++l)
       if (l != kGpu || o.kernels_per_step > 0) w.write_lane(l, lane_names[l]);

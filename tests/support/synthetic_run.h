@@ -10,8 +10,8 @@ struct SyntheticRunOptions {
   int ranks = 2;
   int steps = 8;
   int buckets = 4;
-  int kernels_per_step = 0;         // spans on a "gpu stream" lane, spread over forward and backward
-  int64_t step_ns = 50'000'000;     // step period
+  int kernels_per_step = 0;          // spans on a "gpu stream" lane, spread over forward and backward
+  int64_t step_ns = 50'000'000;      // step period
   int64_t wait_data_ns = 2'000'000;  // rank 1 waits this much longer (a slow loader on rank 1)
 };
 

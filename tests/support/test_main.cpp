@@ -4,13 +4,12 @@
 // passed. A failed test's files stay, named on stderr, to be looked at. Before, a suite run left some seventy folders
 // in /tmp, more with every run.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "tests/support/remove_tree.h"
 

@@ -2,7 +2,6 @@
 // ranks is the hot cell, whatever makes it slow; at 1024 ranks a frame draws a few rectangles per step, every rank
 // starts collapsed, and a click on a cell fits the step and expands and scrolls to the rank.
 #include <gtest/gtest.h>
-
 #include <imgui.h>
 
 #include "traces/timeline/rank_overview.h"

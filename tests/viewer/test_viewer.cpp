@@ -1,23 +1,22 @@
 // The viewer: view arithmetic, whole frames built headless (draw data), and the real binary under xvfb-run
 // (screenshots whose pixels show the lanes, error exits).
 #include <gtest/gtest.h>
+#include <imgui.h>
+#include <stb/stb_image.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
-#include <algorithm>
 
-#include <imgui.h>
-#include <stb/stb_image.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include "tests/support/synthetic_run.h"
 #include "viewer/app.h"
 #include "viewer/headless.h"
-#include "tests/support/synthetic_run.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;
@@ -187,7 +186,8 @@ TEST(ViewerFrame, KinetoTraceDraws) {
 // Per-rank PyTorch profiler traces open as one run: every rank's lanes, the stalls of their analysis, and a click on
 // the top cause lands on a step where rank 1's input made both ranks wait.
 TEST(ViewerStalls, PerRankKinetoTracesAreOneRunWithItsStalls) {
-  for (const std::vector<std::string>& inputs : {trace_files(kSlowDataRanks), std::vector<std::string>{kSlowDataRanks}}) {
+  for (const std::vector<std::string>& inputs :
+       {trace_files(kSlowDataRanks), std::vector<std::string>{kSlowDataRanks}}) {
     App app;
     std::string err;
     ASSERT_TRUE(App::opens_as_kineto_run(inputs));
@@ -345,7 +345,8 @@ TEST(ViewerBinary, PerRankKinetoTracesAndMapErrors) {
   e = run_cmd(exe + " " + kSlowDataRanks + " --map '(=forward'", dir);
   EXPECT_EQ(e.code, 2) << e.out;
   std::ofstream(dir + "/rank1.json") << R"({"traceEvents":[{"ph":"X",)";
-  e = run_cmd(exe + " " + trace_files(kSlowDataRanks).front() + " " + dir + "/rank1.json" + " " + dir + "/nope.json", dir);
+  e = run_cmd(exe + " " + trace_files(kSlowDataRanks).front() + " " + dir + "/rank1.json" + " " + dir + "/nope.json",
+              dir);
   EXPECT_EQ(e.code, 1) << e.out;
   EXPECT_NE(e.out.find("nope.json: no such file"), std::string::npos) << e.out;
   if (have_xvfb()) {

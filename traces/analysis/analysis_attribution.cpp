@@ -264,9 +264,10 @@ std::optional<StallCause> shared_input_cause(const std::vector<StallCause>& same
     c.victims.insert(c.victims.end(), x.victims.begin(), x.victims.end());
   }
   c.evidence = {{"lost_ms_per_step", c.lost_ms_per_step}, {"per_rank_lost_ms_per_step", per_rank}};
-  c.explanation = fmt("every rank waits for its own input, %.2f-%.2f ms/step (%s): the input pipeline is slow on "
-                      "every rank, not one rank's",
-                      least.lost_ms_per_step, most.lost_ms_per_step, c.stage.c_str());
+  c.explanation =
+      fmt("every rank waits for its own input, %.2f-%.2f ms/step (%s): the input pipeline is slow on "
+          "every rank, not one rank's",
+          least.lost_ms_per_step, most.lost_ms_per_step, c.stage.c_str());
   return c;
 }
 
@@ -281,8 +282,7 @@ std::vector<StallCause> attribute_stalls(const std::vector<RankData>& data, cons
     StallCause c;
     if (!sum_cause(key, list, nsteps, step_ms, origin_ns, c)) continue;
     explain(c, key.stage, ranks);
-    if (c.rank >= 0 && is_input_cause(key.stage))
-      input_causes[c.stage].push_back(c);
+    if (c.rank >= 0 && is_input_cause(key.stage)) input_causes[c.stage].push_back(c);
     causes.push_back(std::move(c));
   }
   for (const auto& [input_stage, same_stage] : input_causes)

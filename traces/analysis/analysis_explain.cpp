@@ -36,10 +36,11 @@ void explain_collective(StallCause& c, nlohmann::json& ev, const std::vector<Ran
     // Unknown, not zero: PyTorch's profiler records message sizes only with record_shapes=True.
     for (const char* k : {"bytes_per_step", "algbw_gbps", "busbw_gbps"}) ev[k] = nullptr;
     ev["sizes_known"] = false;
-    c.explanation = fmt("allreduce is not hidden behind backward: %.2f ms/step exposed after backward; %.0f buckets, "
-                        "%.0f%% overlapped; message sizes are not in the trace (PyTorch's profiler writes them with "
-                        "record_shapes=True, in record_param_comms: NCCL; Gloo on CPU writes none)",
-                        c.lost_ms_per_step, cnt, ov);
+    c.explanation =
+        fmt("allreduce is not hidden behind backward: %.2f ms/step exposed after backward; %.0f buckets, "
+            "%.0f%% overlapped; message sizes are not in the trace (PyTorch's profiler writes them with "
+            "record_shapes=True, in record_param_comms: NCCL; Gloo on CPU writes none)",
+            c.lost_ms_per_step, cnt, ov);
     return;
   }
   c.explanation =

@@ -118,14 +118,16 @@ std::string analysis_text(const Analysis& a) {
     // The allreduce's busy time (the union of its buckets' transfers) is not the stage's sum of spans below: buckets
     // overlap one another.
     if (r.allreduce.count_per_step > 0 && r.allreduce.sizes_known)
-      out += fmt("    allreduce: %.1f buckets/step, %.3f MB/step, busy %.3f ms/step, algbw %.3f GB/s, busbw %.3f GB/s\n",
-                 r.allreduce.count_per_step, r.allreduce.bytes_per_step / 1e6, r.allreduce.time_ms_per_step,
-                 r.allreduce.algbw_gbps, r.allreduce.busbw_gbps);
+      out +=
+          fmt("    allreduce: %.1f buckets/step, %.3f MB/step, busy %.3f ms/step, algbw %.3f GB/s, busbw %.3f GB/s\n",
+              r.allreduce.count_per_step, r.allreduce.bytes_per_step / 1e6, r.allreduce.time_ms_per_step,
+              r.allreduce.algbw_gbps, r.allreduce.busbw_gbps);
     else if (r.allreduce.count_per_step > 0)
-      out += fmt("    allreduce: %.1f buckets/step, busy %.3f ms/step; message sizes are not in the trace, so neither "
-                 "are bandwidths (PyTorch's profiler writes them with record_shapes=True, in record_param_comms: NCCL; Gloo "
-                 "on CPU writes none)\n",
-                 r.allreduce.count_per_step, r.allreduce.time_ms_per_step);
+      out += fmt(
+          "    allreduce: %.1f buckets/step, busy %.3f ms/step; message sizes are not in the trace, so neither "
+          "are bandwidths (PyTorch's profiler writes them with record_shapes=True, in record_param_comms: NCCL; Gloo "
+          "on CPU writes none)\n",
+          r.allreduce.count_per_step, r.allreduce.time_ms_per_step);
     if (r.loader.batches > 0)
       out +=
           fmt("    loader: %d worker(s), %.3f ms/batch (supply every %.3f ms, demand every %.3f ms, utilization "

@@ -74,9 +74,9 @@ std::string causes_text_grouped(const Analysis& a) {
     for (const StallCause* c : g.members) ranks.push_back(c->rank);
     const std::string who = top.rank < 0 ? "all ranks" : describe_ranks(ranks, a.world);
     const std::string each = g.members.size() > 1 ? " (the worst; each rank's in --json)" : "";
-    out += line(fmt("  %zu. %s %s: %.2f ms lost%s (%.2f ms/step, %.1f%% of step time); worst at step %u, rank %d", i + 1,
-                    who.c_str(), top.stage.c_str(), top.lost_ms, each.c_str(), top.lost_ms_per_step, 100 * top.share,
-                    top.at_step, top.at_rank));
+    out += line(fmt("  %zu. %s %s: %.2f ms lost%s (%.2f ms/step, %.1f%% of step time); worst at step %u, rank %d",
+                    i + 1, who.c_str(), top.stage.c_str(), top.lost_ms, each.c_str(), top.lost_ms_per_step,
+                    100 * top.share, top.at_step, top.at_rank));
     out += line("     " + std::string(g.members.size() > 1 ? "e.g. " : "") + top.explanation);
     out += line("     victims: " + victims_summary(g, a.world));
   }
@@ -98,8 +98,8 @@ std::string flags_text_grouped(const Analysis& a) {
     const auto& fs = by[order[i]];
     std::vector<int> ranks;
     for (const StallFlag* f : fs) ranks.push_back(f->rank);
-    out += line("  [" + order[i] + "] " + describe_ranks(ranks, a.world) +
-                (fs.size() > 1 ? "; e.g. " : ": ") + fs.front()->message);
+    out += line("  [" + order[i] + "] " + describe_ranks(ranks, a.world) + (fs.size() > 1 ? "; e.g. " : ": ") +
+                fs.front()->message);
   }
   if (order.size() > kFlagGroupsShown) out += fmt("  ... %zu more flag(s)\n", order.size() - kFlagGroupsShown);
   return out;
@@ -152,9 +152,10 @@ std::string gpu_text_summarised(const Analysis& a) {
     idle.push_back(100 * share);
     if (share > (worst->window_ms > 0 ? worst->idle_ms / worst->window_ms : 0)) worst = &g;
   }
-  return fmt("\ngpu (%zu ranks with device records; docs/stalls.md \"GPU time\"): idle share median %.1f%%, p90 %.1f%%, "
-             "max %.1f%% (rank %d)\n",
-             a.gpu.size(), quantile(idle, 0.5), quantile(idle, 0.9), quantile(idle, 1), worst->rank);
+  return fmt(
+      "\ngpu (%zu ranks with device records; docs/stalls.md \"GPU time\"): idle share median %.1f%%, p90 %.1f%%, "
+      "max %.1f%% (rank %d)\n",
+      a.gpu.size(), quantile(idle, 0.5), quantile(idle, 0.9), quantile(idle, 1), worst->rank);
 }
 
 std::string problems_text_capped(const Analysis& a) {

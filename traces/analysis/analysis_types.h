@@ -23,9 +23,9 @@ struct StallVictim {
 
 // One root cause: the stage on a rank that made others (or itself) wait.
 struct StallCause {
-  int rank = 0;                 // the rank at fault; -1 = no single rank (the collective's transfer, input all share)
-  std::string stage;            // a stage name from traces/model/stages.h, or "other" (untracked time on the main thread)
-  double lost_ms = 0;           // job wall time lost over the analysed steps (per step: max over victims)
+  int rank = 0;        // the rank at fault; -1 = no single rank (the collective's transfer, input all share)
+  std::string stage;   // a stage name from traces/model/stages.h, or "other" (untracked time on the main thread)
+  double lost_ms = 0;  // job wall time lost over the analysed steps (per step: max over victims)
   double lost_ms_per_step = 0;  // lost_ms / analysed steps
   double share = 0;             // lost_ms_per_step / mean step time
   std::vector<StallVictim> victims;

@@ -1,7 +1,6 @@
 #include "traces/base/json_out.h"
 
 #include <unistd.h>
-
 #include <zlib.h>
 
 #include <cerrno>

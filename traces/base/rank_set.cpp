@@ -8,7 +8,11 @@ constexpr size_t kListedInFull = 6;  // a set this small is listed rank by rank
 
 std::string ordinal(int k) {
   const int tens = k % 100;
-  const char* suffix = (tens >= 11 && tens <= 13) ? "th" : k % 10 == 1 ? "st" : k % 10 == 2 ? "nd" : k % 10 == 3 ? "rd" : "th";
+  const char* suffix = (tens >= 11 && tens <= 13) ? "th"
+                       : k % 10 == 1              ? "st"
+                       : k % 10 == 2              ? "nd"
+                       : k % 10 == 3              ? "rd"
+                                                  : "th";
   return std::to_string(k) + suffix;
 }
 }  // namespace
@@ -24,7 +28,8 @@ std::string describe_ranks(std::vector<int> ranks, int world) {
     return "all " + count;
   // Nearly everyone: said by who is missing.
   if (world > static_cast<int>(kListedInFull) && static_cast<int>(n) < world &&
-      world - static_cast<int>(n) <= static_cast<int>(kListedInFull / 2) && ranks.front() >= 0 && ranks.back() < world) {
+      world - static_cast<int>(n) <= static_cast<int>(kListedInFull / 2) && ranks.front() >= 0 &&
+      ranks.back() < world) {
     std::string missing;
     size_t k = 0;
     for (int r = 0; r < world; ++r) {
@@ -37,8 +42,8 @@ std::string describe_ranks(std::vector<int> ranks, int world) {
   const int step = ranks[1] - ranks[0];
   bool progression = true;
   for (size_t i = 2; i < n && progression; ++i) progression = ranks[i] - ranks[i - 1] == step;
-  if (progression && step == 1) return "ranks " + std::to_string(ranks.front()) + "-" + std::to_string(ranks.back()) +
-                                       " (" + count + ")";
+  if (progression && step == 1)
+    return "ranks " + std::to_string(ranks.front()) + "-" + std::to_string(ranks.back()) + " (" + count + ")";
   std::string out = "ranks ";
   if (n <= kListedInFull) {
     for (size_t i = 0; i < n; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);

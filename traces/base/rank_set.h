@@ -1,7 +1,7 @@
 #pragma once
 // A set of ranks said in a few words, whatever the world size: "rank 777", "ranks 4-11 (8 ranks)",
-// "ranks 2, 6, 10, ... 1022 (256 ranks, every 4th)", "all 1024 ranks", "all 1024 ranks but rank 777". What a report at 1024 ranks says instead of a
-// list (docs/stalls.md "At scale").
+// "ranks 2, 6, 10, ... 1022 (256 ranks, every 4th)", "all 1024 ranks", "all 1024 ranks but rank 777". What a report at
+// 1024 ranks says instead of a list (docs/stalls.md "At scale").
 #include <string>
 #include <vector>
 

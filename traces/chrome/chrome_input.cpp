@@ -160,7 +160,8 @@ ChromeStatus read_chrome_bytes(const std::string& path, std::string& out) {
   }
 }
 
-ChromeStatus chrome_parse::parse_file_strict(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+ChromeStatus chrome_parse::parse_file_strict(const std::string& path, const ChromeEventFn& on_event,
+                                             ChromeDocInfo& info) {
   trace_read_progress().reading(path);
   try {
     std::error_code ec;
@@ -200,8 +201,10 @@ size_t object_length(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -248,8 +251,8 @@ bool read_chrome_event_at(const std::string& path, uint64_t offset, const Chrome
   text.push_back(']');
   size_t events = 0;
   ChromeDocInfo info;
-  const ChromeStatus s = parse_chrome_json(text, [&](const ChromeEventView& e) { return ++events == 1 && on_event(e); },
-                                           info);
+  const ChromeStatus s = parse_chrome_json(
+      text, [&](const ChromeEventView& e) { return ++events == 1 && on_event(e); }, info);
   if (!s.ok() || events != 1) {
     error = no_event;
     return false;

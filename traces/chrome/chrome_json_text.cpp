@@ -1,10 +1,10 @@
 #include "traces/chrome/chrome_json_text.h"
 
-#include "traces/chrome/chrome_parse_errors.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "traces/chrome/chrome_parse_errors.h"
 
 namespace ddp::chrome_json {
 namespace {

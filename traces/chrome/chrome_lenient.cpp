@@ -9,7 +9,9 @@ namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-std::string plural(size_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); }
+std::string plural(size_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
 
 }  // namespace
 
@@ -27,7 +29,8 @@ std::string make_strict(std::string& text, bool* closed) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
+      if (c == '\\')
+        ++i;
       else if (c == '"') {
         in_string = false;
         if (stack.size() == 1) last_key = std::string_view(text).substr(key_start, i - key_start);
@@ -51,8 +54,10 @@ std::string make_strict(std::string& text, bool* closed) {
         if (before != '[' && before != '{' && before != ',' && before != ':') comma = i;
         break;
       case '[':
-        if (stack.empty()) events_depth = 1;
-        else if (stack.size() == 1 && stack[0] == '{' && last_key == "traceEvents") events_depth = 2;
+        if (stack.empty())
+          events_depth = 1;
+        else if (stack.size() == 1 && stack[0] == '{' && last_key == "traceEvents")
+          events_depth = 2;
         stack.push_back(c);
         break;
       case '{':
@@ -70,7 +75,9 @@ std::string make_strict(std::string& text, bool* closed) {
     }
   }
   std::string note;
-  if (commas > 0) note = plural(commas, "trailing comma", "trailing commas") + " (the first at byte " + std::to_string(first_comma) + ")";
+  if (commas > 0)
+    note = plural(commas, "trailing comma", "trailing commas") + " (the first at byte " + std::to_string(first_comma) +
+           ")";
   if (!stack.empty()) {
     // Only the JSON Array Format, as Perfetto: a cut "traceEvents" document stays truncated, which the Kineto importer
     // reads up to the cut itself (dropping the step the cut fell in, and saying so).
@@ -80,9 +87,11 @@ std::string make_strict(std::string& text, bool* closed) {
     text += "]";
     if (closed) *closed = true;
     if (!note.empty()) note += "; ";
-    note += "the events array is not closed (a writer that stopped mid-trace?): read up to its last whole event, "
-            "which ends at byte " + std::to_string(last_event_end) +
-            (dropped > 0 ? ", " + plural(dropped, "byte", "bytes") + " after it dropped" : std::string());
+    note +=
+        "the events array is not closed (a writer that stopped mid-trace?): read up to its last whole event, "
+        "which ends at byte " +
+        std::to_string(last_event_end) +
+        (dropped > 0 ? ", " + plural(dropped, "byte", "bytes") + " after it dropped" : std::string());
   }
   if (note.empty()) return {};
   return "not strictly JSON, read as Perfetto reads it: " + note;
@@ -101,7 +110,8 @@ ChromeStatus read_again(std::string& text, const std::string& note, bool closed,
   ChromeDocInfo again;
   uint64_t seen = 0;
   const ChromeStatus s = parse_json_strict(
-      std::as_const(text), [&](const ChromeEventView& e) { return ++seen <= delivered || !on_event || on_event(e); }, again);
+      std::as_const(text), [&](const ChromeEventView& e) { return ++seen <= delivered || !on_event || on_event(e); },
+      again);
   if (!s.ok()) return strict_error;
   info = std::move(again);
   info.not_strict = note;
@@ -119,7 +129,8 @@ namespace {
 template <typename Text>
 ChromeStatus parse_text_leniently(const Text& json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   uint64_t delivered = 0;
-  const ChromeStatus s = parse_json_strict(json, [&](const ChromeEventView& e) { return ++delivered, !on_event || on_event(e); }, info);
+  const ChromeStatus s = parse_json_strict(
+      json, [&](const ChromeEventView& e) { return ++delivered, !on_event || on_event(e); }, info);
   if (!worth_retrying(s)) return s;
   std::string text(json);
   bool closed = false;
@@ -138,7 +149,8 @@ ChromeStatus parse_chrome_json(const std::string& json, const ChromeEventFn& on_
 
 ChromeStatus parse_chrome_file(const std::string& path, const ChromeEventFn& on_event, ChromeDocInfo& info) {
   uint64_t delivered = 0;
-  const ChromeStatus s = parse_file_strict(path, [&](const ChromeEventView& e) { return ++delivered, !on_event || on_event(e); }, info);
+  const ChromeStatus s = parse_file_strict(
+      path, [&](const ChromeEventView& e) { return ++delivered, !on_event || on_event(e); }, info);
   if (!worth_retrying(s)) return s;
   std::string text;
   if (!read_chrome_bytes(path, text).ok()) return s;

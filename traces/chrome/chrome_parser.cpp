@@ -554,7 +554,8 @@ Reading read_text(std::string_view text, size_t capacity, size_t user, size_t si
 }
 }  // namespace chrome_parse
 
-ChromeStatus chrome_parse::parse_json_strict(const std::string& json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+ChromeStatus chrome_parse::parse_json_strict(const std::string& json, const ChromeEventFn& on_event,
+                                             ChromeDocInfo& info) {
   if (json.capacity() < json.size() + simdjson::SIMDJSON_PADDING)
     return parse_json_strict(std::string_view(json), on_event, info);
   try {
@@ -569,7 +570,8 @@ ChromeStatus chrome_parse::parse_json_strict(const std::string& json, const Chro
   }
 }
 
-ChromeStatus chrome_parse::parse_json_strict(std::string_view json, const ChromeEventFn& on_event, ChromeDocInfo& info) {
+ChromeStatus chrome_parse::parse_json_strict(std::string_view json, const ChromeEventFn& on_event,
+                                             ChromeDocInfo& info) {
   try {
     bool done = false;
     ChromeStatus s = parse_in_pieces(json, on_event, info, done);

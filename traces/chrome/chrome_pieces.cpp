@@ -212,4 +212,3 @@ ChromeStatus parse_in_pieces(std::string_view json, const ChromeEventFn& on_even
 }
 
 }  // namespace ddp::chrome_parse
-

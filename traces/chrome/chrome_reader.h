@@ -1,7 +1,7 @@
 #pragma once
-// Reader for Chrome trace-event JSON: our own export (traces/chrome/chrome_export.h) and PyTorch profiler / Kineto traces.
-// simdjson's On-Demand API does the JSON (chrome_parser.cpp): every event is handed to a callback as views into the
-// text (or into simdjson's buffer, for strings with escapes), no DOM. A text over 128 KiB is read in ~64 KiB pieces
+// Reader for Chrome trace-event JSON: our own export (traces/chrome/chrome_export.h) and PyTorch profiler / Kineto
+// traces. simdjson's On-Demand API does the JSON (chrome_parser.cpp): every event is handed to a callback as views into
+// the text (or into simdjson's buffer, for strings with escapes), no DOM. A text over 128 KiB is read in ~64 KiB pieces
 // cut between events, so simdjson's index and the text stay in the cache; a plain JSON file is streamed through a
 // few-megabyte window (parse_chrome_file), a gzip file (.json.gz, by its magic bytes) is inflated whole by libdeflate
 // (chrome_input.cpp). docs/kineto.md "Reading speed" has the numbers.

@@ -1,4 +1,5 @@
-// diff_runs(): runs the steps of the run diff (traces/diff/run_diff_steps.h) and words the distributed-variable warning.
+// diff_runs(): runs the steps of the run diff (traces/diff/run_diff_steps.h) and words the distributed-variable
+// warning.
 #include "traces/diff/run_diff.h"
 
 #include <set>

@@ -49,14 +49,15 @@ std::vector<R> read_lenient(const fs::path& path, std::vector<std::string>& prob
   }
   if (lines.bad_lines) problems.push_back(lines.problem(path.filename().string()));
   if (refused)
-    problems.push_back(path.filename().string() + ": " + std::to_string(refused) + " line(s) not read, first at " + first);
+    problems.push_back(path.filename().string() + ": " + std::to_string(refused) + " line(s) not read, first at " +
+                       first);
   return out;
 }
 
 nlohmann::json json_of(const records::tensor_stats& t) {
   nlohmann::json j = {{"count", t.count}, {"hash", t.hash}};
-  for (const auto& [key, v] : {std::pair{"mean", t.mean}, {"std", t.stddev}, {"min", t.min}, {"max", t.max},
-                               {"l2", t.l2}})
+  for (const auto& [key, v] :
+       {std::pair{"mean", t.mean}, {"std", t.stddev}, {"min", t.min}, {"max", t.max}, {"l2", t.l2}})
     j[key] = v ? nlohmann::json(*v) : nlohmann::json();  // a non-finite value is written as null
   return j;
 }

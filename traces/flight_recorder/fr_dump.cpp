@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -273,7 +273,8 @@ bool looks_like_fr_dump(const std::string& path) {
   char head[4096];
   in.read(head, sizeof head);
   const std::string_view h(head, static_cast<size_t>(in.gcount()));
-  if (looks_like_pickle(h)) return h.find("entries") != std::string_view::npos || h.find("version") != std::string_view::npos;
+  if (looks_like_pickle(h))
+    return h.find("entries") != std::string_view::npos || h.find("version") != std::string_view::npos;
   const size_t first = h.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos || h[first] != '{') return false;
   // JSON: torch writes its keys sorted, "comm_lib_version" and "entries" first; a Chrome trace has "traceEvents".

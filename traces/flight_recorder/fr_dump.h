@@ -12,22 +12,22 @@ namespace ddp {
 
 struct FrEntry {
   int64_t record_id = -1;
-  std::string group;        // the process group's id ("0": the default group)
-  std::string group_name;   // its description where the dump gives one ("default_pg")
+  std::string group;           // the process group's id ("0": the default group)
+  std::string group_name;      // its description where the dump gives one ("default_pg")
   int64_t collective_seq = 0;  // per group, 1 for its first collective; 0 for point-to-point
   int64_t p2p_seq = 0;
   bool is_p2p = false;
-  std::string op;           // "all_reduce" (the backend prefix of profiling_name dropped)
-  std::string backend;      // "gloo", "nccl"
+  std::string op;       // "all_reduce" (the backend prefix of profiling_name dropped)
+  std::string backend;  // "gloo", "nccl"
   std::vector<std::vector<int64_t>> input_sizes, output_sizes;
   std::vector<std::string> input_dtypes, output_dtypes;
-  std::string state;        // scheduled | started | completed
+  std::string state;  // scheduled | started | completed
   bool retired = false;
-  int64_t created_ns = 0;   // wall clock (time_created_ns)
+  int64_t created_ns = 0;                    // wall clock (time_created_ns)
   int64_t started_ns = 0, completed_ns = 0;  // 0: not discovered (Gloo never sets them)
-  double duration_ms = -1;  // -1: not recorded
+  double duration_ms = -1;                   // -1: not recorded
   int64_t timeout_ms = 0;
-  std::string frame;        // the innermost Python frame outside torch that enqueued it, "file:line (function)"
+  std::string frame;  // the innermost Python frame outside torch that enqueued it, "file:line (function)"
 };
 
 struct FrGroup {
@@ -42,12 +42,12 @@ struct FrGroupStatus {
 
 struct FrDump {
   std::string path;
-  int rank = -1;            // from the file name's trailing number (the dump itself does not say)
-  std::string version;      // the dump format's
-  std::vector<FrEntry> entries;  // in record order
-  std::map<std::string, FrGroup> groups;          // by group id, where the config names ids
-  std::map<std::string, FrGroupStatus> status;    // by group id
-  std::vector<std::string> notes;                 // what was read leniently
+  int rank = -1;                                // from the file name's trailing number (the dump itself does not say)
+  std::string version;                          // the dump format's
+  std::vector<FrEntry> entries;                 // in record order
+  std::map<std::string, FrGroup> groups;        // by group id, where the config names ids
+  std::map<std::string, FrGroupStatus> status;  // by group id
+  std::vector<std::string> notes;               // what was read leniently
 };
 
 // Whether the first bytes are a Flight Recorder dump: a pickle, or JSON holding "entries" and "version" near its start.

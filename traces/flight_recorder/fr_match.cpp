@@ -14,10 +14,20 @@ namespace {
 // Ops whose inputs are the same shape on every rank of a group; the others (all_to_all, gather, scatter, ...) may
 // differ by design and are compared by op and dtype only.
 bool same_sizes_by_contract(const std::string& op) {
-  static const std::set<std::string> ops = {"all_reduce", "allreduce", "broadcast", "reduce", "all_gather",
-                                            "allgather", "_allgather_base", "all_gather_into_tensor",
-                                            "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor",
-                                            "allreduce_coalesced", "all_reduce_coalesced", "barrier"};
+  static const std::set<std::string> ops = {"all_reduce",
+                                            "allreduce",
+                                            "broadcast",
+                                            "reduce",
+                                            "all_gather",
+                                            "allgather",
+                                            "_allgather_base",
+                                            "all_gather_into_tensor",
+                                            "reduce_scatter",
+                                            "_reduce_scatter_base",
+                                            "reduce_scatter_tensor",
+                                            "allreduce_coalesced",
+                                            "all_reduce_coalesced",
+                                            "barrier"};
   return ops.count(op) > 0;
 }
 
@@ -49,7 +59,8 @@ std::vector<FrVariant> variants_of(const std::map<int, const FrEntry*>& at, FrMi
   }
   std::vector<FrVariant> out;
   for (auto& [k, v] : by) out.push_back(std::move(v));
-  std::stable_sort(out.begin(), out.end(), [](const FrVariant& a, const FrVariant& b) { return a.ranks.size() > b.ranks.size(); });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const FrVariant& a, const FrVariant& b) { return a.ranks.size() > b.ranks.size(); });
   return out;
 }
 
@@ -161,15 +172,16 @@ std::string headline_of(const FrGroupVerdict& g, int world) {
     if (g.never_joined.size() == 1) where += " (its last: " + last_text(g, g.never_joined.front()) + ")";
   } else if (!g.stuck_inside.empty()) {
     where = "every rank of " + group_text(g) + " joined #" + std::to_string(g.last.front().entry.collective_seq) +
-            " and " + describe_ranks(g.stuck_inside, world) + (g.stuck_inside.size() == 1 ? " still waits" : " still wait") +
-            " in it";
+            " and " + describe_ranks(g.stuck_inside, world) +
+            (g.stuck_inside.size() == 1 ? " still waits" : " still wait") + " in it";
   }
   const int64_t until = g.parted_seq >= 0 ? g.parted_seq : INT64_MAX;
   if (!g.mismatches.empty() && g.mismatches.front().seq <= until) {
     const std::string m = mismatch_sentence(g, g.mismatches.front(), world);
     return where.empty() ? m : m + "; then " + where;
   }
-  if (!where.empty() && g.parted_seq < 0) where += ": all joined, so the wait is in the transport or a device, not a missing rank";
+  if (!where.empty() && g.parted_seq < 0)
+    where += ": all joined, so the wait is in the transport or a device, not a missing rank";
   return where;
 }
 

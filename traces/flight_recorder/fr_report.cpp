@@ -24,12 +24,13 @@ void last_lines(const FrGroupVerdict& g, int world, std::string& out) {
   }
   for (auto it = by.rbegin(); it != by.rend(); ++it) {
     const FrLast& l = *sample[it->first];
-    std::string line = "    " + describe_ranks(it->second, world) + ": " + describe_fr_entry(l.entry) + ", " +
-                       fr_done_text(l.done);
+    std::string line =
+        "    " + describe_ranks(it->second, world) + ": " + describe_fr_entry(l.entry) + ", " + fr_done_text(l.done);
     if (!l.entry.frame.empty()) line += ", from " + l.entry.frame;
     out += clip(line, kReportLineMax) + "\n";
   }
-  if (!none.empty()) out += clip("    " + describe_ranks(none, world) + ": no collective of this group", kReportLineMax) + "\n";
+  if (!none.empty())
+    out += clip("    " + describe_ranks(none, world) + ": no collective of this group", kReportLineMax) + "\n";
 }
 
 void mismatch_lines(const FrGroupVerdict& g, int world, std::string& out) {
@@ -43,9 +44,15 @@ void mismatch_lines(const FrGroupVerdict& g, int world, std::string& out) {
 }
 
 nlohmann::json entry_json(const FrEntry& e) {
-  return {{"seq", e.is_p2p ? e.p2p_seq : e.collective_seq}, {"op", e.op},  {"backend", e.backend},
-          {"input_sizes", e.input_sizes}, {"input_dtypes", e.input_dtypes}, {"output_sizes", e.output_sizes},
-          {"output_dtypes", e.output_dtypes}, {"state", e.state}, {"frame", e.frame},
+  return {{"seq", e.is_p2p ? e.p2p_seq : e.collective_seq},
+          {"op", e.op},
+          {"backend", e.backend},
+          {"input_sizes", e.input_sizes},
+          {"input_dtypes", e.input_dtypes},
+          {"output_sizes", e.output_sizes},
+          {"output_dtypes", e.output_dtypes},
+          {"state", e.state},
+          {"frame", e.frame},
           {"time_created_ns", e.created_ns}};
 }
 
@@ -79,11 +86,14 @@ std::string fr_report_text(const FrVerdict& v, const std::vector<FrDump>& dumps)
     out += "\n";
     if (!g.without_dump.empty())
       out += clip("  no dump from " + describe_ranks(g.without_dump, v.world) +
-                      ": what they did is unknown (a rank stuck holding Python's lock cannot dump)", kReportLineMax) + "\n";
+                      ": what they did is unknown (a rank stuck holding Python's lock cannot dump)",
+                  kReportLineMax) +
+             "\n";
     if (g.parted_seq >= 0) {
       out += clip("  parts at " + describe_fr_entry(g.parted.entry) + ": joined by " +
                       describe_ranks(g.parted.ranks, v.world) + ", never by " + describe_ranks(g.never_joined, v.world),
-                  kReportLineMax) + "\n";
+                  kReportLineMax) +
+             "\n";
       if (!g.parted.entry.frame.empty()) out += clip("    enqueued at " + g.parted.entry.frame, kReportLineMax) + "\n";
     }
     out += "  last collective of each rank:\n";
@@ -92,7 +102,8 @@ std::string fr_report_text(const FrVerdict& v, const std::vector<FrDump>& dumps)
       out += "  mismatches (first " + std::to_string(g.mismatches.size()) + "):\n";
       mismatch_lines(g, v.world, out);
     }
-    if (g.p2p > 0) out += "  " + std::to_string(g.p2p) + " point-to-point entries, not matched (ordered per peer pair)\n";
+    if (g.p2p > 0)
+      out += "  " + std::to_string(g.p2p) + " point-to-point entries, not matched (ordered per peer pair)\n";
   }
   std::set<std::string> notes;
   for (const FrDump& d : dumps) notes.insert(d.notes.begin(), d.notes.end());
@@ -101,30 +112,46 @@ std::string fr_report_text(const FrVerdict& v, const std::vector<FrDump>& dumps)
 }
 
 nlohmann::json fr_report_json(const FrVerdict& v, const std::vector<FrDump>& dumps) {
-  nlohmann::json j = {{"source", "flight_recorder"}, {"verdict", v.headline}, {"consistent", v.consistent},
-                      {"world", v.world},           {"ranks", v.ranks}};
+  nlohmann::json j = {{"source", "flight_recorder"},
+                      {"verdict", v.headline},
+                      {"consistent", v.consistent},
+                      {"world", v.world},
+                      {"ranks", v.ranks}};
   j["groups"] = nlohmann::json::array();
   for (const FrGroupVerdict& g : v.groups) {
-    nlohmann::json gj = {{"id", g.id}, {"desc", g.desc}, {"members", g.members}, {"without_dump", g.without_dump},
-                         {"common_first", g.common_first}, {"common_last", g.common_last}, {"compared", g.compared},
-                         {"p2p_entries", g.p2p}, {"stuck_inside", g.stuck_inside}};
+    nlohmann::json gj = {{"id", g.id},
+                         {"desc", g.desc},
+                         {"members", g.members},
+                         {"without_dump", g.without_dump},
+                         {"common_first", g.common_first},
+                         {"common_last", g.common_last},
+                         {"compared", g.compared},
+                         {"p2p_entries", g.p2p},
+                         {"stuck_inside", g.stuck_inside}};
     if (g.parted_seq >= 0)
-      gj["parted"] = {{"seq", g.parted_seq}, {"collective", entry_json(g.parted.entry)}, {"joined", g.parted.ranks},
+      gj["parted"] = {{"seq", g.parted_seq},
+                      {"collective", entry_json(g.parted.entry)},
+                      {"joined", g.parted.ranks},
                       {"never_joined", g.never_joined}};
     else
       gj["parted"] = nullptr;
     gj["last"] = nlohmann::json::array();
     for (const FrLast& l : g.last)
-      gj["last"].push_back({{"rank", l.rank}, {"collective", l.any ? entry_json(l.entry) : nlohmann::json()},
+      gj["last"].push_back({{"rank", l.rank},
+                            {"collective", l.any ? entry_json(l.entry) : nlohmann::json()},
                             {"completion", fr_done_text(l.done)}});
     gj["mismatches"] = nlohmann::json::array();
     for (const FrMismatch& m : g.mismatches)
-      gj["mismatches"].push_back({{"seq", m.seq}, {"kind", fr_mismatch_name(m.kind)}, {"variants", variants_json(m.variants)}});
+      gj["mismatches"].push_back(
+          {{"seq", m.seq}, {"kind", fr_mismatch_name(m.kind)}, {"variants", variants_json(m.variants)}});
     j["groups"].push_back(std::move(gj));
   }
   j["files"] = nlohmann::json::array();
   for (const FrDump& d : dumps)
-    j["files"].push_back({{"rank", d.rank}, {"path", d.path}, {"version", d.version}, {"entries", d.entries.size()},
+    j["files"].push_back({{"rank", d.rank},
+                          {"path", d.path},
+                          {"version", d.version},
+                          {"entries", d.entries.size()},
                           {"notes", d.notes}});
   return j;
 }

@@ -87,7 +87,8 @@ class Machine {
   bool push_text(size_t len_bytes) {
     uint64_t n;
     const char* p;
-    if (!uint_le(len_bytes, n) || n > in_.size() - pos_ || !take(static_cast<size_t>(n), p)) return fail("truncated string");
+    if (!uint_le(len_bytes, n) || n > in_.size() - pos_ || !take(static_cast<size_t>(n), p))
+      return fail("truncated string");
     Value v(Kind::text);
     v.s.assign(p, static_cast<size_t>(n));
     return push(std::move(v));
@@ -101,7 +102,8 @@ class Machine {
   bool push_long(size_t len_bytes) {
     uint64_t n;
     const char* p;
-    if (!uint_le(len_bytes, n) || n > in_.size() - pos_ || !take(static_cast<size_t>(n), p)) return fail("truncated long");
+    if (!uint_le(len_bytes, n) || n > in_.size() - pos_ || !take(static_cast<size_t>(n), p))
+      return fail("truncated long");
     if (n > 8) return fail("an integer wider than 64 bits");
     uint64_t u = 0;
     for (size_t k = n; k-- > 0;) u = (u << 8) | static_cast<uint8_t>(p[k]);
@@ -319,9 +321,12 @@ class Machine {
         for (auto [k, val] : v.pairs) {
           const Value& key = arena_[k];
           std::string name;
-          if (key.kind == Kind::text) name = key.s;
-          else if (key.kind == Kind::integer) name = std::to_string(key.i);
-          else return fail("a dict key that is neither a string nor an integer");
+          if (key.kind == Kind::text)
+            name = key.s;
+          else if (key.kind == Kind::integer)
+            name = std::to_string(key.i);
+          else
+            return fail("a dict key that is neither a string nor an integer");
           nlohmann::json e;
           if (!to_json(val, e, depth + 1)) return false;
           out[name] = std::move(e);

@@ -148,8 +148,8 @@ void keep_complete_steps(std::vector<KSpan>& spans, std::vector<Window>& windows
   for (const KSpan& s : spans) {
     if (s.thread == main) horizon = std::max(horizon, s.t0);
     if (s.stage != Stage::allreduce) continue;
-    auto it = std::upper_bound(windows.begin(), windows.end(), s.t0,
-                               [](int64_t t, const Window& w) { return t < w.t0; });
+    auto it =
+        std::upper_bound(windows.begin(), windows.end(), s.t0, [](int64_t t, const Window& w) { return t < w.t0; });
     if (it != windows.begin() && s.t0 <= (it - 1)->t1) ++collectives[static_cast<size_t>(it - windows.begin() - 1)];
   }
   const size_t fullest = collectives.empty() ? 0 : *std::max_element(collectives.begin(), collectives.end());
@@ -159,15 +159,16 @@ void keep_complete_steps(std::vector<KSpan>& spans, std::vector<Window>& windows
     if ((whole[i] = windows[i].t1 <= horizon && collectives[i] == fullest)) kept.push_back(windows[i]);
   // Every span of a step left out goes with it (else it would join the step before, as the time between two steps).
   auto in_dropped_step = [&](const KSpan& s) {
-    auto it = std::upper_bound(windows.begin(), windows.end(), s.t0,
-                               [](int64_t t, const Window& w) { return t < w.t0; });
+    auto it =
+        std::upper_bound(windows.begin(), windows.end(), s.t0, [](int64_t t, const Window& w) { return t < w.t0; });
     return it != windows.begin() && !whole[static_cast<size_t>(it - windows.begin() - 1)];
   };
   spans.erase(std::remove_if(spans.begin(), spans.end(), in_dropped_step), spans.end());
   const size_t dropped = windows.size() - kept.size();
-  notes.push_back(fmt("the trace is cut off: %zu of its %zu steps are whole (all their collectives and main-thread "
-                      "spans were written before the cut) and are read; %zu are left out as incomplete",
-                      kept.size(), windows.size(), dropped));
+  notes.push_back(
+      fmt("the trace is cut off: %zu of its %zu steps are whole (all their collectives and main-thread "
+          "spans were written before the cut) and are read; %zu are left out as incomplete",
+          kept.size(), windows.size(), dropped));
   windows.swap(kept);
 }
 

@@ -154,20 +154,22 @@ bool group_cycles(std::vector<KFile>& files, int cycle, nlohmann::json& report, 
   for (size_t c = 0; c < cycles.size(); ++c) {
     nlohmann::json fs = nlohmann::json::array();
     for (auto& [rank, v] : members[c])
-      for (KFile* f : v) fs.push_back({{"rank", rank},
+      for (KFile* f : v)
+        fs.push_back({{"rank", rank},
                       {"file", f->path},
                       {"events", f->events},
                       {"base_ns", f->base_ns},
                       {"cut_off", f->cut_off.error != ChromeError::none}});
-    report.push_back({{"cycle", c + 1}, {"steps", steps_text(cycles[c])}, {"files", fs},
+    report.push_back({{"cycle", c + 1},
+                      {"steps", steps_text(cycles[c])},
+                      {"files", fs},
                       {"selected", cycle <= 0 || cycle == static_cast<int>(c + 1)}});
     steps.push_back(steps_text(cycles[c]));
   }
   size_t readable = 0;
   for (auto& [rank, fs] : by_rank) readable += fs.size();
   std::string list;
-  for (size_t i = 0; i < steps.size(); ++i)
-    list += (i == 0 ? "" : i + 1 == steps.size() ? " and " : ", ") + steps[i];
+  for (size_t i = 0; i < steps.size(); ++i) list += (i == 0 ? "" : i + 1 == steps.size() ? " and " : ", ") + steps[i];
   summary = fmt("%zu files: %zu cycle%s x %zu ranks, steps %s", readable, cycles.size(), cycles.size() == 1 ? "" : "s",
                 by_rank.size(), list.c_str());
   if (cycle > 0) summary += fmt("; cycle %d analysed (--cycle)", cycle);

@@ -135,8 +135,8 @@ bool get_spans(VarintReader& c, const KFile& f, size_t n, std::vector<KSpan>& sp
   for (size_t i = 0; i < n; ++i) {
     KSpan& s = spans[i];
     // The importer indexes its tables with these: CUDA records name one, other spans none; every span a thread.
-    const bool cuda = stage[i] < kStageCount && (is_gpu_activity(static_cast<Stage>(stage[i])) ||
-                                                 is_cuda_host(static_cast<Stage>(stage[i])));
+    const bool cuda = stage[i] < kStageCount &&
+                      (is_gpu_activity(static_cast<Stage>(stage[i])) || is_cuda_host(static_cast<Stage>(stage[i])));
     if ((cuda ? s.name >= f.names.size() : s.name != 0) || s.thread >= f.threads.size() ||
         s.pg >= f.process_groups.size() || stage[i] >= kStageCount ||
         coll[i] > static_cast<uint8_t>(CollectiveSource::none)) {
@@ -217,8 +217,8 @@ bool read_header(VarintReader& c, nlohmann::json& h, std::string& why) {
 }
 
 bool decode(const std::string& payload, KFile& f, std::string& why) {
-  VarintReader c{reinterpret_cast<const uint8_t*>(payload.data()), reinterpret_cast<const uint8_t*>(payload.data()) +
-                                                                 payload.size()};
+  VarintReader c{reinterpret_cast<const uint8_t*>(payload.data()),
+                 reinterpret_cast<const uint8_t*>(payload.data()) + payload.size()};
   nlohmann::json h;
   if (!read_header(c, h, why)) return false;
   try {
@@ -327,7 +327,7 @@ bool read_digest_origin(const std::string& path, DigestOrigin& origin, std::stri
   nlohmann::json h;
   if (read_payload(path, payload, why)) {
     VarintReader c{reinterpret_cast<const uint8_t*>(payload.data()),
-             reinterpret_cast<const uint8_t*>(payload.data()) + payload.size()};
+                   reinterpret_cast<const uint8_t*>(payload.data()) + payload.size()};
     if (read_header(c, h, why)) try {
         origin.host = h.at("host").get<std::string>();
         origin.path = h.at("path").get<std::string>();

@@ -51,7 +51,7 @@ struct DigestMade {
   int rank = -1;       // -1: the trace does not say (its digest carries the problem)
   uint64_t trace_bytes = 0, digest_bytes = 0;
   uint64_t json_bytes = 0;  // the trace's JSON text (a .json.gz file's inflated size)
-  std::string problem;  // the trace is damaged: its digest says so, and the analysis lists it as it lists the trace
+  std::string problem;      // the trace is damaged: its digest says so, and the analysis lists it as it lists the trace
 };
 
 // --digest: every trace `inputs` name (files or folders of them) read as --analyze reads it (`map`: the user's --map

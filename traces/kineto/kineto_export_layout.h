@@ -1,6 +1,6 @@
 #pragma once
-// Inside the Kineto export (traces/kineto/kineto_export.cpp): what the files say about the run (from its manifest), where
-// each of a rank's lanes goes in Kineto's pid/tid layout, and which Kineto name and category each stage gets.
+// Inside the Kineto export (traces/kineto/kineto_export.cpp): what the files say about the run (from its manifest),
+// where each of a rank's lanes goes in Kineto's pid/tid layout, and which Kineto name and category each stage gets.
 // docs/kineto.md ("Our runs as Kineto traces") quotes the table in host_name().
 #include <cstdint>
 #include <optional>

@@ -1,7 +1,5 @@
 #include "traces/kineto/kineto_file.h"
 
-#include "traces/kineto/start_times.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -9,6 +7,8 @@
 #include <limits>
 #include <map>
 #include <unordered_map>
+
+#include "traces/kineto/start_times.h"
 
 namespace ddp::kineto_detail {
 namespace {
@@ -210,7 +210,8 @@ KFile read_kineto_file(const std::string& path, const KinetoStageMap& map, const
   Collector c(f, map);
   // Streamed: a big trace is never in memory whole.
   if (also)
-    f.status = parse_chrome_file(path, [&](const ChromeEventView& e) { return c(e) && (*also)(e); }, info);
+    f.status = parse_chrome_file(
+        path, [&](const ChromeEventView& e) { return c(e) && (*also)(e); }, info);
   else
     f.status = parse_chrome_file(path, std::ref(c), info);
   // A job killed while the profiler wrote its trace leaves the JSON cut off inside traceEvents: every event handed on

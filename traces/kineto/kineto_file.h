@@ -1,8 +1,8 @@
 #pragma once
 // One PyTorch profiler (Kineto) trace file read into what the importer needs: who wrote it (rank, world size), its
-// threads, and its events that are stages (traces/kineto/kineto_map.h), on the host's absolute clock. The JSON is read by
-// the Chrome reader (traces/chrome/chrome_reader.h); every other event is left out here, so a big trace costs memory only
-// for its stage spans. Internal to traces/kineto_*.cpp.
+// threads, and its events that are stages (traces/kineto/kineto_map.h), on the host's absolute clock. The JSON is read
+// by the Chrome reader (traces/chrome/chrome_reader.h); every other event is left out here, so a big trace costs memory
+// only for its stage spans. Internal to traces/kineto_*.cpp.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -38,14 +38,14 @@ struct KFile {
   std::string backend;    // distributedInfo.backend ("gloo", "nccl"), empty when the trace does not say
   int64_t base_ns = 0;    // baseTimeNanoseconds (0 in traces that have none)
   bool array_format = false;
-  int schema_version = -1;  // the top-level schemaVersion, -1 when the trace has none
+  int schema_version = -1;           // the top-level schemaVersion, -1 when the trace has none
   std::vector<std::string> threads;  // thread names ("thread 29741 (python3)", "stream 7"), index = KSpan::thread
   std::vector<std::string> names;    // CUDA record names, index = KSpan::name
   std::vector<std::string> process_groups{""};  // index = KSpan::pg; 0 is "" (not said)
-  std::vector<KSpan> spans;          // in file order
-  uint64_t events = 0;               // every event in the file
-  uint64_t negative_durations = 0;   // stage spans whose dur was below 0 (read as 0 long)
-  ChromeStatus status;               // not ok: the file is damaged or unreadable (spans are then empty)
+  std::vector<KSpan> spans;                     // in file order
+  uint64_t events = 0;                          // every event in the file
+  uint64_t negative_durations = 0;              // stage spans whose dur was below 0 (read as 0 long)
+  ChromeStatus status;                          // not ok: the file is damaged or unreadable (spans are then empty)
   // A trace cut off by a killed job (the JSON ends inside traceEvents): the events before the cut are read and the
   // reader's `truncated` status is kept here, status itself is ok. The last step is then incomplete.
   ChromeStatus cut_off;

@@ -2,9 +2,9 @@
 #include "traces/kineto/kineto_import.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <atomic>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -243,8 +243,7 @@ bool is_kineto_input(const std::vector<std::string>& inputs) {
   if (fs::is_regular_file(p, ec)) return true;
   if (!fs::is_directory(p, ec) || is_run_folder(p)) return false;
   for (const auto& e : fs::directory_iterator(p, ec))
-    if (is_input_file_name(e.path().filename().string()))
-      return true;
+    if (is_input_file_name(e.path().filename().string())) return true;
   return false;
 }
 
@@ -257,8 +256,9 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
   if (each_file)  // the viewer's timeline is built from every event: a digest keeps only the stage spans
     for (const std::string& p : paths)
       if (is_digest_file_name(p)) {
-        error = p + ": a digest (ddp_profile --digest) holds only what --analyze and --summary read; open the "
-                    "traces it was made from";
+        error = p +
+                ": a digest (ddp_profile --digest) holds only what --analyze and --summary read; open the "
+                "traces it was made from";
         return false;
       }
   std::vector<KFile> files = read_trace_files(paths, map, each_file);
@@ -271,7 +271,7 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
   std::vector<BuiltRank> built;
   nlohmann::json report_files = nlohmann::json::array();
   std::vector<std::string> notes;
-  std::set<std::string> backends;  // what the files' distributedInfo say; kept when they agree
+  std::set<std::string> backends;                   // what the files' distributedInfo say; kept when they agree
   std::map<std::string, std::vector<int>> formats;  // format -> the ranks whose files have it
   for (const KFile& f : files) {
     if (!f.status.ok()) continue;
@@ -336,8 +336,9 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
   if (const std::string n = digests_note(files, world); !n.empty()) notes.push_back(n);
   if (formats.size() > 1) notes.push_back(mixed_formats_note(formats));
   if (!cycles_note.empty())
-    notes.insert(notes.begin(), cycles_note + " (several profiling cycles per rank: steps are the ProfilerStep ids the "
-                                              "files carry; the time between cycles is no step's)");
+    notes.insert(notes.begin(), cycles_note +
+                                    " (several profiling cycles per rank: steps are the ProfilerStep ids the "
+                                    "files carry; the time between cycles is no step's)");
   run.from_kineto = true;
   run.manifest = {{"source", "kineto"},
                   {"world_size", world},
@@ -376,13 +377,13 @@ std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origi
   std::vector<KinetoRankFile> out;
   if (!run.from_kineto) return out;
   const bool windowed = run.manifest.contains("step_window");  // keep_steps (traces/model/step_window.h) ran
-  for (const auto& f : run.manifest["kineto"]["files"])  // written by load_kineto_run: every field is there
+  for (const auto& f : run.manifest["kineto"]["files"])        // written by load_kineto_run: every field is there
     for (const RankTrace& r : run.ranks)
       if (static_cast<int>(r.rank) == f["rank"].get<int>()) {
         // A file's ts count from its own baseTimeNanoseconds (each cycle's file may have another).
         const int64_t base = f["base_ns"].get<int64_t>();
-        KinetoRankFile k{static_cast<int>(r.rank), f["file"].get<std::string>(),
-                         base + r.clock_offset_ns() - origin_ns, f["cut_off"].get<bool>()};
+        KinetoRankFile k{static_cast<int>(r.rank), f["file"].get<std::string>(), base + r.clock_offset_ns() - origin_ns,
+                         f["cut_off"].get<bool>()};
         if (windowed && !r.events.empty()) {
           k.windowed = true;
           k.keep_from_ns = std::numeric_limits<int64_t>::max();
@@ -425,9 +426,10 @@ std::string clock_alignment_summary(const nlohmann::json& alignment) {
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
     return v[v.size() / 2];
   };
-  std::string out = fmt("  %zu ranks measured: |offset| median %.2f ms, max %.2f ms (rank %d); uncertainty median %.2f "
-                        "ms, max %.2f ms (rank %d)\n",
-                        offsets.size(), median(offsets), far_ms, far, median(uncertainties), loose_ms, loose);
+  std::string out =
+      fmt("  %zu ranks measured: |offset| median %.2f ms, max %.2f ms (rank %d); uncertainty median %.2f "
+          "ms, max %.2f ms (rank %d)\n",
+          offsets.size(), median(offsets), far_ms, far, median(uncertainties), loose_ms, loose);
   if (!clamped.empty()) out += "  median clamped to the bounds: " + describe_ranks(clamped) + "\n";
   if (!unmeasured.empty()) out += "  not measured (no collective matched): " + describe_ranks(unmeasured) + "\n";
   return out;
@@ -473,9 +475,9 @@ std::string kineto_report_text(const RunTrace& run) {
       if (a["bounds_ms"].is_array() && a.value("rank", 0) != r.value("reference_rank", 0))
         bounds = fmt(", certainly within [%+.2f, %+.2f] ms%s", a["bounds_ms"][0].get<double>(),
                      a["bounds_ms"][1].get<double>(), a.value("clamped_to_bounds", false) ? " (median clamped)" : "");
-      out += fmt("  rank %d: %+.2f ms ± %.2f ms from %zu collectives%s\n", a.value("rank", 0),
-                 a.value("offset_ms", 0.0), a.value("uncertainty_ms", 0.0), a.value("collectives", size_t{0}),
-                 bounds.c_str());
+      out +=
+          fmt("  rank %d: %+.2f ms ± %.2f ms from %zu collectives%s\n", a.value("rank", 0), a.value("offset_ms", 0.0),
+              a.value("uncertainty_ms", 0.0), a.value("collectives", size_t{0}), bounds.c_str());
     }
   }
   if (!r["notes"].empty()) {

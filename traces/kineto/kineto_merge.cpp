@@ -33,10 +33,14 @@ class FlowFilter {
   ChromeStatus learn_flows(const std::string& path) {
     std::unordered_map<std::string, uint8_t> ends;  // flow id -> 1 start inside, 2 finish inside
     ChromeDocInfo info;
-    ChromeStatus st = parse_chrome_file(path, [&](const ChromeEventView& e) {
-      if (is_flow(e.ph) && e.has_ts && file_.keeps_time(e.ts_ns, 0)) ends[std::string(e.id.text)] |= e.ph == 'f' ? 2 : 1;
-      return true;
-    }, info);
+    ChromeStatus st = parse_chrome_file(
+        path,
+        [&](const ChromeEventView& e) {
+          if (is_flow(e.ph) && e.has_ts && file_.keeps_time(e.ts_ns, 0))
+            ends[std::string(e.id.text)] |= e.ph == 'f' ? 2 : 1;
+          return true;
+        },
+        info);
     for (const auto& [id, mask] : ends)
       if (mask == 3) both_.insert(id);
     return st;

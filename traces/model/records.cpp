@@ -89,11 +89,14 @@ bool only_declared(const nlohmann::json& j, const std::vector<const char*>& keys
 }  // namespace
 
 // Each record's declared keys, for only_declared.
-#define DDP_RECORD(rec, doc) const std::vector<const char*>& keys_of_##rec() { static const std::vector<const char*> k = {
+#define DDP_RECORD(rec, doc)                        \
+  const std::vector<const char*>& keys_of_##rec() { \
+    static const std::vector<const char*> k = {
 #define DDP_FIELD(rec, member, key, type, unit, presence, meaning) key,
 #define DDP_NESTED(rec, member, key, sub, presence, meaning) key,
 #define DDP_RECORD_END(rec) \
-  };                        \
+  }                         \
+  ;                         \
   return k;                 \
   }
 namespace {
@@ -162,7 +165,7 @@ bool read_record_file(const std::string& path, R& out, std::string& error) {
   return true;
 }
 
-#define DDP_RECORD(rec, doc)                                                                                  \
+#define DDP_RECORD(rec, doc)                                                                                   \
   template bool read_record_lines<records::rec>(const std::string&, std::vector<records::rec>&, std::string&); \
   template bool read_record_file<records::rec>(const std::string&, records::rec&, std::string&);
 #include "traces/model/records.def"

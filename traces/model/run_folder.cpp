@@ -56,7 +56,9 @@ bool is_verify_step_file(const std::string& name, int* rank, int64_t* step) {
   return true;
 }
 std::string kineto_rank_trace_file(int rank) { return rank_name(rank) + ".pt.trace.json"; }
-std::string flight_recorder_dump_file(int rank) { return std::string(kFlightRecorderDir) + "/" + rank_name(rank) + ".pkl"; }
+std::string flight_recorder_dump_file(int rank) {
+  return std::string(kFlightRecorderDir) + "/" + rank_name(rank) + ".pkl";
+}
 namespace {
 bool ends_with(const std::string& name, const char* tail) {
   const size_t n = std::char_traits<char>::length(tail);

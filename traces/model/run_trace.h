@@ -16,7 +16,7 @@ struct RunTrace {
   nlohmann::json manifest;            // null when the folder has none (e.g. a run killed before rank 0 wrote it)
   std::vector<RankTrace> ranks;       // sorted by rank
   std::vector<std::string> problems;  // damaged or missing pieces, one line each
-  bool from_kineto = false;           // loaded by load_kineto_run (traces/kineto/kineto_import.h), not from a run folder
+  bool from_kineto = false;  // loaded by load_kineto_run (traces/kineto/kineto_import.h), not from a run folder
   // Earliest timestamp over all ranks after clock alignment; exporters start their time axis here.
   int64_t origin_ns() const;
 };

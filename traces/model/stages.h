@@ -1,7 +1,7 @@
 #pragma once
 // The one stage vocabulary. Runtime emits these, the profiler records them, the analysis reasons about them and the
-// viewer colours them. Every stage is one row of traces/model/stages.def (id, name, colour, kinds); the enum, the name and
-// colour lookups and the kind queries below are generated from it. Adding a stage means adding a row there and
+// viewer colours them. Every stage is one row of traces/model/stages.def (id, name, colour, kinds); the enum, the name
+// and colour lookups and the kind queries below are generated from it. Adding a stage means adding a row there and
 // nowhere else.
 #include <array>
 #include <cstddef>

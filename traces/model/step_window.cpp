@@ -61,9 +61,7 @@ bool keep_steps(RunTrace& run, const StepWindow& window, std::string& error) {
     for (const Event& e : r.events)
       if (e.is_span() && window.holds(e.step)) t0 = std::min(t0, e.t0), t1 = std::max(t1, e.t1);
     // Counters have no step: a sample belongs to the window when it falls in the time its spans cover.
-    auto outside = [&](const Event& e) {
-      return e.is_span() ? !window.holds(e.step) : e.t0 < t0 || e.t0 > t1;
-    };
+    auto outside = [&](const Event& e) { return e.is_span() ? !window.holds(e.step) : e.t0 < t0 || e.t0 > t1; };
     r.events.erase(std::remove_if(r.events.begin(), r.events.end(), outside), r.events.end());
   }
   const uint32_t kept_first = std::max(first, window.first), kept_last = std::min(last, window.last);

@@ -30,8 +30,8 @@ constexpr uint32_t kPid = 1, kProcessName = 6, kTid = 2, kThreadName = 5;
 // CounterDescriptor
 constexpr uint32_t kUnit = 3, kUnitCount = 2, kUnitSizeBytes = 3;
 // TrackEvent
-constexpr uint32_t kDebugAnnotations = 4, kType = 9, kNameIid = 10, kTrackUuid = 11, kCounterValue = 30,
-                   kFlowIds = 47, kTerminatingFlowIds = 48;
+constexpr uint32_t kDebugAnnotations = 4, kType = 9, kNameIid = 10, kTrackUuid = 11, kCounterValue = 30, kFlowIds = 47,
+                   kTerminatingFlowIds = 48;
 constexpr uint32_t kSliceBegin = 1, kSliceEnd = 2, kCounterType = 4;
 // DebugAnnotation
 constexpr uint32_t kAnnotationNameIid = 1, kUintValue = 3;
@@ -133,7 +133,8 @@ class RankWriter {
   }
 
   // Which event each flow leaves from and arrives at: a CUDA launch's API call -> its GPU work; the backward span
-  // that produced a gradient bucket -> that bucket's allreduce (the latest backward of the same step started before it).
+  // that produced a gradient bucket -> that bucket's allreduce (the latest backward of the same step started before
+  // it).
   void link_flows() {
     const CudaLaunches launches = cuda_launches(r_);
     std::unordered_map<const Event*, size_t> index;
@@ -142,7 +143,8 @@ class RankWriter {
     for (size_t i = 0; i < r_.events.size(); ++i)
       if (r_.events[i].is_span() && r_.events[i].stage_id() == Stage::backward && !r_.events[i].is_cuda())
         backwards.push_back(i);
-    std::sort(backwards.begin(), backwards.end(), [&](size_t a, size_t b) { return r_.events[a].t0 < r_.events[b].t0; });
+    std::sort(backwards.begin(), backwards.end(),
+              [&](size_t a, size_t b) { return r_.events[a].t0 < r_.events[b].t0; });
     for (size_t i = 0; i < r_.events.size(); ++i) {
       const Event& e = r_.events[i];
       if (!e.is_span()) continue;
@@ -276,7 +278,9 @@ bool ends_with(const std::string& s, const std::string& tail) {
 // A ustar member header for `size` bytes named `name` (under 100 bytes): what tar(1) and Perfetto read.
 std::string tar_header(const std::string& name, uint64_t size) {
   std::string h(512, '\0');
-  auto put = [&](size_t at, size_t width, const std::string& s) { h.replace(at, std::min(width, s.size()), s.substr(0, width)); };
+  auto put = [&](size_t at, size_t width, const std::string& s) {
+    h.replace(at, std::min(width, s.size()), s.substr(0, width));
+  };
   auto octal = [](uint64_t v, size_t width) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(width - 1), static_cast<unsigned long long>(v));
@@ -298,7 +302,9 @@ std::string tar_header(const std::string& name, uint64_t size) {
   return h;
 }
 
-bool write_all(FILE* f, const std::string& bytes) { return std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size(); }
+bool write_all(FILE* f, const std::string& bytes) {
+  return std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+}
 
 }  // namespace
 

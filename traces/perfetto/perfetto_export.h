@@ -5,8 +5,9 @@
 //
 // Per rank: a process track (pid = rank), a thread track per lane, a counter track per counter; spans as
 // TYPE_SLICE_BEGIN/END pairs, properly nested per thread; names interned once per rank's sequence; debug annotations
-// step (on each step's slice, which the others nest in) and bucket (allreduce); flows from each CUDA API call to the GPU work it launched and from each backward
-// to the gradient buckets' allreduces it produced. Every rank on rank 0's clock, time zero at the run's first event.
+// step (on each step's slice, which the others nest in) and bucket (allreduce); flows from each CUDA API call to the
+// GPU work it launched and from each backward to the gradient buckets' allreduces it produced. Every rank on rank 0's
+// clock, time zero at the run's first event.
 #include <cstdint>
 #include <string>
 #include <vector>

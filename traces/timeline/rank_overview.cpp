@@ -13,8 +13,8 @@ namespace {
 struct RankSteps {
   size_t first_process = 0;
   std::map<uint32_t, std::pair<int64_t, int64_t>> extent;  // step -> [t0, t1]
-  std::vector<uint32_t> ids;                                // extent's keys, ascending, once extents are known
-  std::vector<int64_t> t0s, t1s;                            // their extents, for the lookup by time
+  std::vector<uint32_t> ids;                               // extent's keys, ascending, once extents are known
+  std::vector<int64_t> t0s, t1s;                           // their extents, for the lookup by time
   std::vector<std::array<int64_t, kStageCount>> stage_ns;  // per step, per stage
 };
 
@@ -103,8 +103,8 @@ RankOverview build_rank_overview(const Timeline& tl) {
   o.cells.assign(o.steps.size() * o.ranks.size(), OverviewCell{});
   for (size_t c = 0; c < cols.size(); ++c)
     for (size_t i = 0; i < cols[c].ids.size(); ++i) {
-      const size_t row = static_cast<size_t>(std::lower_bound(o.steps.begin(), o.steps.end(), cols[c].ids[i]) -
-                                             o.steps.begin());
+      const size_t row =
+          static_cast<size_t>(std::lower_bound(o.steps.begin(), o.steps.end(), cols[c].ids[i]) - o.steps.begin());
       o.cells[row * o.ranks.size() + c] = cell_of(cols[c], i);
     }
   // Each cell against the median rank of its step.

@@ -14,19 +14,19 @@
 namespace ddp {
 
 struct OverviewCell {
-  bool present = false;      // the rank has this step
-  float score = 0;           // own_ns / the median own_ns of the step over the ranks that have it
+  bool present = false;         // the rank has this step
+  float score = 0;              // own_ns / the median own_ns of the step over the ranks that have it
   uint8_t dominant = kNoStage;  // the main-thread stage with the most time in the step (waits included)
-  int64_t step_ns = 0;       // the step's length on this rank
-  int64_t own_ns = 0;        // step_ns less its wait_comm
+  int64_t step_ns = 0;          // the step's length on this rank
+  int64_t own_ns = 0;           // step_ns less its wait_comm
 };
 
 struct RankOverview {
-  std::vector<int> ranks;                // each column's rank (processes without one: -1 - process index)
-  std::vector<size_t> process;           // each column's first process in Timeline::processes (the scroll target)
-  std::vector<uint32_t> steps;           // each row's step id, ascending
+  std::vector<int> ranks;                 // each column's rank (processes without one: -1 - process index)
+  std::vector<size_t> process;            // each column's first process in Timeline::processes (the scroll target)
+  std::vector<uint32_t> steps;            // each row's step id, ascending
   std::vector<int64_t> step_t0, step_t1;  // each step's extent over every rank
-  std::vector<OverviewCell> cells;       // steps.size() x ranks.size(), a row per step
+  std::vector<OverviewCell> cells;        // steps.size() x ranks.size(), a row per step
   const OverviewCell& at(size_t step_row, size_t rank_col) const { return cells[step_row * ranks.size() + rank_col]; }
   bool empty() const { return ranks.empty() || steps.empty(); }
 };

@@ -4,14 +4,14 @@
 // spans grew a vector to twice their size and copied them each time), and two builders' spans join by moving chunks.
 // LaneStaging sorts a lane's spans into rows as they come, while they come in display order, so that finish can move
 // each row's chunks into place (SpanArray::from_staged) instead of sorting and copying them.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <new>
 #include <vector>
-
-#include <sys/mman.h>
 
 #include "traces/timeline/timeline_span.h"
 
@@ -192,9 +192,9 @@ class LaneStaging {
   }
   size_t size() const { return count_; }
   bool ordered() const { return ordered_; }
-  std::vector<StagedSpans>& rows() { return rows_; }  // by depth, while ordered()
+  std::vector<StagedSpans>& rows() { return rows_; }               // by depth, while ordered()
   int64_t row_max_dur(size_t d) const { return row_max_dur_[d]; }  // the longest span of rows()[d]
-  StagedSpans& rest() { return rest_; }                // the spans from the first one out of order on
+  StagedSpans& rest() { return rest_; }                            // the spans from the first one out of order on
 
   template <class F>
   void for_each(F&& f) {

@@ -1,11 +1,12 @@
 // The timeline model itself: interned names, step lookup and colours. Building it is in timeline_builder.cpp, the
 // loaders in timeline_from_run.cpp and timeline_from_chrome.cpp, queries in timeline_lod.cpp and timeline_stats.cpp.
 #include "traces/timeline/timeline.h"
-#include "traces/timeline/short_text.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include "traces/timeline/short_text.h"
 
 namespace ddp {
 
@@ -33,7 +34,8 @@ NameEnds name_ends(std::string_view s) {
 }
 // A slot for a name from its size and ends (names share prefixes like "aten::").
 size_t recent_slot(const NameEnds& e, size_t size, size_t slots) {
-  const uint64_t h = (e.head * 0x9E3779B97F4A7C15ull) ^ (e.tail * 0xC2B2AE3D27D4EB4Full) ^ (size * 0x165667B19E3779F9ull);
+  const uint64_t h =
+      (e.head * 0x9E3779B97F4A7C15ull) ^ (e.tail * 0xC2B2AE3D27D4EB4Full) ^ (size * 0x165667B19E3779F9ull);
   return static_cast<size_t>(h >> 40) & (slots - 1);
 }
 }  // namespace

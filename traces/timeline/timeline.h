@@ -5,9 +5,9 @@
 // visible range of each row and runs of spans narrower than a few pixels come back as one merged box.
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,8 +70,8 @@ class ExtraTexts {
   uint32_t add_file(const std::string& path);
   // The args of the event whose text starts at byte `offset` of file `file` (add_file's index); the id.
   uint32_t add_place(uint32_t file, uint64_t offset);
-  std::string at(uint32_t id) const;    // "" for 0 or an unknown id; a place that cannot be read says why
-  void seal();                          // closes the block being filled (finish() calls it)
+  std::string at(uint32_t id) const;  // "" for 0 or an unknown id; a place that cannot be read says why
+  void seal();                        // closes the block being filled (finish() calls it)
   // Takes `other`'s texts after this one's, sealing both first: `other`'s id i becomes i + the returned offset.
   uint32_t append(ExtraTexts&& other);
   size_t size() const { return count_; }
@@ -84,9 +84,9 @@ class ExtraTexts {
     uint32_t count = 0;
     uint32_t raw_size = 0;
     Kind kind = Kind::texts;
-    uint32_t file = 0;    // places: the file (files_ index)
-    uint64_t start = 0;   // places: where the block's first gap counts from
-    std::string packed;   // texts: a zstd frame of varint lengths and bytes; places: varint gaps between offsets
+    uint32_t file = 0;   // places: the file (files_ index)
+    uint64_t start = 0;  // places: where the block's first gap counts from
+    std::string packed;  // texts: a zstd frame of varint lengths and bytes; places: varint gaps between offsets
   };
   struct SourceFile {
     std::string path;
@@ -96,7 +96,7 @@ class ExtraTexts {
   // Whether the block being filled takes one more entry of `kind` (same kind and file, places in file order, room).
   bool open_block_takes(Kind kind, uint32_t file, uint64_t start) const;
   void open_block(Kind kind, uint32_t file, uint64_t start);  // seals the open block unless it takes the entry
-  std::string_view open_bytes() const;                          // the open block's, of either kind
+  std::string_view open_bytes() const;                        // the open block's, of either kind
   std::string text_at(const Block& b, uint32_t id) const;
   std::string place_at(const Block& b, uint32_t id) const;
 
@@ -290,14 +290,15 @@ Timeline timeline_from_run(const RunTrace& run);
 bool timeline_from_chrome_file(const std::string& path, Timeline& out, std::string& error);
 bool timeline_from_chrome_text(std::string_view json, Timeline& out, std::string& error);
 
-// Per-rank PyTorch profiler traces loaded by load_kineto_run (traces/kineto/kineto_import.h) as one timeline: every event of
-// every rank's file (not only the stages the analysis reads) on the measured common clock, each rank's processes
-// together ("rank 1 · python3", "rank 1 · GPU 0"), led by a "rank R · stages (ddp_profile)" process with the stage
-// spans the analysis saw (the derived wait_comm and wait_data included). Time zero is the earliest event, origin_ns
-// says where that is on the run's clock. False with `error` set when a file cannot be re-read.
+// Per-rank PyTorch profiler traces loaded by load_kineto_run (traces/kineto/kineto_import.h) as one timeline: every
+// event of every rank's file (not only the stages the analysis reads) on the measured common clock, each rank's
+// processes together ("rank 1 · python3", "rank 1 · GPU 0"), led by a "rank R · stages (ddp_profile)" process with the
+// stage spans the analysis saw (the derived wait_comm and wait_data included). Time zero is the earliest event,
+// origin_ns says where that is on the run's clock. False with `error` set when a file cannot be re-read.
 bool timeline_from_kineto_run(const RunTrace& run, Timeline& out, std::string& error);
 
-// torch Flight Recorder dumps (a folder of them, or the files; traces/flight_recorder) as per-rank collective timelines.
+// torch Flight Recorder dumps (a folder of them, or the files; traces/flight_recorder) as per-rank collective
+// timelines.
 bool timeline_from_fr_dumps(const std::vector<std::string>& inputs, Timeline& out, std::string& error);
 
 // A run folder, a folder of Flight Recorder dumps, or a Chrome trace file.

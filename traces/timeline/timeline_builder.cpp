@@ -52,8 +52,7 @@ int TimelineBuilder::lane(int p, std::string_view key) {
   return id;
 }
 
-uint32_t TimelineBuilder::add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id, uint16_t epoch,
-                                     uint8_t micro) {
+uint32_t TimelineBuilder::add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id, uint16_t epoch, uint8_t micro) {
   if (bytes == 0 && bucket == kNoBucket && epoch == 0 && micro == 0) return text_id;  // most spans: a text at most
   tl_.details.push_back(SpanDetail{bytes, text_id, bucket, epoch, micro});
   return Timeline::kDetailBit | static_cast<uint32_t>(tl_.details.size() - 1);

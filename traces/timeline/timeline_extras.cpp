@@ -185,12 +185,13 @@ std::string ExtraTexts::place_at(const Block& b, uint32_t id) const {
   if (!file_stamp(f.path, now_size, now_mtime) || now_size != f.size || now_mtime != f.mtime_ns)
     return "(args not shown: " + f.path + " changed since it was loaded)";
   std::string text, error;
-  const bool read = read_chrome_event_at(f.path, offset,
-                                         [&](const ChromeEventView& e) {
-                                           timeline_detail::append_shown_args(e, text);
-                                           return true;
-                                         },
-                                         error);
+  const bool read = read_chrome_event_at(
+      f.path, offset,
+      [&](const ChromeEventView& e) {
+        timeline_detail::append_shown_args(e, text);
+        return true;
+      },
+      error);
   return read ? text : "(args not shown: " + error + ")";
 }
 

@@ -11,8 +11,8 @@
 
 #include "traces/base/parse_int.h"
 #include "traces/chrome/chrome_reader.h"
-#include "traces/timeline/timeline.h"
 #include "traces/timeline/short_text.h"
+#include "traces/timeline/timeline.h"
 #include "traces/timeline/timeline_sources.h"
 
 namespace ddp {
@@ -113,8 +113,10 @@ bool ChromeToTimeline::operator()(const ChromeEventView& e) {
       }
       // As Perfetto draws them: a zero-length slice on the thread ("s": "t", the default) or the process's lane of
       // that tid ("p"); global ones ("g") belong to no process.
-      if (e.scope == "g") ++global_instants_;
-      else span(e, e.ts_ns, e.ts_ns);
+      if (e.scope == "g")
+        ++global_instants_;
+      else
+        span(e, e.ts_ns, e.ts_ns);
       break;
     case 'M':
       metadata(e);
@@ -137,7 +139,8 @@ void ChromeToTimeline::close(int64_t end_ns) {
   if (unclosed) b_.problem(std::to_string(unclosed) + " \"B\" events without an \"E\" (closed at the trace's end)");
   if (unmatched_end_) b_.problem(std::to_string(unmatched_end_) + " \"E\" events without a \"B\" (ignored)");
   if (global_instants_)
-    b_.problem(std::to_string(global_instants_) + " global instant events (\"s\": \"g\") not drawn: they belong to no "
+    b_.problem(std::to_string(global_instants_) +
+               " global instant events (\"s\": \"g\") not drawn: they belong to no "
                "process or thread");
 }
 
@@ -319,9 +322,12 @@ Span ChromeToTimeline::make_span(const ChromeEventView& e, int64_t t0, int64_t t
 uint8_t ChromeToTimeline::stage_of(uint32_t name, const ChromeEventView& e) {
   // The category matters only for the GPU ones stage_for_chrome_event looks at.
   size_t cat = 0;
-  if (e.cat.size() == 6 && e.cat == "kernel") cat = 1;
-  else if (e.cat.size() == 10 && e.cat == "gpu_memcpy") cat = 2;
-  else if (e.cat.size() == 10 && e.cat == "gpu_memset") cat = 3;
+  if (e.cat.size() == 6 && e.cat == "kernel")
+    cat = 1;
+  else if (e.cat.size() == 10 && e.cat == "gpu_memcpy")
+    cat = 2;
+  else if (e.cat.size() == 10 && e.cat == "gpu_memset")
+    cat = 3;
   std::vector<uint8_t>& known = stage_by_name_[cat];
   if (known.size() <= name) known.resize(name + 1, kNotLookedUp);
   if (known[name] == kNotLookedUp) known[name] = stage_for_chrome_event(e.name, e.cat);

@@ -56,7 +56,7 @@ bool reread_rank_file(KinetoTimelineParts::Part& part, const KinetoRankFile& f, 
     if (e.ph != 'M' && e.has_ts && !f.keeps_time(e.ts_ns, e.has_dur ? e.dur_ns : 0)) return true;
     return part.take(e);
   };
-  const ChromeStatus st = parse_chrome_file(f.path, windowed, info);  // streamed
+  const ChromeStatus st = parse_chrome_file(f.path, windowed, info);     // streamed
   if (!st.ok() && !(st.error == ChromeError::truncated && f.cut_off)) {  // read once already: the file changed
     error = f.path + ": " + st.message;
     return false;

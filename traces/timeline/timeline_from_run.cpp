@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "traces/flight_recorder/fr_dump.h"
 #include "traces/model/cuda_names.h"
 #include "traces/native/load_run.h"
 #include "traces/timeline/timeline.h"
-#include "traces/flight_recorder/fr_dump.h"
 #include "traces/timeline/timeline_sources.h"
 
 namespace ddp {

@@ -66,9 +66,9 @@ class ChromeToTimeline {
   std::array<RecentLane, 8> recent_lanes_;
   size_t next_recent_lane_ = 0;
   size_t last_recent_lane_ = 0;  // where the last event's lane was found
-  std::string extra_;  // make_span's args text, one buffer for every span
+  std::string extra_;            // make_span's args text, one buffer for every span
   static constexpr uint32_t kNoFile = UINT32_MAX;
-  static constexpr uint8_t kNotLookedUp = 0xFE;  // not a Stage, not kNoStage
+  static constexpr uint8_t kNotLookedUp = 0xFE;        // not a Stage, not kNoStage
   std::array<std::vector<uint8_t>, 4> stage_by_name_;  // [category class][name id]: other, kernel, memcpy, memset
   uint32_t args_file_ = kNoFile;
   int last_proc_ = -1;

@@ -26,7 +26,7 @@ struct SpanDetail {
 // to 1.07 s, then kept in microseconds up to 17.9 minutes, milliseconds up to 12 days, seconds up to 34 years (the
 // most: longer is a damaged time), always rounded up (a parent never ends before a child that ends with it).
 struct Span {
-  int64_t t0 = 0;  // ns since the timeline's origin (the earliest event), all processes on one clock
+  int64_t t0 = 0;         // ns since the timeline's origin (the earliest event), all processes on one clock
   uint32_t dur_code = 0;  // duration(): two bits of unit, 30 of count
   uint32_t name = 0;      // Timeline::names id
   uint32_t detail = 0;    // bytes, bucket, epoch, micro and args text, read through Timeline; 0 = none

@@ -31,14 +31,14 @@ struct RankKnobs {
   double disk_read = 1.0, transform = 1.0, pin = 0.5;  // ms per batch on a loader worker
   double h2d = 0.5, forward = 5.0, backward = 10.0;    // ms per micro-step on the main thread
   double backward_tail = 0;  // ms inside backward after every bucket launched (the runtime's --slow backward sleep)
-  double optimizer = 1.0;                               // ms per step
-  double checkpoint = 0;                                // ms, after the optimizer of every 2nd step (0 = none)
-  double wait_gpu = 0;  // ms per step the host waits for its GPU after the optimizer (GPU runs; 0 = no span)
-  double untracked = 0;                                 // ms of main-thread time outside any span, per step
+  double optimizer = 1.0;    // ms per step
+  double checkpoint = 0;     // ms, after the optimizer of every 2nd step (0 = none)
+  double wait_gpu = 0;       // ms per step the host waits for its GPU after the optimizer (GPU runs; 0 = no span)
+  double untracked = 0;      // ms of main-thread time outside any span, per step
   uint64_t h2d_bytes = 4u << 20;
   double rss_base_mb = 1000, rss_growth_mb_per_step = 0, rss_warmup_mb = 0;
   int64_t clock_offset_ns = 0;  // rank-0 time = local time + offset
-  double late_ms = 0;  // extra forward time on every `late_every`-th step (a peer arriving late now and then)
+  double late_ms = 0;           // extra forward time on every `late_every`-th step (a peer arriving late now and then)
   int late_every = 0;
 };
 
@@ -50,7 +50,7 @@ struct Sim {
   int prefetch = 2;
   int buckets = 4;
   uint64_t bucket_bytes = 25u << 20;
-  double comm_ms = 0.3;  // transfer time of one bucket once every rank launched it
+  double comm_ms = 0.3;     // transfer time of one bucket once every rank launched it
   double comm_tail_ms = 0;  // extra time of every collective of every `comm_tail_every`-th step, all ranks present
   int comm_tail_every = 0;
   std::string backend;  // the manifest's "backend" (none when empty)

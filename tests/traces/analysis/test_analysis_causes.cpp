@@ -1,5 +1,5 @@
-// Stall analysis on synthetic runs (tests/traces/analysis/analysis_sim.h): causes: each test plants one pattern and checks
-// what analyze() names, and that a balanced run names nothing.
+// Stall analysis on synthetic runs (tests/traces/analysis/analysis_sim.h): causes: each test plants one pattern and
+// checks what analyze() names, and that a balanced run names nothing.
 #include "tests/traces/analysis/analysis_sim.h"
 
 using namespace analysis_test;
@@ -90,9 +90,9 @@ TEST_P(AnalysisKnob, TopCauseIsThePlantedStageAndRank) {
 INSTANTIATE_TEST_SUITE_P(EveryKnobEveryRank, AnalysisKnob,
                          ::testing::Values(Knob{"disk_read", 0}, Knob{"disk_read", 1}, Knob{"transform", 0},
                                            Knob{"transform", 1}, Knob{"pin", 0}, Knob{"pin", 1}, Knob{"h2d", 0},
-                                           Knob{"h2d", 1}, Knob{"forward", 0}, Knob{"forward", 1},
-                                           Knob{"backward", 0}, Knob{"backward", 1}, Knob{"optimizer", 0},
-                                           Knob{"optimizer", 1}, Knob{"wait_gpu", 0}, Knob{"wait_gpu", 1}),
+                                           Knob{"h2d", 1}, Knob{"forward", 0}, Knob{"forward", 1}, Knob{"backward", 0},
+                                           Knob{"backward", 1}, Knob{"optimizer", 0}, Knob{"optimizer", 1},
+                                           Knob{"wait_gpu", 0}, Knob{"wait_gpu", 1}),
                          [](const ::testing::TestParamInfo<Knob>& i) {
                            return std::string(i.param.stage) + "_rank" + std::to_string(i.param.rank);
                          });

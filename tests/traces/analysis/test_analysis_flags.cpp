@@ -1,5 +1,5 @@
-// Stall analysis on synthetic runs (tests/traces/analysis/analysis_sim.h): flags, degenerate runs and the JSON: each test plants one pattern and checks
-// what analyze() names, and that a balanced run names nothing.
+// Stall analysis on synthetic runs (tests/traces/analysis/analysis_sim.h): flags, degenerate runs and the JSON: each
+// test plants one pattern and checks what analyze() names, and that a balanced run names nothing.
 #include "tests/traces/analysis/analysis_sim.h"
 
 using namespace analysis_test;
@@ -167,14 +167,14 @@ TEST(Analysis, JsonSchemaIsStable) {
   // Round trip through text, as a tool would read it.
   j = nlohmann::json::parse(j.dump());
   EXPECT_EQ(j.at("schema"), "ddp_profile.analysis/1");
-  for (const char* k : {"world_size", "steps", "warmup_steps", "step_ms", "verdict", "causes", "flags", "ranks",
-                        "problems"})
+  for (const char* k :
+       {"world_size", "steps", "warmup_steps", "step_ms", "verdict", "causes", "flags", "ranks", "problems"})
     EXPECT_TRUE(j.contains(k)) << k;
   ASSERT_GE(j["causes"].size(), 1u);
   double prev = 1e300;
   for (const auto& c : j["causes"]) {
-    for (const char* k : {"rank", "stage", "lost_ms", "lost_ms_per_step", "share", "victims", "evidence",
-                          "explanation", "at_ns", "at_rank", "at_step"})
+    for (const char* k : {"rank", "stage", "lost_ms", "lost_ms_per_step", "share", "victims", "evidence", "explanation",
+                          "at_ns", "at_rank", "at_step"})
       EXPECT_TRUE(c.contains(k)) << k;
     EXPECT_TRUE(c["evidence"].is_object());
     EXPECT_LE(c["lost_ms"].get<double>(), prev);

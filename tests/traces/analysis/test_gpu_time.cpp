@@ -1,5 +1,5 @@
-// GPU time per rank (traces/analysis/gpu_time.h): unions, HTA's comm/compute overlap and the idle split on a hand-built rank
-// whose every number is known, then on HTA's real 2-GPU NCCL trace against what HTA itself printed for it.
+// GPU time per rank (traces/analysis/gpu_time.h): unions, HTA's comm/compute overlap and the idle split on a hand-built
+// rank whose every number is known, then on HTA's real 2-GPU NCCL trace against what HTA itself printed for it.
 #include <gtest/gtest.h>
 
 #include "traces/analysis/analysis.h"
@@ -32,10 +32,17 @@ RunTrace hand_built() {
   RankTrace r;
   r.rank = 0;
   r.lanes = {"main", "stream 1", "stream 2"};
-  r.events = {launch(0, 1),  launch(20, 2),  launch(300, 3), launch(40, 4), launch(100, 5),
-              record(Stage::kernel, 1, 0, 100, 1),   record(Stage::kernel, 1, 110, 200, 2),
-              record(Stage::kernel, 1, 400, 500, 3), record(Stage::nccl, 2, 50, 150, 4),
-              record(Stage::memcpy_h2d, 2, 600, 650, 5), record(Stage::kernel, 1, 520, 530, 6)};
+  r.events = {launch(0, 1),
+              launch(20, 2),
+              launch(300, 3),
+              launch(40, 4),
+              launch(100, 5),
+              record(Stage::kernel, 1, 0, 100, 1),
+              record(Stage::kernel, 1, 110, 200, 2),
+              record(Stage::kernel, 1, 400, 500, 3),
+              record(Stage::nccl, 2, 50, 150, 4),
+              record(Stage::memcpy_h2d, 2, 600, 650, 5),
+              record(Stage::kernel, 1, 520, 530, 6)};
   RunTrace run;
   run.ranks.push_back(r);
   return run;
@@ -50,12 +57,12 @@ TEST(GpuTime, EveryNumberOfAHandBuiltRank) {
   EXPECT_EQ(t.records, 6u);
   EXPECT_EQ(t.streams, 2u);
   EXPECT_DOUBLE_EQ(t.window_ms, 0.650);
-  EXPECT_DOUBLE_EQ(t.compute_ms, 0.300);        // 100 + 90 + 100 + 10
+  EXPECT_DOUBLE_EQ(t.compute_ms, 0.300);  // 100 + 90 + 100 + 10
   EXPECT_DOUBLE_EQ(t.communication_ms, 0.100);
   EXPECT_DOUBLE_EQ(t.memory_ms, 0.050);
-  EXPECT_NEAR(t.busy_ms, 0.360, 1e-12);         // [0,200) + [400,500) + [520,530) + [600,650)
+  EXPECT_NEAR(t.busy_ms, 0.360, 1e-12);  // [0,200) + [400,500) + [520,530) + [600,650)
   EXPECT_NEAR(t.idle_ms, 0.290, 1e-12);
-  EXPECT_DOUBLE_EQ(t.overlap_ms, 0.090);        // [50,100) + [110,150)
+  EXPECT_DOUBLE_EQ(t.overlap_ms, 0.090);  // [50,100) + [110,150)
   EXPECT_DOUBLE_EQ(t.comm_compute_overlap, 0.9);
   EXPECT_DOUBLE_EQ(t.stream_gaps.kernel_wait_ms, 0.010);
   EXPECT_DOUBLE_EQ(t.stream_gaps.host_wait_ms, 0.200);

@@ -1,11 +1,10 @@
 // The atomic JSON file writer behind both exports: a body that throws leaves neither the target nor a temp file.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
-
-#include <unistd.h>
 
 #include "traces/base/json_out.h"
 
@@ -37,7 +36,8 @@ TEST(JsonOut, AThrowingBodyLeavesThePreviousFileAndNoTempFile) {
   EXPECT_EQ(files, 1u) << "no temp file left";
 
   // An abandoned body is no different.
-  EXPECT_FALSE(write_json_file_atomically(path, [](JsonOut& o) { o.abandon(); }, bytes, err));
+  EXPECT_FALSE(write_json_file_atomically(
+      path, [](JsonOut& o) { o.abandon(); }, bytes, err));
   files = 0;
   for (const auto& e : fs::directory_iterator(d)) files += e.is_regular_file();
   EXPECT_EQ(files, 1u);

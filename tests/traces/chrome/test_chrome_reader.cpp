@@ -1,5 +1,7 @@
 // The Chrome trace reader: our own export read back, real PyTorch profiler (Kineto) traces, and damaged input.
 #include <gtest/gtest.h>
+#include <libdeflate.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -7,15 +9,12 @@
 #include <random>
 #include <set>
 
-#include <libdeflate.h>
-#include <unistd.h>
-
-#include "traces/native/load_run.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/chrome/chrome_reader.h"
 #include "traces/chrome/chrome_status.h"
-#include "traces/timeline/timeline.h"
+#include "traces/native/load_run.h"
 #include "traces/native/trace_writer.h"
+#include "traces/timeline/timeline.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;
@@ -254,7 +253,8 @@ TEST(ChromeReader, MalformedInputGivesTypedErrors) {
       {"42", ChromeError::not_a_trace},
       {"nul", ChromeError::truncated},
       {"nope", ChromeError::syntax},
-      {"[{\"ph\":\"X\",,}]", ChromeError::syntax}, {"[,]", ChromeError::syntax},  // one trailing comma is read, two not
+      {"[{\"ph\":\"X\",,}]", ChromeError::syntax},
+      {"[,]", ChromeError::syntax},  // one trailing comma is read, two not
       {"[{\"ph\":\"X\" \"ts\":1}]", ChromeError::syntax},
       {"[{\"name\":\"a\\qb\"}]", ChromeError::syntax},
       {"[{\"name\":\"a\nb\"}]", ChromeError::syntax},
@@ -272,10 +272,12 @@ TEST(ChromeReader, MalformedInputGivesTypedErrors) {
     EXPECT_TRUE(!s.message.empty() && info.not_strict.empty()) << c.text.substr(0, 40);
   }
   // Read as Perfetto does, with a note: a trailing comma, an Array Format document never closed.
-  for (std::string text : {"[{\"ph\":\"X\",\"ts\":1,}]", "[{\"ph\":\"X\",\"ts\":1},\n", "[{\"ph\":\"X\",\"ts\":1}, {\"ph\":\"X\",\"t"}) {
+  for (std::string text :
+       {"[{\"ph\":\"X\",\"ts\":1,}]", "[{\"ph\":\"X\",\"ts\":1},\n", "[{\"ph\":\"X\",\"ts\":1}, {\"ph\":\"X\",\"t"}) {
     ChromeDocInfo info;
     size_t events = 0;
-    ChromeStatus s = parse_chrome_json(text, [&](const ChromeEventView&) { return ++events, true; }, info);
+    ChromeStatus s = parse_chrome_json(
+        text, [&](const ChromeEventView&) { return ++events, true; }, info);
     EXPECT_TRUE(s.ok()) << text << " -> " << s.message;
     EXPECT_EQ(events, 1u) << text;
     EXPECT_NE(info.not_strict.find("not strictly JSON"), std::string::npos) << text;
@@ -318,9 +320,15 @@ TEST(ChromeReader, FuzzedMutationsNeverCrash) {
     for (int k = 0; k < edits; ++k) {
       size_t pos = rng() % m.size();
       switch (rng() % 3) {
-        case 0: m[pos] = alphabet[rng() % (sizeof(alphabet) - 1)]; break;
-        case 1: m.erase(pos, 1 + rng() % 8); break;
-        default: m.insert(pos, 1, alphabet[rng() % (sizeof(alphabet) - 1)]); break;
+        case 0:
+          m[pos] = alphabet[rng() % (sizeof(alphabet) - 1)];
+          break;
+        case 1:
+          m.erase(pos, 1 + rng() % 8);
+          break;
+        default:
+          m.insert(pos, 1, alphabet[rng() % (sizeof(alphabet) - 1)]);
+          break;
       }
       if (m.empty()) m = "x";
     }
@@ -366,8 +374,9 @@ std::string big_trace(size_t events) {
   std::string t = "{\n  \"schemaVersion\": 1,\n  \"traceEvents\": [\n";
   for (size_t i = 0; i < events; ++i) {
     if (i) t += ",\n";
-    t += "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op" + std::to_string(i % 13) + "\", \"pid\": 1, \"tid\": 2, " +
-         "\"ts\": " + std::to_string(1000 + i * 10) + ".5, \"dur\": 3, \"args\": {\"External id\": " + std::to_string(i);
+    t += "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op" + std::to_string(i % 13) +
+         "\", \"pid\": 1, \"tid\": 2, " + "\"ts\": " + std::to_string(1000 + i * 10) +
+         ".5, \"dur\": 3, \"args\": {\"External id\": " + std::to_string(i);
     if (i % 7 == 0) t += ", \"nested\": [{\"a\": 1},\n    {\"b\": 2},\n  {\"c\": \"x\\ny\"}]";
     t += "}}";
   }
@@ -385,11 +394,14 @@ TEST(ChromeReader, BigDocumentsReadInPiecesLikeWhole) {
   ASSERT_GT(text.size(), 2u << 20);
   std::vector<int64_t> ids;
   ChromeDocInfo info;
-  ChromeStatus s = parse_chrome_json(text, [&](const ChromeEventView& e) {
-    const ChromeValue* id = e.arg("External id");
-    ids.push_back(id ? static_cast<int64_t>(id->num) : -1);
-    return true;
-  }, info);
+  ChromeStatus s = parse_chrome_json(
+      text,
+      [&](const ChromeEventView& e) {
+        const ChromeValue* id = e.arg("External id");
+        ids.push_back(id ? static_cast<int64_t>(id->num) : -1);
+        return true;
+      },
+      info);
   ASSERT_TRUE(s.ok()) << s.message;
   ASSERT_EQ(ids.size(), n);
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(ids[i], static_cast<int64_t>(i));
@@ -400,7 +412,9 @@ TEST(ChromeReader, BigDocumentsReadInPiecesLikeWhole) {
   // The callback can stop the reading in any piece.
   size_t seen = 0;
   ChromeDocInfo stop_info;
-  EXPECT_TRUE(parse_chrome_json(text, [&](const ChromeEventView&) { return ++seen < 20000; }, stop_info).ok());
+  EXPECT_TRUE(parse_chrome_json(
+                  text, [&](const ChromeEventView&) { return ++seen < 20000; }, stop_info)
+                  .ok());
   EXPECT_EQ(seen, 20000u);
 
   // Cut anywhere: truncated, also deep inside the document.
@@ -453,7 +467,9 @@ TEST(ChromeReader, DocumentsWithoutLineBreaksBetweenEventsAreReadInPiecesToo) {
     const std::string path = dir + "/t.json";
     std::ofstream(path, std::ios::binary | std::ios::trunc) << *text;
     for (bool from_file : {false, true}) {
-      SCOPED_TRACE(std::string(text == &lined ? "lines" : text == &one_line ? "one line" : "commas first") +
+      SCOPED_TRACE(std::string(text == &lined      ? "lines"
+                               : text == &one_line ? "one line"
+                                                   : "commas first") +
                    (from_file ? ", file" : ", text"));
       uint64_t next = 0, texts = 0;
       bool in_order = true;
@@ -515,8 +531,8 @@ TEST(ChromeReader, GzipMembersLargerThanTheTrailerSays) {
   std::string rest;
   EXPECT_TRUE(gunzip(gzip_of(small) + "trailing garbage", rest).ok());
   EXPECT_EQ(rest, small);
-  EXPECT_EQ(gunzip(gz.substr(0, gz.size() - 5), out).error, ChromeError::decompress);     // last member cut
-  EXPECT_EQ(gunzip(gz.substr(0, gz.size() / 2), out).error, ChromeError::decompress);     // first member cut
+  EXPECT_EQ(gunzip(gz.substr(0, gz.size() - 5), out).error, ChromeError::decompress);  // last member cut
+  EXPECT_EQ(gunzip(gz.substr(0, gz.size() / 2), out).error, ChromeError::decompress);  // first member cut
   std::string wrong_isize = gzip_of(small);
   wrong_isize[wrong_isize.size() - 4] ^= 1;
   EXPECT_EQ(gunzip(wrong_isize, out).error, ChromeError::decompress);
@@ -544,11 +560,14 @@ TEST(ChromeReader, BigFilesStreamLikeText) {
   uint64_t next = 0;
   bool in_order = true;
   ChromeDocInfo info;
-  ChromeStatus s = parse_chrome_file(dir + "/big.json", [&](const ChromeEventView& e) {
-    const ChromeValue* id = e.arg("External id");
-    in_order &= id && static_cast<uint64_t>(id->num) == next++;
-    return true;
-  }, info);
+  ChromeStatus s = parse_chrome_file(
+      dir + "/big.json",
+      [&](const ChromeEventView& e) {
+        const ChromeValue* id = e.arg("External id");
+        in_order &= id && static_cast<uint64_t>(id->num) == next++;
+        return true;
+      },
+      info);
   ASSERT_TRUE(s.ok()) << s.message;
   EXPECT_TRUE(in_order);
   EXPECT_EQ(next, 80000u);
@@ -594,7 +613,8 @@ TEST(ChromeReader, AFuzzersManyFailedPiecesEndInOneNamedError) {
   const std::string path =
       std::string(DDP_SOURCE_DIR) + "/tests/data/fuzz/regressions/fuzz_kineto_file/error_lines_of_many_pieces.json";
   ChromeDocInfo info;
-  const ChromeStatus s = parse_chrome_file(path, [](const ChromeEventView&) { return true; }, info);
+  const ChromeStatus s = parse_chrome_file(
+      path, [](const ChromeEventView&) { return true; }, info);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message.find("line"), std::string::npos) << s.message;
 }

@@ -12,8 +12,8 @@
 #include "traces/chrome/chrome_export.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
-#include "traces/timeline/timeline.h"
 #include "traces/native/trace_writer.h"
+#include "traces/timeline/timeline.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -56,10 +56,8 @@ void write_rank(const std::string& path, uint32_t rank) {
   std::vector<Event> api = {span(Stage::cuda_api, 2'000, 3'000, 1, 11, 0),
                             span(Stage::cuda_api, 4'000, 5'000, 1, 12, 0),
                             span(Stage::cuda_api, 6'000, 7'000, 1, 13, 5),
-                            span(Stage::cuda_api, 8'000, 40'000, 1, 14, 3),
-                            span(Stage::sync, 8'100, 39'900, 1, 14, 3)};
-  std::vector<Event> gpu = {span(Stage::kernel, 10'000, 20'000, 2, 11, 1),
-                            span(Stage::nccl, 20'000, 30'000, 2, 12, 4),
+                            span(Stage::cuda_api, 8'000, 40'000, 1, 14, 3), span(Stage::sync, 8'100, 39'900, 1, 14, 3)};
+  std::vector<Event> gpu = {span(Stage::kernel, 10'000, 20'000, 2, 11, 1), span(Stage::nccl, 20'000, 30'000, 2, 12, 4),
                             span(Stage::kernel, 30'000, 31'000, 2, 99, 1)};  // no API call recorded: no arrow
   std::vector<Event> copy = {span(Stage::memcpy_h2d, 9'000, 9'500, 3, 13, 2, 1 << 20)};
   ASSERT_TRUE(w.write_events(0, main.data(), main.size()));

@@ -29,8 +29,7 @@ struct TempDir {
   fs::path path;
   TempDir() {
     static int n = 0;
-    path = fs::temp_directory_path() /
-           ("ddp_run_diff_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    path = fs::temp_directory_path() / ("ddp_run_diff_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -65,8 +64,16 @@ inline json base_manifest() {
           {"launch", {{"method", "supervisor"}, {"master_addr", "127.0.0.1"}}},
           {"seeds", {{"data", 0}, {"weights", 0}, {"sampler", 0}}},
           {"config",
-           {{"batch_size", 64}, {"accum_steps", 1}, {"amp", "auto"}, {"bucket_mb", 25.0}, {"seed", 0},
-            {"nproc", 2}, {"backend", "auto"}, {"workers", 2}, {"lr", 0.001}, {"model", "mlp"},
+           {{"batch_size", 64},
+            {"accum_steps", 1},
+            {"amp", "auto"},
+            {"bucket_mb", 25.0},
+            {"seed", 0},
+            {"nproc", 2},
+            {"backend", "auto"},
+            {"workers", 2},
+            {"lr", 0.001},
+            {"model", "mlp"},
             {"checkpoint_steps", {0, 3}}}},
           {"host", "vm"},
           {"start_time", "2026-01-01T00:00:00Z"},
@@ -76,7 +83,9 @@ inline json base_manifest() {
           {"ranks", ranks}};
 }
 
-inline void write_manifest(const std::string& dir, const json& m) { std::ofstream(dir + "/manifest.json") << m.dump(2); }
+inline void write_manifest(const std::string& dir, const json& m) {
+  std::ofstream(dir + "/manifest.json") << m.dump(2);
+}
 
 // Per-rank stage times of a synthetic trace, ms per step.
 struct StageMs {
@@ -166,8 +175,13 @@ inline Rec& find(std::vector<Rec>& v, int64_t step, const std::string& kind, con
 
 inline json stats_json(const Rec& r) {
   auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };  // NaN is stored as null
-  return {{"count", static_cast<int64_t>(r.count)}, {"mean", num(r.mean)}, {"std", num(r.std)}, {"min", -1.0},
-          {"max", 1.0},       {"l2", num(r.l2)},     {"hash", r.hash}};
+  return {{"count", static_cast<int64_t>(r.count)},
+          {"mean", num(r.mean)},
+          {"std", num(r.std)},
+          {"min", -1.0},
+          {"max", 1.0},
+          {"l2", num(r.l2)},
+          {"hash", r.hash}};
 }
 
 inline void write_summaries(const std::string& dir, int rank, const std::vector<Rec>& recs) {

@@ -113,9 +113,9 @@ TEST(RunDiffConfig, EveryNamedDistributedVariableIsRecognised) {
   json m = base_manifest();
   write_manifest(a, m);
   const std::vector<std::pair<std::string, json>> planted = {
-      {"/world_size", 4},        {"/backend", "nccl"},        {"/config/batch_size", 16},
-      {"/config/accum_steps", 4}, {"/config/amp", "on"},       {"/config/bucket_mb", 1.0},
-      {"/config/seed", 3},        {"/launch/method", "srun"},  {"/config/workers", 0}};
+      {"/world_size", 4},         {"/backend", "nccl"},       {"/config/batch_size", 16},
+      {"/config/accum_steps", 4}, {"/config/amp", "on"},      {"/config/bucket_mb", 1.0},
+      {"/config/seed", 3},        {"/launch/method", "srun"}, {"/config/workers", 0}};
   std::set<std::string> seen;
   for (const auto& [ptr, v] : planted) {
     json m2 = m;

@@ -8,7 +8,6 @@ namespace {
 
 // ---- tensors -----------------------------------------------------------------------------------------------------
 
-
 TEST(RunDiffTensors, IdenticalRunsDoNotDivergeAPlantedChangeIsFoundAtItsStepLayerAndKind) {
   TensorPair p;
   p.write(p.ra0, p.ra1);

@@ -81,7 +81,10 @@ TEST(FlightRecorder, TheRankThatNeverJoinedIsNamedWithItsLastCollective) {
     EXPECT_EQ(g.parted.ranks, std::vector<int>{0});
     EXPECT_EQ(g.never_joined, std::vector<int>{1});
     EXPECT_EQ(v.headline.rfind("the ranks part at all_reduce #19 [4096] Float of group 0 (default_pg): rank 1 never "
-                               "joined it (its last: barrier #18", 0), 0u) << v.headline;
+                               "joined it (its last: barrier #18",
+                               0),
+              0u)
+        << v.headline;
     EXPECT_EQ(g.last[0].done, ddp::FrDone::no);  // rank 0 still waits in #19
   }
 }
@@ -178,7 +181,8 @@ TEST(FlightRecorder, TheViewerDrawsEachRanksCollectivesWithTheVerdictFirst) {
   ASSERT_TRUE(ddp::timeline_from_fr_dumps(files, tl, err)) << err;
   ASSERT_EQ(tl.processes.size(), 64u);
   ASSERT_FALSE(tl.problems.empty());
-  EXPECT_EQ(tl.problems.front().rfind("Flight Recorder: the ranks part at all_reduce #11", 0), 0u) << tl.problems.front();
+  EXPECT_EQ(tl.problems.front().rfind("Flight Recorder: the ranks part at all_reduce #11", 0), 0u)
+      << tl.problems.front();
   size_t spans_37 = 0, spans_0 = 0;
   bool named = false;
   for (const auto& p : tl.processes)

@@ -43,8 +43,8 @@ TEST(PlainPickle, ReadsProtocolTwoScalarsListsTuplesAndDicts) {
 
 TEST(PlainPickle, AValueMemoizedBeforeItWasFilledIsSeenFilled) {
   // x = {"k": 1}; pickle.dumps([x, x], protocol=2): x is memoized empty, filled, then fetched again by BINGET.
-  const nlohmann::json j = read_ok(bytes_of(
-      "\x80\x02\x5d\x71\x00\x28\x7d\x71\x01\x58\x01\x00\x00\x00\x6b\x71\x02\x4b\x01\x73\x68\x01\x65\x2e", 24));
+  const nlohmann::json j = read_ok(
+      bytes_of("\x80\x02\x5d\x71\x00\x28\x7d\x71\x01\x58\x01\x00\x00\x00\x6b\x71\x02\x4b\x01\x73\x68\x01\x65\x2e", 24));
   EXPECT_EQ(j, nlohmann::json::parse(R"([{"k": 1}, {"k": 1}])"));
 }
 
@@ -69,7 +69,8 @@ TEST(PlainPickle, ProtocolFourFramesAndMemoizeAndProtocolThreeBytes) {
       58));
   EXPECT_EQ(j, nlohmann::json::parse(R"({"entries": [{"op": "x"}], "version": "2.10"})"));
   // pickle.dumps({"b": b"ab"}, protocol=3)
-  EXPECT_EQ(read_ok(bytes_of("\x80\x03\x7d\x71\x00\x58\x01\x00\x00\x00\x62\x71\x01\x43\x02\x61\x62\x71\x02\x73\x2e", 21))["b"],
+  EXPECT_EQ(read_ok(bytes_of("\x80\x03\x7d\x71\x00\x58\x01\x00\x00\x00\x62\x71\x01\x43\x02\x61\x62\x71\x02\x73\x2e",
+                             21))["b"],
             "ab");
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // What the Kineto import tests share: loading the committed traces, reading JSON back, counting stages.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -9,21 +10,18 @@
 #include <set>
 #include <sstream>
 
-#include <unistd.h>
-
+#include "tests/traces/kineto/kineto_test_files.h"
 #include "traces/analysis/analysis.h"
+#include "traces/analysis/summary.h"
+#include "traces/base/read_progress.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/chrome/chrome_reader.h"
 #include "traces/kineto/kineto_align.h"
 #include "traces/kineto/kineto_file.h"
 #include "traces/kineto/kineto_import.h"
 #include "traces/kineto/kineto_merge.h"
-#include "traces/analysis/summary.h"
-#include "traces/base/read_progress.h"
 #include "traces/timeline/timeline.h"
 #include "traces/timeline/timeline_kineto.h"
-#include "tests/traces/kineto/kineto_test_files.h"
-
 
 namespace fs = std::filesystem;
 using namespace ddp;
@@ -33,7 +31,9 @@ inline const std::string kData = ddptest::kKinetoData;
 inline const std::string kCpu = ddptest::kKinetoCpu;
 
 inline std::string temp_dir(const std::string& name) { return ddptest::kineto_temp_dir(name); }
-inline std::string rank_file(const std::string& scenario, int rank) { return ddptest::kineto_rank_file(scenario, rank); }
+inline std::string rank_file(const std::string& scenario, int rank) {
+  return ddptest::kineto_rank_file(scenario, rank);
+}
 
 inline nlohmann::json read_json_file(const std::string& path) {
   std::string text;

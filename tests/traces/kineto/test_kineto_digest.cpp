@@ -1,9 +1,8 @@
 // Digests (traces/kineto/kineto_digest.h): what the importer keeps of a trace, made where it lies and analysed
 // elsewhere. The analysis of digests must be the analysis of the traces; a digest must be small; a damaged digest,
 // a foreign file or a name two traces would share must be said, never read as something else.
-#include "traces/kineto/kineto_digest.h"
-
 #include "tests/traces/kineto/kineto_import_support.h"
+#include "traces/kineto/kineto_digest.h"
 
 using namespace kineto_import_test;
 
@@ -58,8 +57,8 @@ void expect_same_analysis(const std::vector<std::string>& traces, const std::str
 }
 
 TEST(KinetoDigest, AnalysisOfDigestsIsTheAnalysisOfTheTraces) {
-  for (const char* s : {"balanced", "slow-data-rank1", "slow-forward-rank0", "slow-optimizer-rank1",
-                        "gloo-pinned-batch"})
+  for (const char* s :
+       {"balanced", "slow-data-rank1", "slow-forward-rank0", "slow-optimizer-rank1", "gloo-pinned-batch"})
     expect_same_analysis({kCpu + "/" + s}, s);
   expect_same_analysis({kData + "/pytorch-2.11-gpu/gloo2-cuda-h200"}, "gpu");  // CUDA records, kernels' names
   expect_same_analysis({kData + "/hta/sampled_rank-0.json.gz", kData + "/hta/sampled_rank-1.json.gz"}, "hta");
@@ -67,8 +66,8 @@ TEST(KinetoDigest, AnalysisOfDigestsIsTheAnalysisOfTheTraces) {
 
 TEST(KinetoDigest, ADigestIsUnderOnePercentOfItsTrace) {
   const std::string d = temp_dir("digest_size");
-  for (const std::string& in : {kCpu + "/slow-data-rank1", kData + "/pytorch-2.11-gpu/gloo2-cuda-h200",
-                                kData + "/hta/nccl_data.json.gz"})
+  for (const std::string& in :
+       {kCpu + "/slow-data-rank1", kData + "/pytorch-2.11-gpu/gloo2-cuda-h200", kData + "/hta/nccl_data.json.gz"})
     for (const DigestMade& m : digest({in}, d)) {
       std::string text;
       ASSERT_TRUE(read_chrome_bytes(m.trace, text).ok());
@@ -123,9 +122,9 @@ TEST(KinetoDigest, ADamagedDigestIsNamedAndTheOtherRanksLoad) {
   ASSERT_EQ(made.size(), 2u);
   const std::string bytes = read_bytes(made[1].digest);
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {bytes.substr(0, bytes.size() / 2), "damaged"},           // cut off
+      {bytes.substr(0, bytes.size() / 2), "damaged"},                                // cut off
       {"{\"traceEvents\": []}" + std::string(20, ' '), "not a ddp_profile digest"},  // a foreign file
-      {bytes.substr(0, 20) + std::string(bytes.size() - 20, '\x5a'), "damaged"},  // garbage after the header
+      {bytes.substr(0, 20) + std::string(bytes.size() - 20, '\x5a'), "damaged"},     // garbage after the header
   };
   for (const auto& [content, says] : cases) {
     write_text(made[1].digest, content);

@@ -1,6 +1,6 @@
-// One of our runs written as per-rank PyTorch profiler (Kineto) traces (traces/kineto/kineto_export.h) and read back by our
-// own Kineto importer: the same ranks, world, steps and stage totals, the collectives matched for the clock, and the
-// details other Kineto readers depend on (HTA's rank regex, baseTimeNanoseconds, categories, pid/tid, flows).
+// One of our runs written as per-rank PyTorch profiler (Kineto) traces (traces/kineto/kineto_export.h) and read back by
+// our own Kineto importer: the same ranks, world, steps and stage totals, the collectives matched for the clock, and
+// the details other Kineto readers depend on (HTA's rank regex, baseTimeNanoseconds, categories, pid/tid, flows).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/native/load_run.h"
 #include "traces/kineto/kineto_export.h"
 #include "traces/kineto/kineto_import.h"
+#include "traces/native/load_run.h"
 #include "traces/native/trace_writer.h"
 
 namespace {
@@ -317,10 +317,12 @@ TEST(RunAsKineto, GpuWorkUnderTheDeviceWithLaunchFlowsAndDeviceProperties) {
   const std::string d = temp_dir("gpu");
   write_gpu_rank(d, 0);
   write_gpu_rank(d, 1);
-  write_manifest(d, {{"backend", "nccl"},
-                     {"versions",
-                      {{"cuda", {{"device", "NVIDIA H200"}, {"compute_capability", "9.0"},
-                                 {"device_memory_bytes", 150'000'000'000ull}}}}}});
+  write_manifest(
+      d,
+      {{"backend", "nccl"},
+       {"versions",
+        {{"cuda",
+          {{"device", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"device_memory_bytes", 150'000'000'000ull}}}}}});
   const RunTrace ours = load_our_run(d);
   const KinetoExportStats stats = export_to(ours, d + "/kineto");
   EXPECT_EQ(stats.flows, 2u * 3u);

@@ -6,11 +6,11 @@
 
 #include <filesystem>
 
+#include "tests/traces/kineto/kineto_test_files.h"
 #include "traces/analysis/analysis.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/chrome/chrome_reader.h"
 #include "traces/kineto/kineto_import.h"
-#include "tests/traces/kineto/kineto_test_files.h"
 
 namespace {
 using namespace ddp;

@@ -77,7 +77,7 @@ TEST(KinetoAlign, MedianOfMatchedEndsAndItsSpread) {
   EXPECT_FALSE(e.clamped);
   EXPECT_EQ(e.min_ns, -50'000);  // my start - its end
   EXPECT_EQ(e.max_ns, 55'000);   // my end - its start, smallest over the matches
-  mine[0].bytes = 200;  // a different size is a different collective
+  mine[0].bytes = 200;           // a different size is a different collective
   EXPECT_EQ(estimate_offset(1, mine, ref).matched, 8u);
 }
 
@@ -172,17 +172,16 @@ TEST_P(KinetoPlanted, TopCauseIsThePlantedRankAndStage) {
 
 // slow-optimizer-rank1 sleeps in the user's own record_function("slow_optimizer_sleep") next to the optimizer step:
 // the user says what it is with --map, as docs/kineto.md tells them to.
-INSTANTIATE_TEST_SUITE_P(RealTraces, KinetoPlanted,
-                         ::testing::Values(Planted{"slow-data-rank1", 1, "wait_data", {}},
-                                           Planted{"slow-forward-rank0", 0, "forward", {}},
-                                           Planted{"slow-optimizer-rank1", 1, "optimizer",
-                                                   {"^slow_optimizer_sleep$=optimizer"}}),
-                         [](const auto& i) {
-                           std::string n = i.param.scenario;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    RealTraces, KinetoPlanted,
+    ::testing::Values(Planted{"slow-data-rank1", 1, "wait_data", {}}, Planted{"slow-forward-rank0", 0, "forward", {}},
+                      Planted{"slow-optimizer-rank1", 1, "optimizer", {"^slow_optimizer_sleep$=optimizer"}}),
+    [](const auto& i) {
+      std::string n = i.param.scenario;
+      for (char& c : n)
+        if (c == '-') c = '_';
+      return n;
+    });
 
 TEST(KinetoAnalysis, UnmappedUserWorkIsOtherOnTheRightRank) {
   Analysis a = analyze(load({kCpu + "/slow-optimizer-rank1"}));
@@ -482,4 +481,3 @@ TEST(KinetoImport, HtaNcclTracesLoadAlignAnalyseAndExport) {
   EXPECT_GT(st.flows, 0u) << "launch arrows kept";
   fs::remove_all(d);
 }
-

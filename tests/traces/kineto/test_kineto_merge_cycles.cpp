@@ -48,7 +48,7 @@ TEST(KinetoExport, MergedTraceKeepsEveryOriginalEventOnOneClock) {
   size_t x = 0;
   std::map<std::string, std::string> pid_name;
   std::set<std::string> threads;
-  std::map<std::string, int> flow_ends;  // id -> +1 per "s", -1 per "f"
+  std::map<std::string, int> flow_ends;    // id -> +1 per "s", -1 per "f"
   std::map<std::string, int64_t> step_ts;  // "<pid>/<step>" -> ts of the step span (ours) or ProfilerStep#N (theirs)
   for (const ChromeEvent& e : t.events) {
     x += e.ph == 'X';
@@ -220,7 +220,8 @@ std::string read_text(const std::string& path) {
 // (times, names, steps, stages, args) and counters, the time range and the problems.
 std::string timeline_text(const Timeline& tl) {
   std::ostringstream o;
-  o << tl.t_begin << " " << tl.t_end << " " << tl.origin_ns << " " << tl.span_count << " " << tl.counter_samples << "\n";
+  o << tl.t_begin << " " << tl.t_end << " " << tl.origin_ns << " " << tl.span_count << " " << tl.counter_samples
+    << "\n";
   for (const Process& p : tl.processes) {
     o << "P " << p.name << " r" << p.rank << " " << p.span_count << " steps " << p.steps.size() << "\n";
     for (const Lane& l : p.lanes) {
@@ -287,8 +288,12 @@ TEST(KinetoTimeline, BuiltInTheImportsReadingEqualsReadingTheFilesAgain) {
   const struct {
     std::vector<std::string> inputs;
     int cycle;
-  } cases[] = {{{kCpu + "/balanced"}, 0},       {{kCpu + "/slow-data-rank1"}, 0}, {{shifted_copy("balanced", 7.31)}, 0},
-               {{cycles}, 0},                   {{cycles}, 2},                    {{cut}, 0}};
+  } cases[] = {{{kCpu + "/balanced"}, 0},
+               {{kCpu + "/slow-data-rank1"}, 0},
+               {{shifted_copy("balanced", 7.31)}, 0},
+               {{cycles}, 0},
+               {{cycles}, 2},
+               {{cut}, 0}};
   for (const auto& c : cases) {
     const std::string what = c.inputs.front() + " cycle " + std::to_string(c.cycle);
     uint64_t once = 0;

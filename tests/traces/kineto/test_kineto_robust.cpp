@@ -2,6 +2,7 @@
 // profiled without prof.step(), negative durations, ranks of different PyTorch versions. Each gives a note or an
 // error naming it, never a crash or a silent wrong verdict. Built from the real PyTorch 2.11 traces in tests/data.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,14 +12,12 @@
 #include <set>
 #include <sstream>
 
-#include <unistd.h>
-
+#include "tests/traces/kineto/kineto_test_files.h"
 #include "traces/analysis/analysis.h"
+#include "traces/analysis/summary.h"
 #include "traces/chrome/chrome_reader.h"
 #include "traces/kineto/kineto_import.h"
 #include "traces/kineto/kineto_merge.h"
-#include "traces/analysis/summary.h"
-#include "tests/traces/kineto/kineto_test_files.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;

@@ -1,5 +1,5 @@
-// The stage table (traces/model/stages.def): ids and names are on disk and in JSON, so they are pinned here; the kind flags
-// must pick exactly the subsets the analysis, the exporters, the viewer and `--slow` relied on before the table.
+// The stage table (traces/model/stages.def): ids and names are on disk and in JSON, so they are pinned here; the kind
+// flags must pick exactly the subsets the analysis, the exporters, the viewer and `--slow` relied on before the table.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -20,9 +20,9 @@ std::vector<Stage> with(ddp::StageFlag f) {
 
 TEST(Stages, IdsAndNamesAreTheOnDiskOnes) {
   const std::vector<std::string> names = {
-      "disk_read", "transform", "pin",        "h2d",        "wait_data", "forward", "backward",
-      "allreduce", "wait_comm", "optimizer",  "checkpoint", "step",      "kernel",  "memcpy_h2d",
-      "memcpy_d2h", "memset",   "nccl",       "cuda_api",   "sync",      "memcpy_d2d", "wait_gpu"};
+      "disk_read",  "transform", "pin",       "h2d",        "wait_data", "forward",    "backward",
+      "allreduce",  "wait_comm", "optimizer", "checkpoint", "step",      "kernel",     "memcpy_h2d",
+      "memcpy_d2h", "memset",    "nccl",      "cuda_api",   "sync",      "memcpy_d2d", "wait_gpu"};
   ASSERT_EQ(ddp::kStageCount, static_cast<int>(names.size()));
   for (int i = 0; i < ddp::kStageCount; ++i) {
     EXPECT_EQ(ddp::stage_name(static_cast<Stage>(i)), names[i]);
@@ -61,17 +61,17 @@ TEST(Stages, FlagsPickTheSubsetsTheCodeUses) {
   EXPECT_EQ(with(ddp::kStageWait), (V{Stage::wait_data, Stage::wait_comm, Stage::wait_gpu}));
   EXPECT_EQ(with(ddp::kStageDataPath), (V{Stage::disk_read, Stage::transform, Stage::pin, Stage::h2d}));
   EXPECT_EQ(with(ddp::kStageLoaderThread), (V{Stage::disk_read, Stage::transform, Stage::pin}));
-  EXPECT_EQ(with(ddp::kStageGpuActivity), (V{Stage::kernel, Stage::memcpy_h2d, Stage::memcpy_d2h, Stage::memset,
-                                              Stage::nccl, Stage::memcpy_d2d}));
+  EXPECT_EQ(with(ddp::kStageGpuActivity),
+            (V{Stage::kernel, Stage::memcpy_h2d, Stage::memcpy_d2h, Stage::memset, Stage::nccl, Stage::memcpy_d2d}));
   EXPECT_EQ(with(ddp::kStageCudaHost), (V{Stage::cuda_api, Stage::sync}));
   EXPECT_EQ(with(ddp::kStageMainThread), (V{Stage::h2d, Stage::wait_data, Stage::forward, Stage::backward,
-                                             Stage::wait_comm, Stage::optimizer, Stage::checkpoint, Stage::wait_gpu}));
+                                            Stage::wait_comm, Stage::optimizer, Stage::checkpoint, Stage::wait_gpu}));
   EXPECT_EQ(with(ddp::kStageDelaysCollective), (V{Stage::h2d, Stage::wait_data, Stage::forward, Stage::backward,
-                                                   Stage::optimizer, Stage::checkpoint, Stage::wait_gpu}));
+                                                  Stage::optimizer, Stage::checkpoint, Stage::wait_gpu}));
   EXPECT_EQ(with(ddp::kStageCommunication), (V{Stage::allreduce, Stage::nccl}));
   EXPECT_EQ(with(ddp::kStageBookkeeping), (V{Stage::checkpoint, Stage::step}));
   EXPECT_EQ(with(ddp::kStageSlowable), (V{Stage::disk_read, Stage::transform, Stage::pin, Stage::h2d, Stage::forward,
-                                           Stage::backward, Stage::optimizer}));
+                                          Stage::backward, Stage::optimizer}));
   EXPECT_EQ(with(ddp::kStageHost).size(), 13u);  // stages 0..11 and wait_gpu
 }
 

@@ -2,13 +2,14 @@
 // the window's time, every flow with both ends), gzip output read back, the window suggested when a JSON output is
 // too big for Perfetto UI, and --diff of one profiling cycle against another.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
 
-#include <unistd.h>
-
+#include "tests/traces/kineto/kineto_test_files.h"
+#include "traces/analysis/summary.h"
 #include "traces/base/json_out.h"
 #include "traces/base/read_progress.h"
 #include "traces/chrome/chrome_reader.h"
@@ -16,8 +17,6 @@
 #include "traces/kineto/kineto_import.h"
 #include "traces/kineto/kineto_merge.h"
 #include "traces/model/step_window.h"
-#include "traces/analysis/summary.h"
-#include "tests/traces/kineto/kineto_test_files.h"
 
 namespace fs = std::filesystem;
 using namespace ddp;
@@ -94,8 +93,14 @@ std::string with_a_flow_across_the_window(const std::string& scenario) {
         const std::string name = ev.value("name", "");
         for (auto [step, ph] : {std::pair{"ProfilerStep#4", "s"}, std::pair{"ProfilerStep#6", "f"}})
           if (name == step)
-            planted.push_back({{"ph", ph}, {"id", 987654}, {"pid", ev["pid"]}, {"tid", ev["tid"]}, {"name", "planted"},
-                               {"cat", "planted"}, {"bp", "e"}, {"ts", ev["ts"].get<double>() + 1}});
+            planted.push_back({{"ph", ph},
+                               {"id", 987654},
+                               {"pid", ev["pid"]},
+                               {"tid", ev["tid"]},
+                               {"name", "planted"},
+                               {"cat", "planted"},
+                               {"bp", "e"},
+                               {"ts", ev["ts"].get<double>() + 1}});
       }
       EXPECT_EQ(planted.size(), 2u);
       for (auto& p : planted) j["traceEvents"].push_back(p);

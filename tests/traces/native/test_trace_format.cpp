@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "traces/chrome/chrome_export.h"
-#include "traces/native/event_codec.h"
 #include "traces/model/run_folder.h"
+#include "traces/native/event_codec.h"
 #include "traces/native/load_run.h"
 #include "traces/native/trace_reader.h"
 #include "traces/native/trace_writer.h"

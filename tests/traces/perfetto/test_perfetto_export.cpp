@@ -37,8 +37,9 @@ bool have_protoc() { return shell("command -v protoc").find("protoc") != std::st
 // The trace in protobuf text format, decoded by protoc with Perfetto's schema; fails the test when it does not decode.
 std::string decode(const std::string& path) {
   int rc = 0;
-  const std::string text = shell("protoc --proto_path=" + kProto + " --decode=perfetto.protos.Trace perfetto_trace.proto < '" +
-                                 path + "' 2>&1", &rc);
+  const std::string text = shell(
+      "protoc --proto_path=" + kProto + " --decode=perfetto.protos.Trace perfetto_trace.proto < '" + path + "' 2>&1",
+      &rc);
   EXPECT_EQ(rc, 0) << text.substr(0, 2000);
   return text;
 }
@@ -121,8 +122,9 @@ TEST(PerfettoExport, ARealPyTorchRunAsOneFileAndAsATarOfRanksWithAManifest) {
   if (!have_protoc()) GTEST_SKIP() << "protoc not found (Debian: protobuf-compiler; scripts/setup.sh installs it)";
   RunTrace run;
   std::string err;
-  ASSERT_TRUE(load_kineto_run({ddptest::kineto_rank_file("slow-data-rank1", 0), ddptest::kineto_rank_file("slow-data-rank1", 1)},
-                              KinetoStageMap{}, run, err))
+  ASSERT_TRUE(load_kineto_run(
+      {ddptest::kineto_rank_file("slow-data-rank1", 0), ddptest::kineto_rank_file("slow-data-rank1", 1)},
+      KinetoStageMap{}, run, err))
       << err;
   PerfettoExportStats one;
   const std::string single = temp_path("real.pftrace");
@@ -134,8 +136,8 @@ TEST(PerfettoExport, ARealPyTorchRunAsOneFileAndAsATarOfRanksWithAManifest) {
   // Against the JSON export of the same run: a fraction of its bytes.
   ExportStats json;
   ASSERT_TRUE(export_chrome(run, temp_path("real.json"), json, err)) << err;
-  std::cout << "perfetto " << one.bytes << " bytes, JSON " << json.bytes << " bytes: "
-            << static_cast<double>(one.bytes) / static_cast<double>(json.bytes) << "x\n";
+  std::cout << "perfetto " << one.bytes << " bytes, JSON " << json.bytes
+            << " bytes: " << static_cast<double>(one.bytes) / static_cast<double>(json.bytes) << "x\n";
   EXPECT_LE(static_cast<double>(one.bytes), 0.3 * static_cast<double>(json.bytes));
 
   PerfettoExportStats many;

@@ -271,7 +271,8 @@ TEST(Timeline, ExtraTextsFindEveryTextAcrossBlocks) {
   ExtraTexts x;
   std::vector<std::string> texts;
   for (int i = 0; i < 20000; ++i) {
-    texts.push_back("External id: " + std::to_string(i) + "\nEv Idx: " + std::string(static_cast<size_t>(i % 300), 'x'));
+    texts.push_back("External id: " + std::to_string(i) +
+                    "\nEv Idx: " + std::string(static_cast<size_t>(i % 300), 'x'));
     ASSERT_EQ(x.add(texts.back()), static_cast<uint32_t>(i + 1));
     if (i == 15000) x.seal();  // a short block in the middle
   }
@@ -298,8 +299,8 @@ TEST(Timeline, SpanDurationsAreExactUpToASecondThenNeverShorterThanGiven) {
     EXPECT_EQ(s.t1(), 5 + ns);
   }
   int64_t before = 0;
-  for (int64_t ns : {int64_t{1} << 30, (int64_t{1} << 30) + 1, int64_t{3'600'000'000'123}, int64_t{2'000'000'000'000'000},
-                     int64_t{1'000'000'000'000'000'000}}) {
+  for (int64_t ns : {int64_t{1} << 30, (int64_t{1} << 30) + 1, int64_t{3'600'000'000'123},
+                     int64_t{2'000'000'000'000'000}, int64_t{1'000'000'000'000'000'000}}) {
     Span s;
     s.set_duration(ns);
     EXPECT_GE(s.duration(), ns);
@@ -380,7 +381,8 @@ TEST(Timeline, RowsAreTheSameWhateverOrderTheSpansCameIn) {
     TimelineBuilder first, second;
     const int p1 = first.process("1"), l1 = first.lane(p1, "1");
     const int p2 = second.process("1"), l2 = second.lane(p2, "1");
-    for (size_t i = 0; i < sorted.size(); ++i) (i < cut ? first.add_span(p1, l1, sorted[i]) : second.add_span(p2, l2, sorted[i]));
+    for (size_t i = 0; i < sorted.size(); ++i)
+      (i < cut ? first.add_span(p1, l1, sorted[i]) : second.add_span(p2, l2, sorted[i]));
     first.absorb(std::move(second));
     EXPECT_EQ(rows_of(first.finish()), expected) << cut;
   }
