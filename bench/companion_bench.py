@@ -67,7 +67,7 @@ total = {k: statistics.median(sum(v) for v in runs) for k, runs in res.items()}
 verified = statistics.median(statistics.fmean(v[:3]) for v in res["check"])
 rest = statistics.median(statistics.median(v[3:]) for v in res["check"])
 print(f"median step (ms, median of {args.rounds} rounds): " + ", ".join(f"{k} {v:.3f}" for k, v in m.items()))
-print(f"whole loop (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in total.items()))
+print("whole loop (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in total.items()))
 print(f"attached, no ddp_profile / plain, paired     {paired:.3f}   (target <= 1.01; one process, epochs alternating)")
 print(f"  the same, separate processes              {m['attached'] / m['plain']:.3f}   (information: process-to-process noise)")
 print(f"companion record mode / torch.profiler      {m['record'] / m['profiler']:.3f}   (target <= 1.02; whole loop "

@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libimgui-dev libglfw3-dev libstb-dev libgl-dev libgl1-mesa-dri xvfb xauth
   python3 python3-numpy python3-torch python3-pytest
-  protobuf-compiler
+  protobuf-compiler clang-format
   slurmctld slurmd slurm-client munge nftables
 )
 missing=()

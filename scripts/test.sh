@@ -28,6 +28,11 @@ venv_python=${DDP_CACHE:-$HOME/.cache/ddp_profile}/torchvenv/bin/python
 if [ -x "$venv_python" ]; then
   "$venv_python" -m pytest --version > /dev/null 2>&1 || "$venv_python" -m pip install --quiet pytest
   "$venv_python" -m pytest -q -rs tests/python/companion
+  # The Python lint gate (ruff.toml: pyflakes' rules), with PyPI's ruff beside pytest.
+  "$venv_python" -m ruff --version > /dev/null 2>&1 || "$venv_python" -m pip install --quiet ruff
+  "$venv_python" -m ruff check --no-cache python tests/python scripts bench examples
+else
+  echo "test.sh: no torch venv: the Python lint gate (ruff) is skipped"
 fi
 /usr/bin/python3 -m pytest -q -rs tests/python/companion tests/python/tools
 

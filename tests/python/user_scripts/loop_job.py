@@ -19,7 +19,6 @@ optimizer steps mid-epoch holding the global step (the resume skips the batches 
 """
 import argparse
 import contextlib
-import os
 
 import torch
 import torch.distributed as dist
