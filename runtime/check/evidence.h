@@ -185,9 +185,9 @@ struct TrainingEvidence {
   std::vector<std::vector<TrainingStep>> per_rank;  // every logged optimizer step of every rank, in order
   std::vector<std::string> outside_optimizer;       // require grad, in no optimizer param_group
   int64_t warmup_steps = 3;                         // memory: steps before these are warm-up (verified steps too)
-  int64_t scheduler_steps_per_step =
-      1;                       // scheduler.step() calls one optimizer step makes by design (accelerate: world)
-  std::string scheduler_rule;  // why, when not 1
+  // scheduler.step() calls one optimizer step makes by design (accelerate: world), and why when not 1.
+  int64_t scheduler_steps_per_step = 1;
+  std::string scheduler_rule;
 };
 // Every rank's training log in `run_dir` (empty per_rank with `failure` when one is missing, damaged or lacks a field
 // `fields` asks for).
