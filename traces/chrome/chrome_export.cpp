@@ -33,9 +33,9 @@ void metadata(Out& o, bool& first, const char* name, uint32_t pid, int tid, std:
 void write_run(const RunTrace& run, Out& o, ExportStats& stats, const MoreEvents& more) {
   const int64_t origin = run.origin_ns();
   o.raw("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"ddp_profile\"");
-  if (run.manifest.is_object()) {
+  if (const nlohmann::json m = run.exported_manifest(); m.is_object()) {
     o.raw(",\"manifest\":");
-    o.raw(run.manifest.dump());
+    o.raw(m.dump());
   }
   o.raw("},\n\"traceEvents\":[");
   bool first = true;

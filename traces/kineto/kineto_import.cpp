@@ -269,8 +269,8 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
   if (!check_identity(files, world, run.problems, error)) return false;
 
   std::vector<BuiltRank> built;
-  nlohmann::json report_files = nlohmann::json::array();
-  std::vector<std::string> notes;
+  KinetoImportReport report;
+  std::vector<std::string>& notes = report.notes;
   std::set<std::string> backends;                   // what the files' distributedInfo say; kept when they agree
   std::map<std::string, std::vector<int>> formats;  // format -> the ranks whose files have it
   for (const KFile& f : files) {
@@ -278,14 +278,7 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
     if (!f.backend.empty()) backends.insert(f.backend);
     built.push_back(build_rank(f, world));
     auto file_entry = [&](const std::string& path, uint64_t events, bool cut_off, int64_t base_ns) {
-      report_files.push_back({{"rank", f.rank},
-                              {"file", path},
-                              {"base_ns", base_ns},
-                              {"rank_from", f.rank_from},
-                              {"format", format_of(f)},
-                              {"events", events},
-                              {"cut_off", cut_off}});
-      if (!f.digest.empty()) report_files.back()["digest"] = f.digest;
+      report.files.push_back({f.rank, path, base_ns, f.rank_from, format_of(f), events, cut_off, f.digest});
       if (cut_off)
         run.problems.push_back("rank " + std::to_string(f.rank) + ": " + path + " is cut off (" + f.cut_off.message +
                                "): the job was killed while the profiler wrote it? Its events before the cut are "
@@ -306,7 +299,6 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
             [](const BuiltRank& a, const BuiltRank& b) { return a.trace.rank < b.trace.rank; });
 
   const BuiltRank& ref = built.front();
-  nlohmann::json alignment = nlohmann::json::array();
   for (BuiltRank& b : built) {
     ClockEstimate e = estimate_offset(static_cast<int>(b.trace.rank), b.anchors, ref.anchors);
     if (&b == &ref) {
@@ -329,7 +321,7 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
     c.phase = 0;
     c.rounds = static_cast<uint32_t>(e.matched);
     b.trace.clocks.push_back(c);
-    alignment.push_back(alignment_json(e));
+    report.clock_alignment.push_back(alignment_json(e));
     run.ranks.push_back(std::move(b.trace));
   }
   for (const std::string& n : limits_of(run)) notes.push_back(n);
@@ -340,14 +332,10 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
                                     " (several profiling cycles per rank: steps are the ProfilerStep ids the "
                                     "files carry; the time between cycles is no step's)");
   run.from_kineto = true;
-  run.manifest = {{"source", "kineto"},
-                  {"world_size", world},
-                  {"kineto",
-                   {{"files", report_files},
-                    {"reference_rank", run.ranks.front().rank},
-                    {"clock_alignment", alignment},
-                    {"notes", notes}}}};
-  if (!cycles.empty()) run.manifest["kineto"]["cycles"] = cycles;
+  report.reference_rank = run.ranks.front().rank;
+  if (!cycles.empty()) report.cycles = cycles;
+  run.kineto = std::move(report);
+  run.manifest = {{"source", "kineto"}, {"world_size", world}};
   if (backends.size() == 1) run.manifest["backend"] = *backends.begin();
   return true;
 }
@@ -376,14 +364,14 @@ uint64_t trace_input_bytes(const std::vector<std::string>& inputs) {
 std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origin_ns) {
   std::vector<KinetoRankFile> out;
   if (!run.from_kineto) return out;
-  const bool windowed = run.manifest.contains("step_window");  // keep_steps (traces/model/step_window.h) ran
-  for (const auto& f : run.manifest["kineto"]["files"])        // written by load_kineto_run: every field is there
+  if (!run.kineto) return out;
+  const bool windowed = run.step_window.has_value();  // keep_steps (traces/model/step_window.h) ran
+  for (const KinetoFileRead& f : run.kineto->files)
     for (const RankTrace& r : run.ranks)
-      if (static_cast<int>(r.rank) == f["rank"].get<int>()) {
+      if (static_cast<int>(r.rank) == f.rank) {
         // A file's ts count from its own baseTimeNanoseconds (each cycle's file may have another).
-        const int64_t base = f["base_ns"].get<int64_t>();
-        KinetoRankFile k{static_cast<int>(r.rank), f["file"].get<std::string>(), base + r.clock_offset_ns() - origin_ns,
-                         f["cut_off"].get<bool>()};
+        const int64_t base = f.base_ns;
+        KinetoRankFile k{static_cast<int>(r.rank), f.file, base + r.clock_offset_ns() - origin_ns, f.cut_off};
         if (windowed && !r.events.empty()) {
           k.windowed = true;
           k.keep_from_ns = std::numeric_limits<int64_t>::max();
@@ -397,8 +385,8 @@ std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origi
 }
 
 nlohmann::json kineto_report_json(const RunTrace& run) {
-  if (!is_kineto_run(run) || !run.manifest.contains("kineto")) return nullptr;
-  return run.manifest["kineto"];
+  if (!is_kineto_run(run) || !run.kineto) return nullptr;
+  return run.kineto->to_json();
 }
 
 namespace {

@@ -65,7 +65,7 @@ bool keep_steps(RunTrace& run, const StepWindow& window, std::string& error) {
     r.events.erase(std::remove_if(r.events.begin(), r.events.end(), outside), r.events.end());
   }
   const uint32_t kept_first = std::max(first, window.first), kept_last = std::min(last, window.last);
-  run.manifest["step_window"] = {kept_first, kept_last};
+  run.step_window = KeptSteps{kept_first, kept_last};
   return true;
 }
 

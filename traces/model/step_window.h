@@ -21,8 +21,8 @@ struct StepWindow {
 bool parse_step_window(std::string_view text, StepWindow& out, std::string& error);
 
 // Keeps only the spans of the window's steps on every rank, and the counter samples inside the time they cover; the
-// manifest records the steps kept ("step_window": [first, last]). False with `error` naming the steps the run holds
-// when none is inside the window (then the run is left as it was).
+// run records the steps kept (RunTrace::step_window, "step_window": [first, last] in its exported manifest). False with
+// `error` naming the steps the run holds when none is inside the window (then the run is left as it was).
 bool keep_steps(RunTrace& run, const StepWindow& window, std::string& error);
 
 // The first steps of [first, last] whose share of `bytes` stays within `limit`, steps taken as equal in size, with

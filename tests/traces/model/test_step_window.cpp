@@ -76,7 +76,10 @@ TEST(StepWindow, KeepsOnlyTheWindowsStepsOnEveryRankOrNamesTheRunsSteps) {
     }
     EXPECT_EQ(steps, (std::set<uint32_t>{5, 6, 7, 8}));
   }
-  EXPECT_EQ(run.manifest["step_window"], nlohmann::json::array({5, 8}));
+  ASSERT_TRUE(run.step_window.has_value());
+  EXPECT_EQ(run.step_window->first, 5u);
+  EXPECT_EQ(run.step_window->last, 8u);
+  EXPECT_EQ(run.exported_manifest()["step_window"], nlohmann::json::array({5, 8}));
   EXPECT_EQ(summarize(run).front().steps, 4u);
 }
 
