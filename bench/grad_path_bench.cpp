@@ -26,7 +26,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "runtime/common/job_config.h"
-#include "runtime/launch/cpu_sets.h"
+#include "runtime/launch/environment/cpu_sets.h"
 #include "runtime/train/dist.h"
 #include "runtime/train/grad_sync.h"
 #include "traces/base/stats.h"
@@ -79,8 +79,8 @@ std::pair<double, double> bare_training_steps(ddp::Dist& dist, int iterations) {
 
 RankResult run_rank(int rank, int port, int iterations) {
   at::set_num_threads(1);
-  // As the job's ranks run (runtime/launch/cpu_sets.h, batch_scheduling.h): each on its own share of the cores, Gloo's
-  // threads under SCHED_BATCH, so the bare allreduce is Gloo at its best here too.
+  // As the job's ranks run (runtime/launch/environment/cpu_sets.h, batch_scheduling.h): each on its own share of the
+  // cores, Gloo's threads under SCHED_BATCH, so the bare allreduce is Gloo at its best here too.
   const auto cpu_sets = ddp::rank_cpu_sets(ddp::allowed_cpus(), 2);
   if (!cpu_sets.empty()) ddp::pin_process(cpu_sets[rank]);
   ddp::DistOptions o;

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/launch/cli.h"
-#include "runtime/launch/launch_env.h"
-#include "runtime/launch/user_job.h"
+#include "runtime/launch/cli/cli.h"
+#include "runtime/launch/environment/launch_env.h"
+#include "runtime/launch/user_job/user_job.h"
 #include "runtime/trace_commands/trace_commands.h"
 
 namespace {

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from . import files, layout
 
-POLL_S = 0.1  # how often the thread looks for the request: within the supervisor's wait (runtime/launch/hang_dumps.h)
+POLL_S = 0.1  # how often the thread looks for the request: within the supervisor's wait (runtime/launch/user_job/hang_dumps.h)
 
 
 def _dumper() -> Optional[Callable[..., bytes]]:

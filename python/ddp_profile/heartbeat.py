@@ -1,5 +1,5 @@
 """The rank's heartbeat: the C++ runtime's ProgressRecord, memory-mapped at <run>/progress/rank<R>.bin. Its size,
-offsets, magic and format version come from layout.py (checked against runtime/launch/progress.h by the C++ test)."""
+offsets, magic and format version come from layout.py (checked against runtime/launch/heartbeat/progress.h by the C++ test)."""
 from __future__ import annotations
 
 import mmap

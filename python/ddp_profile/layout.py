@@ -1,7 +1,7 @@
 """Every name and binary layout the companion shares with the C++ side, in one place.
 
-The C++ owners are traces/model/run_folder.h (file names in a run folder), runtime/launch/user_job.h (the DDP_PROFILE_*
-switches), runtime/launch/progress.h (the heartbeat record) and traces/model/stages.def (stage ids). This module
+The C++ owners are traces/model/run_folder.h (file names in a run folder), runtime/launch/user_job/user_job.h (the DDP_PROFILE_*
+switches), runtime/launch/heartbeat/progress.h (the heartbeat record) and traces/model/stages.def (stage ids). This module
 mirrors them, and the C++ test tests/runtime/test_companion_contract.cpp loads it (with no torch: it imports nothing
 of the package) and fails on any difference. Names here are relative to the run folder.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Tuple
 
-# --- the switches the outer ddp_profile sets (runtime/launch/user_job.h) ----------------------------------------------
+# --- the switches the outer ddp_profile sets (runtime/launch/user_job/user_job.h) ----------------------------------------------
 ENV_RUN = "DDP_PROFILE_RUN"                       # the run folder; unset: the companion does nothing
 ENV_MODE = "DDP_PROFILE_MODE"                     # check | record
 ENV_VERIFY_STEPS = "DDP_PROFILE_VERIFY_STEPS"     # optimizer steps with tensor dumps
@@ -265,7 +265,7 @@ def check_record(record: str, obj: Dict[str, Any], where: str = "", prefix: str 
             raise ContractError("%sfield '%s%s': not %s (%r)" % (at, prefix, k, kind, v))
 
 
-# --- the heartbeat record (runtime/launch/progress.h ProgressRecord), little endian -----------------------------------
+# --- the heartbeat record (runtime/launch/heartbeat/progress.h ProgressRecord), little endian -----------------------------------
 HEARTBEAT_SIZE = 520
 HEARTBEAT_MAGIC = 0x50524F47
 # The record's format: a reader of another version refuses the record, naming both (never misreads it).

@@ -1,6 +1,6 @@
 // The ladder's subject that is our own job: the verification run, the resume runs and the fault runs are supervised
-// runs of this binary's ranks (runtime/launch/supervisor.h); the single-rank reference is computed here with the same
-// model code the ranks run.
+// runs of this binary's ranks (runtime/launch/supervisor/supervisor.h); the single-rank reference is computed here with
+// the same model code the ranks run.
 #include "runtime/check/our_job.h"
 
 #include <signal.h>
@@ -20,9 +20,9 @@
 #include "runtime/common/run_folder_setup.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/dataset_cache.h"
-#include "runtime/launch/job_inputs.h"
-#include "runtime/launch/progress.h"
-#include "runtime/launch/supervisor.h"
+#include "runtime/launch/cli/job_inputs.h"
+#include "runtime/launch/heartbeat/progress.h"
+#include "runtime/launch/supervisor/supervisor.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/epoch_batches.h"
 #include "runtime/train/model.h"

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/launch/cli.h"
+#include "runtime/launch/cli/cli.h"
 
 namespace ddp {
 // `ddp_profile --check [job options]`: the ladder on our own job -> DIR/checks.json.

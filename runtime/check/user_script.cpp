@@ -1,6 +1,6 @@
 // The ladder's subject that is the user's own script: each run is their launch command once, into its own folder
-// under the run folder, with the companion switched on (runtime/launch/user_launch.h); the companion records, the
-// ladder's judges decide.
+// under the run folder, with the companion switched on (runtime/launch/user_job/user_launch.h); the companion records,
+// the ladder's judges decide.
 #include "runtime/check/user_script.h"
 
 #include <algorithm>
@@ -13,8 +13,8 @@
 #include "runtime/check/subject.h"
 #include "runtime/check/user_numerics.h"
 #include "runtime/common/run_folder_setup.h"
-#include "runtime/launch/user_launch.h"
-#include "runtime/launch/user_manifest.h"
+#include "runtime/launch/user_job/user_launch.h"
+#include "runtime/launch/user_job/user_manifest.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {

@@ -1,5 +1,5 @@
 #pragma once
-// What the command line asks for, as parsed (runtime/launch/cli.h parses it): the mode, the job's options, and the
+// What the command line asks for, as parsed (runtime/launch/cli/cli.h parses it): the mode, the job's options, and the
 // trace commands' inputs and options. Here, below every room that acts on it.
 #include <string>
 #include <vector>

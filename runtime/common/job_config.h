@@ -56,8 +56,9 @@ struct JobConfig {
   uint64_t seed = 0;
   // distributed
   int nproc = 2;
-  bool pin_cpus = true;     // a local launch gives each rank its own share of the cores (runtime/launch/cpu_sets.h)
-  bool batch_sched = true;  // a Gloo rank's threads run SCHED_BATCH (runtime/launch/batch_scheduling.h)
+  bool pin_cpus =
+      true;  // a local launch gives each rank its own share of the cores (runtime/launch/environment/cpu_sets.h)
+  bool batch_sched = true;  // a Gloo rank's threads run SCHED_BATCH (runtime/launch/environment/batch_scheduling.h)
   // Before blocking on a Gloo collective the training thread polls it this long, yielding the core (GradSync::
   // poll_before_blocking says why); 0 blocks at once.
   int64_t comm_poll_us = 500;
@@ -70,7 +71,7 @@ struct JobConfig {
   std::string cuda_trace = "api";
   std::vector<SlowSpec> slow;
   FaultSpec fault;
-  double hang_timeout_s = 0;  // 0: automatic (runtime/launch/progress.h, hang_timeout_s)
+  double hang_timeout_s = 0;  // 0: automatic (runtime/launch/heartbeat/progress.h, hang_timeout_s)
   std::vector<int64_t> checkpoint_steps;
   std::string resume_from;         // a checkpoint folder (DIR/checkpoints/step<k>)
   int64_t verify_steps = 0;        // > 0: log samples and replica hashes, dump tensors of the first N steps

@@ -1,6 +1,6 @@
 #pragma once
-// How a supervised run ended: what the supervisor of our ranks (runtime/launch/supervisor.h) and the launch of a
-// user's script (runtime/launch/user_launch.h) report, and what faults.exit judges.
+// How a supervised run ended: what the supervisor of our ranks (runtime/launch/supervisor/supervisor.h) and the launch
+// of a user's script (runtime/launch/user_job/user_launch.h) report, and what faults.exit judges.
 #include <string>
 #include <vector>
 

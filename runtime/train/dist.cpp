@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "profiler/clock.h"
-#include "runtime/launch/batch_scheduling.h"
+#include "runtime/launch/environment/batch_scheduling.h"
 #include "runtime/train/rendezvous_store.h"
 #include "runtime/train/torch_compat.h"
 
@@ -73,7 +73,8 @@ Dist::Dist(const DistOptions& opt) : opt_(opt) {
       "ddp_profile/attempt" + std::to_string(opt.attempt),
       c10::make_intrusive<ClientStore>(opt.master_addr, server_ ? server_->port() : opt.master_port, opt.timeout));
   auto gloo = [&](const std::string& prefix) {
-    // Gloo's device loop and worker threads start in here and inherit the policy (runtime/launch/batch_scheduling.h).
+    // Gloo's device loop and worker threads start in here and inherit the policy
+    // (runtime/launch/environment/batch_scheduling.h).
     BatchSchedulingScope batch(opt.gloo_batch_sched);
     if (!batch.error().empty())
       std::fprintf(stderr, "ddp_profile: rank %d: %s; the normal policy stays\n", opt.rank, batch.error().c_str());

@@ -39,7 +39,8 @@ struct DistOptions {
   // The launcher's attempt (TORCHELASTIC_RESTART_COUNT): its keys are kept apart from an earlier attempt's, which
   // stay in a store that outlives the worker group.
   int attempt = 0;
-  // Gloo's threads under SCHED_BATCH (runtime/launch/batch_scheduling.h); JobConfig::batch_sched, on by default.
+  // Gloo's threads under SCHED_BATCH (runtime/launch/environment/batch_scheduling.h); JobConfig::batch_sched, on by
+  // default.
   bool gloo_batch_sched = false;
 };
 

@@ -27,10 +27,10 @@
 #include "runtime/data/dataset_cache.h"
 #include "runtime/data/loader.h"
 #include "runtime/data/sampler.h"
-#include "runtime/launch/batch_scheduling.h"
-#include "runtime/launch/cpu_sets.h"
-#include "runtime/launch/launch_env.h"
-#include "runtime/launch/progress.h"
+#include "runtime/launch/environment/batch_scheduling.h"
+#include "runtime/launch/environment/cpu_sets.h"
+#include "runtime/launch/environment/launch_env.h"
+#include "runtime/launch/heartbeat/progress.h"
 #include "runtime/train/amp.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/cuda_path.h"
@@ -570,8 +570,9 @@ int run_worker(const Command& cmd) {
     std::unique_ptr<Dataset> dataset = open_dataset(s.job, err);
     if (!dataset) throw std::runtime_error(err);
     fit_job_to_dataset(s.job, *dataset);
-    // The cores each rank may run on (a local launch pins each rank to its own share: runtime/launch/cpu_sets.h) and
-    // how many of its threads run SCHED_BATCH (Gloo's, unless --no-batch-sched), as the kernel reports them.
+    // The cores each rank may run on (a local launch pins each rank to its own share:
+    // runtime/launch/environment/cpu_sets.h) and how many of its threads run SCHED_BATCH (Gloo's, unless
+    // --no-batch-sched), as the kernel reports them.
     auto metas = dist.exchange("meta_start", nlohmann::json({{"host", host_name()},
                                                              {"pid", ::getpid()},
                                                              {"cpus", allowed_cpus()},

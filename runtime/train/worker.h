@@ -1,5 +1,5 @@
 #pragma once
-#include "runtime/launch/cli.h"
+#include "runtime/launch/cli/cli.h"
 
 namespace ddp {
 // One rank: rendezvous from the standard environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; or

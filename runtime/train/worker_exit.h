@@ -5,7 +5,7 @@
 #include <string>
 
 #include "runtime/common/job_config.h"
-#include "runtime/launch/progress.h"
+#include "runtime/launch/heartbeat/progress.h"
 
 namespace ddp {
 

@@ -11,7 +11,7 @@
 
 #include "runtime/common/job_config.h"
 #include "runtime/data/loader.h"
-#include "runtime/launch/launch_env.h"
+#include "runtime/launch/environment/launch_env.h"
 #include "runtime/train/amp.h"
 #include "runtime/train/cuda_path.h"
 #include "runtime/train/device_plan.h"

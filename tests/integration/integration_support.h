@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/launch/loopback_port.h"
-#include "runtime/launch/progress.h"
+#include "runtime/launch/environment/loopback_port.h"
+#include "runtime/launch/heartbeat/progress.h"
 
 namespace ddptest {
 

@@ -3,7 +3,7 @@
 #include <signal.h>
 
 #include "integration_support.h"
-#include "runtime/launch/progress.h"
+#include "runtime/launch/heartbeat/progress.h"
 
 namespace {
 using namespace ddp;

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "integration_support.h"
-#include "runtime/launch/progress.h"
+#include "runtime/launch/heartbeat/progress.h"
 
 namespace {
 namespace fs = std::filesystem;

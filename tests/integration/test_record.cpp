@@ -14,7 +14,7 @@
 
 #include "integration_support.h"
 #include "runtime/data/dataset_file.h"
-#include "runtime/launch/progress.h"
+#include "runtime/launch/heartbeat/progress.h"
 #include "traces/analysis/summary.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
@@ -123,8 +123,8 @@ TEST(Record, DefaultJobRecordsEveryStageOnEveryRankAndReplicasMatch) {
   EXPECT_GT(sj["ranks"][0]["stages"]["allreduce"]["bytes"].get<double>(), 0);
 }
 
-// Gloo's event loop and worker run SCHED_BATCH unless --no-batch-sched (runtime/launch/batch_scheduling.h); the
-// manifest's count is read back from the kernel, so a rank that did not apply it reports 0.
+// Gloo's event loop and worker run SCHED_BATCH unless --no-batch-sched (runtime/launch/environment/batch_scheduling.h);
+// the manifest's count is read back from the kernel, so a rank that did not apply it reports 0.
 TEST(Record, GlooThreadsRunUnderBatchSchedulingUnlessAskedNot) {
   for (bool batch : {true, false}) {
     std::string d = fresh_dir(batch ? "sched_batch" : "sched_normal");

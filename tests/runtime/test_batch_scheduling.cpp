@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/launch/batch_scheduling.h"
+#include "runtime/launch/environment/batch_scheduling.h"
 
 using namespace ddp;
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "runtime/launch/cli.h"
+#include "runtime/launch/cli/cli.h"
 
 namespace {
 ddp::ParseResult parse(std::vector<const char*> args) {

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/launch/progress.h"
-#include "runtime/launch/user_job.h"
+#include "runtime/launch/heartbeat/progress.h"
+#include "runtime/launch/user_job/user_job.h"
 #include "traces/model/records.h"
 #include "traces/model/run_folder.h"
 #include "traces/model/stages.h"

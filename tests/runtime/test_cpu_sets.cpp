@@ -1,7 +1,7 @@
 // Each rank of a local launch gets its own equal share of the cores; one rank, or fewer cores than ranks: no pinning.
 #include <gtest/gtest.h>
 
-#include "runtime/launch/cpu_sets.h"
+#include "runtime/launch/environment/cpu_sets.h"
 
 using namespace ddp;
 

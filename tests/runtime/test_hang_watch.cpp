@@ -1,11 +1,11 @@
-// The one hang rule and blame order both heartbeat watchers apply (runtime/launch/hang_watch.h), on planted
+// The one hang rule and blame order both heartbeat watchers apply (runtime/launch/heartbeat/hang_watch.h), on planted
 // heartbeats: each ordering rule shown to decide, and the second look shown to hold a hang back.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
 
-#include "runtime/launch/hang_watch.h"
+#include "runtime/launch/heartbeat/hang_watch.h"
 
 namespace {
 using ddp::HangWatch;

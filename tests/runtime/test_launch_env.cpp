@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "runtime/launch/launch_env.h"
+#include "runtime/launch/environment/launch_env.h"
 
 namespace {
 

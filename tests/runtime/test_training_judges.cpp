@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "runtime/check/judges.h"
-#include "runtime/launch/user_launch.h"
+#include "runtime/launch/user_job/user_launch.h"
 
 namespace {
 using ddp::CheckStatus;

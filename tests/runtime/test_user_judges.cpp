@@ -4,8 +4,8 @@
 
 #include "runtime/check/check_table.h"
 #include "runtime/check/judges.h"
-#include "runtime/launch/user_job.h"
-#include "runtime/launch/user_manifest.h"
+#include "runtime/launch/user_job/user_job.h"
+#include "runtime/launch/user_job/user_manifest.h"
 
 namespace {
 using ddp::CheckStatus;

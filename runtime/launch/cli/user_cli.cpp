@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/launch/user_job.h"
+#include "runtime/launch/user_job/user_job.h"
 
 namespace ddp {
 

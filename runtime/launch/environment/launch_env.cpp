@@ -1,4 +1,4 @@
-#include "runtime/launch/launch_env.h"
+#include "runtime/launch/environment/launch_env.h"
 
 #include <cstdlib>
 

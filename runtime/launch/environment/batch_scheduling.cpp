@@ -1,4 +1,4 @@
-#include "runtime/launch/batch_scheduling.h"
+#include "runtime/launch/environment/batch_scheduling.h"
 
 #include <dirent.h>
 #include <sched.h>

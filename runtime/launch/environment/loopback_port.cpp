@@ -1,4 +1,4 @@
-#include "runtime/launch/loopback_port.h"
+#include "runtime/launch/environment/loopback_port.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

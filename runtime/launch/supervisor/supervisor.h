@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "runtime/common/run_outcome.h"
-#include "runtime/launch/cli.h"
+#include "runtime/launch/cli/cli.h"
 
 namespace ddp {
 

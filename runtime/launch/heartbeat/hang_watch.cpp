@@ -1,4 +1,4 @@
-#include "runtime/launch/hang_watch.h"
+#include "runtime/launch/heartbeat/hang_watch.h"
 
 #include <algorithm>
 #include <fstream>

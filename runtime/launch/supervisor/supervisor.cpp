@@ -1,4 +1,4 @@
-#include "runtime/launch/supervisor.h"
+#include "runtime/launch/supervisor/supervisor.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -19,11 +19,11 @@
 #include "runtime/common/json_file.h"
 #include "runtime/common/run_folder_setup.h"
 #include "runtime/data/dataset_cache.h"
-#include "runtime/launch/cpu_sets.h"
-#include "runtime/launch/hang_watch.h"
-#include "runtime/launch/job_inputs.h"
-#include "runtime/launch/loopback_port.h"
-#include "runtime/launch/progress.h"
+#include "runtime/launch/cli/job_inputs.h"
+#include "runtime/launch/environment/cpu_sets.h"
+#include "runtime/launch/environment/loopback_port.h"
+#include "runtime/launch/heartbeat/hang_watch.h"
+#include "runtime/launch/heartbeat/progress.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"

@@ -1,4 +1,4 @@
-#include "runtime/launch/cli.h"
+#include "runtime/launch/cli/cli.h"
 
 #include <map>
 #include <sstream>

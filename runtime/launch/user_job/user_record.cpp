@@ -4,10 +4,10 @@
 #include <iostream>
 
 #include "runtime/common/run_folder_setup.h"
-#include "runtime/launch/cli.h"
-#include "runtime/launch/user_job.h"
-#include "runtime/launch/user_launch.h"
-#include "runtime/launch/user_manifest.h"
+#include "runtime/launch/cli/cli.h"
+#include "runtime/launch/user_job/user_job.h"
+#include "runtime/launch/user_job/user_launch.h"
+#include "runtime/launch/user_job/user_manifest.h"
 #include "runtime/trace_commands/trace_commands.h"
 #include "traces/model/run_folder.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/launch/hang_dumps.h"
+#include "runtime/launch/user_job/hang_dumps.h"
 
 #include <chrono>
 #include <filesystem>

@@ -2,7 +2,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/launch/companion_files.h"
+#include "runtime/launch/user_job/companion_files.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {

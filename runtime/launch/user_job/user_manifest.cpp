@@ -1,4 +1,4 @@
-#include "runtime/launch/user_manifest.h"
+#include "runtime/launch/user_job/user_manifest.h"
 
 #include <filesystem>
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/launch/progress.h"
+#include "runtime/launch/heartbeat/progress.h"
 
 namespace ddp {
 

@@ -1,4 +1,4 @@
-#include "runtime/launch/cpu_sets.h"
+#include "runtime/launch/environment/cpu_sets.h"
 
 #include <sched.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/launch/user_launch.h"
+#include "runtime/launch/user_job/user_launch.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,12 +15,12 @@
 #include <thread>
 
 #include "profiler/clock.h"
-#include "runtime/launch/companion_files.h"
-#include "runtime/launch/hang_dumps.h"
-#include "runtime/launch/hang_watch.h"
-#include "runtime/launch/loopback_port.h"
-#include "runtime/launch/progress.h"
-#include "runtime/launch/user_job.h"
+#include "runtime/launch/environment/loopback_port.h"
+#include "runtime/launch/heartbeat/hang_watch.h"
+#include "runtime/launch/heartbeat/progress.h"
+#include "runtime/launch/user_job/companion_files.h"
+#include "runtime/launch/user_job/hang_dumps.h"
+#include "runtime/launch/user_job/user_job.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {

@@ -1,4 +1,4 @@
-#include "runtime/launch/job_inputs.h"
+#include "runtime/launch/cli/job_inputs.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/launch/progress.h"
+#include "runtime/launch/heartbeat/progress.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
