@@ -19,6 +19,7 @@
 
 #include "runtime/launch/environment/loopback_port.h"
 #include "runtime/launch/heartbeat/progress.h"
+#include "tests/support/remove_tree.h"
 
 namespace ddptest {
 
@@ -28,7 +29,7 @@ inline const std::string kExe = DDP_PROFILE_EXE;
 inline std::string fresh_dir(const std::string& name) {
   namespace fs = std::filesystem;
   fs::path d = fs::temp_directory_path() / ("ddp_it_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
+  ddp::testing::remove_tree(d.string());  // not fs::remove_all: see remove_tree.h
   fs::create_directories(d.parent_path());
   return d.string();
 }

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "integration_support.h"
+#include "tests/support/remove_tree.h"
 #include "torch_venv.h"
 
 namespace {
@@ -29,7 +30,7 @@ class SlurmCluster : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     std::system((kScript + " stop " + dir_ + " > /dev/null 2>&1").c_str());
-    fs::remove_all(dir_);
+    ddp::testing::remove_tree(dir_);
   }
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED LOUDLY: a loopback Slurm cluster needs root (munged, slurmd)";
