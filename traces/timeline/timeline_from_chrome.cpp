@@ -112,11 +112,14 @@ bool ChromeToTimeline::operator()(const ChromeEventView& e) {
         break;
       }
       // As Perfetto draws them: a zero-length slice on the thread ("s": "t", the default) or the process's lane of
-      // that tid ("p"); global ones ("g") belong to no process.
-      if (e.scope == "g")
-        ++global_instants_;
-      else
+      // that tid ("p"); global ones ("g": Kineto's "Iteration Start", "Record Window End") belong to no process and
+      // go on one track of their own, as Perfetto's global track.
+      if (e.scope == "g") {
+        const int p = b_.process(kGlobalProcess);
+        b_.add_span(p, b_.lane(p, kGlobalProcess), make_span(e, e.ts_ns, e.ts_ns));
+      } else {
         span(e, e.ts_ns, e.ts_ns);
+      }
       break;
     case 'M':
       metadata(e);
@@ -138,10 +141,6 @@ void ChromeToTimeline::close(int64_t end_ns) {
   open_.clear();
   if (unclosed) b_.problem(std::to_string(unclosed) + " \"B\" events without an \"E\" (closed at the trace's end)");
   if (unmatched_end_) b_.problem(std::to_string(unmatched_end_) + " \"E\" events without a \"B\" (ignored)");
-  if (global_instants_)
-    b_.problem(std::to_string(global_instants_) +
-               " global instant events (\"s\": \"g\") not drawn: they belong to no "
-               "process or thread");
 }
 
 int ChromeToTimeline::proc(const ChromeEventView& e) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -73,7 +74,8 @@ class ChromeToTimeline {
   uint32_t args_file_ = kNoFile;
   int last_proc_ = -1;
   uint64_t unmatched_end_ = 0;
-  uint64_t global_instants_ = 0;  // instant events of global scope: no thread or process to draw them on
+  // The process and lane key of instant events of global scope ("s": "g"): they belong to no thread or process.
+  static constexpr std::string_view kGlobalProcess = "global";
   int64_t last_ts_ = std::numeric_limits<int64_t>::min();
 };
 

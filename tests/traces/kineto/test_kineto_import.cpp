@@ -300,7 +300,7 @@ TEST(KinetoTimeline, EveryEventOfEveryRankOnTheMeasuredClock) {
   const nlohmann::json report = kineto_report_json(run);
   for (const auto& f : report["files"]) {
     ChromeTrace t = read_chrome_file(f["file"].get<std::string>());
-    for (const ChromeEvent& e : t.events) file_spans += e.ph == 'X';
+    for (const ChromeEvent& e : t.events) file_spans += e.ph == 'X' || (e.ph == 'i' && e.scope == "g");
   }
   uint64_t stage_spans = 0;
   for (const RankTrace& r : run.ranks)
