@@ -37,4 +37,9 @@ if ! "$V/bin/python" -c "import lightning, accelerate" 2> /dev/null; then
     "accelerate==${DDP_ACCELERATE_VERSION:-1.15.*}" "torchmetrics<3" "lightning-utilities<2"
   "$V/bin/pip" install --quiet pyyaml psutil packaging huggingface_hub safetensors tqdm
 fi
+# The data-path tests' image-folder scripts (tests/python/user_scripts/datapath_job.py): torchvision for torch 2.11,
+# without its dependency on torch, and pillow to decode.
+if ! "$V/bin/python" -c "import torchvision, PIL" 2> /dev/null; then
+  "$V/bin/pip" install --quiet --no-deps "torchvision==${DDP_TORCHVISION_VERSION:-0.26.*}" pillow
+fi
 echo "$V/bin/torchrun"

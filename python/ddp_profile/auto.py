@@ -32,6 +32,7 @@ from . import heartbeat as hb
 from .checkpoint_items import Items
 from .companion import Companion, current
 from .ground import live_objects
+from .loader_spans import LoaderSpans, Pass
 from .sampling import first_tensors, record_loader
 from .training import find_scheduler
 
@@ -55,8 +56,8 @@ class _Fetched:
 class _Iter:
     """The iterator the outermost loader's __iter__ returns: its own, each batch noted as it is fetched."""
 
-    def __init__(self, auto: "Auto", loader: Any, inner: Any) -> None:
-        self._auto, self._inner, self._it = auto, inner, _Iteration(loader)
+    def __init__(self, auto: "Auto", loader: Any, inner: Any, recorded: Optional[Pass] = None) -> None:
+        self._auto, self._inner, self._it, self._pass = auto, inner, _Iteration(loader), recorded
 
     def __iter__(self) -> "_Iter":
         return self
@@ -72,7 +73,10 @@ class _Iter:
         a.depth += 1  # a loader iterated inside this one (accelerate's shard wraps torch's) is not recorded twice
         try:
             a.waiting_for_data(self._it)
-            batch = next(self._inner)
+            if self._pass is not None and a.loader_spans is not None:
+                batch = a.loader_spans.next_batch(self._pass, self._inner, functools.partial(next, self._inner))
+            else:
+                batch = next(self._inner)
         except StopIteration:
             a.exhausted(self._it)
             raise
@@ -112,15 +116,27 @@ class Auto:
         self.said: set = set()
         self.buffer_path: Optional[str] = None  # where the bytes of a save into a buffer go (Lightning's writer)
         self.writing_directory = False  # inside accelerate's save_state: its files are one checkpoint, not several
+        # --record: the data path of every loader pass, per worker (loader_spans.py); made at the first pass, so a
+        # process that never iterates a loader (torchrun's agent) writes nothing
+        self.loader_spans: Optional[LoaderSpans] = None
 
     # -- loaders ----------------------------------------------------------------------------------------------------
     def iterate(self, loader: Any, start: Any) -> Any:
         """`start()` is the loader's own __iter__: a pass of the outermost loader is recorded."""
         c = current()
-        if self.depth > 0 or (c is not None and loader in c.own_loaders):
+        if not self.cfg.check and self.loader_spans is None:
+            self.loader_spans = LoaderSpans(self.cfg.run, env.rank_world()[0],
+                                            lambda: getattr(current(), "steps", 0))
+        own = c is not None and loader in c.own_loaders  # dp.loader: the script named its training loader
+        if self.depth > 0 or (own and self.loader_spans is None):
             return start()
         if self.cfg.check:
             record_loader(loader)  # before the pass creates its samplers' iterators
+        if self.loader_spans is not None:
+            inner, p = self.loader_spans.start_pass(loader, start)
+            if own:
+                self.loader_spans.training_loader(loader)
+            return _Iter(self, loader, inner, p)
         return _Iter(self, loader, start())
 
     def waiting_for_data(self, it: _Iteration) -> None:
@@ -160,6 +176,8 @@ class Auto:
                 return
             self.train_loader = self.queue[-1].it.loader
             c.adopt_loader(self.train_loader)
+            if self.loader_spans is not None:
+                self.loader_spans.training_loader(self.train_loader)
         mine = [e for e in self.queue if e.it.loader is self.train_loader]
         if not mine:
             return

@@ -66,6 +66,19 @@ def kineto_rank_trace_file(rank: int) -> str:
     return "rank%d.pt.trace.json" % rank
 
 
+# The data path the companion records under --record: one pair of files per process of a rank (the training process,
+# each DataLoader worker process), named by the process id.
+DATAPATH_DIR = "datapath"
+
+
+def datapath_events_file(rank: int, pid: int) -> str:
+    return "%s/rank%d.p%d.events" % (DATAPATH_DIR, rank, pid)
+
+
+def datapath_header_file(rank: int, pid: int) -> str:
+    return "%s/rank%d.p%d.json" % (DATAPATH_DIR, rank, pid)
+
+
 # --- the records inside those files (traces/model/records.def), field by field ----------------------------------------
 # record -> key -> (type, unit, required). Types are records.def's words; NESTED + name is a record declared here. A
 # writer checks every object against its record (check_record) before writing it: a key the table does not declare,
@@ -212,6 +225,18 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "batch_sizes": ("Json", "", REQUIRED),
         "kinds": ("Json", "", REQUIRED),
     },
+    "datapath_process": {
+        "rank": ("Int", "", REQUIRED),
+        "pid": ("Int", "", REQUIRED),
+        "role": ("String", "", REQUIRED),
+        "lanes": ("StringList", "", REQUIRED),
+        "loader": ("Int", "", OPTIONAL),
+        "worker": ("Int", "", OPTIONAL),
+        "train_loader": ("Int", "", OPTIONAL),
+        "clock_offset_ns": ("Int", "ns", OPTIONAL),
+        "clock_uncertainty_ns": ("Int", "ns", OPTIONAL),
+        "clock_rounds": ("Int", "", OPTIONAL),
+    },
 
 }
 # The record each verification log holds, and the two JSON files the companion writes.
@@ -219,6 +244,7 @@ VERIFY_RECORDS = {SAMPLES: "samples", REPLICAS: "replicas", SUMMARIES: "summarie
                   CHECKPOINTS: "checkpoints", FINAL: "final_state", TRAINING: "training",
                   RESUME_POINTS: "resume_points"}
 META_RECORD, REFERENCE_META_RECORD = "companion_meta", "reference_meta"
+DATAPATH_RECORD = "datapath_process"  # the header beside each process's events
 
 
 class ContractError(ValueError):
@@ -289,8 +315,19 @@ HEARTBEAT_FIELDS: Dict[str, Tuple[int, str]] = {
 STARTING, RUNNING, DONE, FAILED, TERMINATED = 0, 1, 2, 3, 4
 RANK_STATES = {"starting": STARTING, "running": RUNNING, "done": DONE, "failed": FAILED, "terminated": TERMINATED}
 
-# --- the stage ids the heartbeat names (traces/model/stages.def) --------------------------------------------------
-STAGES = {"wait_data": 4, "forward": 5, "backward": 6, "optimizer": 9, "checkpoint": 10, "step": 11}
+# --- the stage and counter ids the heartbeat and the data path name (traces/model/stages.def) ----------------------
+STAGES = {"disk_read": 0, "transform": 1, "pin": 2, "h2d": 3, "wait_data": 4, "forward": 5, "backward": 6,
+          "allreduce": 7, "wait_comm": 8, "optimizer": 9, "checkpoint": 10, "step": 11, "collate": 21,
+          "worker_start": 22}
+COUNTERS = {"host_rss_bytes": 0, "cuda_allocated_bytes": 1, "cuda_reserved_bytes": 2, "loader_queue_depth": 3}
+
+# --- one data-path event (traces/model/event.h Event), little endian, 40 bytes ---------------------------------------
+# t0, t1, value, step, item, epoch, bucket, micro, stage, kind, lane
+EVENT_FORMAT = "<qqQIIHHBBBB"
+EVENT_SIZE = 40
+EVENT_FIELDS = ("t0", "t1", "value", "step", "item", "epoch", "bucket", "micro", "stage", "kind", "lane")
+EVENT_SPAN, EVENT_COUNTER = 0, 1
+NO_BUCKET = 0xFFFF
 
 
 def contract() -> dict:
@@ -309,12 +346,17 @@ def contract() -> dict:
             "kineto_trace": kineto_rank_trace_file(3),
             "flight_recorder_request": FLIGHT_RECORDER_REQUEST,
             "flight_recorder_dump": flight_recorder_dump_file(3),
+            "datapath_events": datapath_events_file(3, 42),
+            "datapath_header": datapath_header_file(3, 42),
         },
         "heartbeat": {"size": HEARTBEAT_SIZE, "magic": HEARTBEAT_MAGIC, "format_version": HEARTBEAT_FORMAT_VERSION,
                       "fields": {k: v[0] for k, v in HEARTBEAT_FIELDS.items()},
                       "reason_bytes": int(HEARTBEAT_FIELDS["reason"][1][:-1]), "states": RANK_STATES},
-        "stages": STAGES,
+        "stages": STAGES, "counters": COUNTERS,
+        "event": {"format": EVENT_FORMAT, "size": EVENT_SIZE, "fields": list(EVENT_FIELDS), "span": EVENT_SPAN,
+                  "counter": EVENT_COUNTER, "no_bucket": NO_BUCKET},
         "records": {r: {k: {"type": t[len(NESTED):] if t.startswith(NESTED) else t, "nested": t.startswith(NESTED),
                             "unit": u, "required": req} for k, (t, u, req) in f.items()} for r, f in RECORDS.items()},
         "verify_records": VERIFY_RECORDS, "meta_record": META_RECORD, "reference_meta_record": REFERENCE_META_RECORD,
+        "datapath_record": DATAPATH_RECORD,
     }

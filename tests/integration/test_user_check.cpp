@@ -192,9 +192,16 @@ TEST_F(UserCheck, RecordWritesPerRankProfilerTracesThatTheOfflineCommandsRead) {
   ASSERT_EQ(a.code, 0) << a.output;
   auto j = ddptest::printed_json(a.output);
   ASSERT_FALSE(j.is_discarded()) << a.output;
-  EXPECT_EQ(j["source"], "kineto");
+  // The companion's data path made into our native traces: the folder reads as one of our runs.
+  EXPECT_EQ(j["source"], "ddp_profile");
+  EXPECT_TRUE(std::filesystem::exists(out + "/rank1.ddpt"));
   auto e = ddptest::run({kExe, "--export", out, "-o", out + "/merged.json"}, out + ".export.log", 120);
   EXPECT_EQ(e.code, 0) << e.output;
+  // The Kineto traces beside them still read as any PyTorch job's.
+  auto k = ddptest::run({kExe, "--analyze", out + "/rank0.pt.trace.json", out + "/rank1.pt.trace.json", "--json"},
+                        out + ".analyze_kineto.log", 120);
+  ASSERT_EQ(k.code, 0) << k.output;
+  EXPECT_EQ(ddptest::printed_json(k.output)["source"], "kineto");
 }
 
 }  // namespace

@@ -14,16 +14,10 @@ using ddptest::user_check::companion_env;
 using ddptest::user_check::kScripts;
 using ddptest::user_check::torchrun_cmd;
 using ddptest::user_check::UserCheck;
+using ddptest::user_check::venv_has;
 
 const std::string kUnmodified = kScripts + "/unmodified_job.py", kLightning = kScripts + "/lightning_job.py",
                   kAccelerate = kScripts + "/accelerate_job.py";
-
-// Whether the venv beside `torchrun` imports `module`.
-bool venv_has(const std::string& torchrun, const std::string& module) {
-  const std::string py = std::filesystem::path(torchrun).parent_path() / "python";
-  const std::string log = fresh_dir("import_" + module) + ".log";
-  return ddptest::run({py, "-c", "import " + module}, log, 120, ddptest::venv_env(torchrun)).code == 0;
-}
 
 void expect_all_pass_but(const Checked& c, const std::map<std::string, std::string>& others) {
   for (const auto& r : c.checks.value("checks", nlohmann::json::array())) {

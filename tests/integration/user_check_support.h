@@ -21,6 +21,13 @@ inline std::map<std::string, std::string> companion_env(const std::string& torch
   return env;
 }
 
+// Whether the venv beside `torchrun` imports `module`.
+inline bool venv_has(const std::string& torchrun, const std::string& module) {
+  const std::string py = std::filesystem::path(torchrun).parent_path() / "python";
+  const std::string log = ddptest::fresh_dir("import_" + module) + ".log";
+  return ddptest::run({py, "-c", "import " + module}, log, 120, ddptest::venv_env(torchrun)).code == 0;
+}
+
 // torchrun with a port of its own; `own_port` false leaves the choice to ddp_profile (a free one per launch).
 inline std::vector<std::string> torchrun_cmd(const std::string& torchrun, int nproc, const std::string& script,
                                              std::vector<std::string> args = {}, bool own_port = true) {

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -17,6 +19,7 @@
 
 #include "runtime/launch/heartbeat/progress.h"
 #include "runtime/launch/user_job/user_job.h"
+#include "tests/support/remove_tree.h"
 #include "traces/model/records.h"
 #include "traces/model/run_folder.h"
 #include "traces/model/stages.h"
@@ -65,6 +68,44 @@ TEST(CompanionContract, TheRunFolderNamesAreTheCppOwners) {
   EXPECT_EQ(f["kineto_trace"], ddp::kineto_rank_trace_file(3));
   EXPECT_EQ(f["flight_recorder_request"], ddp::kFlightRecorderRequest);
   EXPECT_EQ(f["flight_recorder_dump"], ddp::flight_recorder_dump_file(3));
+  EXPECT_EQ(f["datapath_events"], ddp::datapath_events_file(3, 42));
+  EXPECT_EQ(f["datapath_header"], ddp::datapath_header_file(3, 42));
+  EXPECT_EQ(c["datapath_record"], "datapath_process");
+}
+
+// The data path's events are Event (traces/model/event.h) byte for byte: the struct format's fields in the struct's
+// order, at its offsets, and the kinds and the bucket sentinel its readers test.
+TEST(CompanionContract, TheDataPathEventIsEventByteForByte) {
+  const nlohmann::json c = python_contract();
+  ASSERT_TRUE(c.is_object());
+  const nlohmann::json& e = c["event"];
+  EXPECT_EQ(e["size"], sizeof(ddp::Event));
+  EXPECT_EQ(e["format"], "<qqQIIHHBBBB");
+  const std::vector<std::pair<std::string, size_t>> fields = {
+      {"t0", offsetof(ddp::Event, t0)},         {"t1", offsetof(ddp::Event, t1)},
+      {"value", offsetof(ddp::Event, value)},   {"step", offsetof(ddp::Event, step)},
+      {"item", offsetof(ddp::Event, item)},     {"epoch", offsetof(ddp::Event, epoch)},
+      {"bucket", offsetof(ddp::Event, bucket)}, {"micro", offsetof(ddp::Event, micro)},
+      {"stage", offsetof(ddp::Event, stage)},   {"kind", offsetof(ddp::Event, kind)},
+      {"lane", offsetof(ddp::Event, lane)}};
+  ASSERT_EQ(e["fields"].size(), fields.size()) << e.dump();
+  // '<qqQIIHHBBBB' packs without padding: each field's offset is the sum of the sizes before it.
+  const std::map<char, size_t> size_of = {{'q', 8}, {'Q', 8}, {'I', 4}, {'H', 2}, {'B', 1}};
+  const std::string fmt = e["format"].get<std::string>().substr(1);
+  size_t at = 0;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    EXPECT_EQ(e["fields"][i], fields[i].first);
+    EXPECT_EQ(at, fields[i].second) << fields[i].first;
+    at += size_of.at(fmt[i]);
+  }
+  EXPECT_EQ(e["span"], static_cast<int>(ddp::EventKind::span));
+  EXPECT_EQ(e["counter"], static_cast<int>(ddp::EventKind::counter));
+  EXPECT_EQ(e["no_bucket"], ddp::kNoBucket);
+  for (const auto& [name, id] : c["counters"].items()) {
+    auto k = ddp::counter_from_name(name);
+    ASSERT_TRUE(k.has_value()) << name;
+    EXPECT_EQ(static_cast<int>(*k), id.get<int>()) << name;
+  }
 }
 
 // Every difference between records.def (C++) and layout.RECORDS (Python), field by field: "record.key: ...".
@@ -130,7 +171,7 @@ TEST(CompanionContract, ARenameOnEitherSideIsFound) {
   py.replace(py.find(from), from.size(), to);
   std::ofstream(dir + "/layout.py") << py;
   const nlohmann::json renamed = python_contract(dir + "/layout.py");
-  std::filesystem::remove_all(dir);
+  ddp::testing::remove_tree(dir);
   ASSERT_TRUE(renamed.is_object());
   const auto python_side = record_differences(ddp::records::schema(), renamed["records"]);
   ASSERT_EQ(python_side.size(), 2u);
@@ -179,7 +220,7 @@ TEST(CompanionContract, TheReaderNamesTheFileTheLineAndTheField) {
   EXPECT_FALSE(
       ddp::records::read(nlohmann::json::parse(R"({"step":0,"rss":1,"first_nonfinite_layer":{"layer":3}})"), t, err));
   EXPECT_EQ(err, "field 'first_nonfinite_layer.layer': not a string");
-  std::filesystem::remove_all(dir);
+  ddp::testing::remove_tree(dir);
 }
 
 TEST(CompanionContract, TheSwitchesAreUserJobsOnes) {

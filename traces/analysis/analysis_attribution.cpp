@@ -41,9 +41,11 @@ struct Contribution {
 using Contributions = std::map<CauseKey, std::vector<Contribution>>;
 
 // Which loader stage is to blame for a rank's data waits: the one most above the other ranks' (when clearly above),
-// else the largest per batch. wait_data itself when the rank recorded no loader spans.
+// else, when the loader cannot keep up, the largest per batch. wait_data itself when the rank recorded no loader spans
+// or its loader keeps up (kLoaderKeepsUpUtilization: no stage of it is slow).
 Stage loader_cause(const std::vector<RankAnalysis>& ra, size_t r) {
-  if (ra[r].loader.ms_per_batch.empty()) return Stage::wait_data;
+  const LoaderStats& L = ra[r].loader;
+  if (L.ms_per_batch.empty()) return Stage::wait_data;
   std::optional<Stage> best_excess, best_abs;
   double ex = 0, ab = -1;
   for (Stage st : kLoaderStages) {
@@ -57,11 +59,14 @@ Stage loader_cause(const std::vector<RankAnalysis>& ra, size_t r) {
     }
     if (np) {
       double e = m - peer / np;
-      if (e > ex && e > kLoaderCauseMinExcess * m) ex = e, best_excess = st;
+      if (e > ex && e > kLoaderCauseMinExcess * m && e >= kLoaderCauseMinBatchShare * L.batch_ms)
+        ex = e, best_excess = st;
     }
     if (m > ab) ab = m, best_abs = st;
   }
-  return best_excess ? *best_excess : *best_abs;
+  if (best_excess) return *best_excess;
+  if (L.utilization > 0 && L.utilization <= kLoaderKeepsUpUtilization) return Stage::wait_data;
+  return *best_abs;
 }
 
 // Per-stage time of the main lane inside [a, b), plus the untracked remainder ("other").
@@ -187,6 +192,16 @@ void charge_wait_comm(const std::vector<RankData>& data, const std::vector<Stage
         {d.rank, Stage::wait_comm, step, static_cast<double>(skew) * weight / total, w.t0});
 }
 
+// A wait for data while one of the rank's DataLoader workers was still starting (a pass that starts its workers:
+// every epoch without persistent_workers) waited for the start-up, not for a batch's stages.
+bool during_worker_start(const RankData& d, const Span& w) {
+  for (const Span& s : d.starts) {
+    if (s.t0 >= w.t1) break;
+    if (s.t1 > w.t0) return true;
+  }
+  return false;
+}
+
 Contributions charge_waits(const std::vector<RankData>& data, const std::vector<RankAnalysis>& ranks,
                            const std::vector<uint32_t>& common) {
   std::vector<Stage> loader_causes;
@@ -202,7 +217,7 @@ Contributions charge_waits(const std::vector<RankData>& data, const std::vector<
         if (w.dur() <= 0) continue;
         // Loaders are per rank: input waits are always the rank's own loader's.
         if (w.stage == Stage::wait_data)
-          contrib[{d.rank, loader_causes[ri]}].push_back(
+          contrib[{d.rank, during_worker_start(d, w) ? Stage::worker_start : loader_causes[ri]}].push_back(
               {d.rank, Stage::wait_data, s, static_cast<double>(w.dur()), w.t0});
         else if (w.stage == Stage::wait_comm)
           charge_wait_comm(data, loader_causes, d, w, s, contrib);
@@ -245,7 +260,9 @@ bool sum_cause(const CauseKey& key, const std::vector<Contribution>& list, doubl
 }
 
 // A rank's own input: its waits for data, charged to its loader's stages.
-bool is_input_cause(const CauseStage& s) { return s && (*s == Stage::wait_data || stage_has(*s, kStageLoaderThread)); }
+bool is_input_cause(const CauseStage& s) {
+  return s && (*s == Stage::wait_data || *s == Stage::worker_start || stage_has(*s, kStageLoaderThread));
+}
 
 // The input causes of one stage, one per rank, when every rank of `world` has one and they are about equal
 // (kSharedInputCauseRatio): folded into one cause of every rank (rank -1). The job loses at least the largest.
@@ -264,10 +281,9 @@ std::optional<StallCause> shared_input_cause(const std::vector<StallCause>& same
     c.victims.insert(c.victims.end(), x.victims.begin(), x.victims.end());
   }
   c.evidence = {{"lost_ms_per_step", c.lost_ms_per_step}, {"per_rank_lost_ms_per_step", per_rank}};
-  c.explanation =
-      fmt("every rank waits for its own input, %.2f-%.2f ms/step (%s): the input pipeline is slow on "
-          "every rank, not one rank's",
-          least.lost_ms_per_step, most.lost_ms_per_step, c.stage.c_str());
+  // The worst rank's own sentence says why (the stage, the loader's supply against demand, the advice).
+  c.explanation = fmt("every rank waits for its own input, %.2f-%.2f ms/step (%s), not one rank's; worst: %s",
+                      least.lost_ms_per_step, most.lost_ms_per_step, c.stage.c_str(), most.explanation.c_str());
   return c;
 }
 

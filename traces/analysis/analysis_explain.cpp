@@ -1,4 +1,5 @@
 // The evidence and the one readable sentence of each stall cause (StallCause::evidence, ::explanation).
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -66,11 +67,25 @@ void explain_loader(StallCause& c, Stage stage, nlohmann::json& ev, const RankAn
   ev["loader_utilization"] = L.utilization;
   if (L.queue_empty_fraction >= 0) ev["queue_empty_fraction"] = L.queue_empty_fraction;
   const double mine = loader_ms_per_batch(r, stage);
+  ev["workers_needed"] = L.workers_needed;
   c.explanation =
-      fmt("rank %d's loader is slow in %s (%.2f ms/batch%s); %d worker(s) supply a batch every %.2f ms, "
-          "compute needs one every %.2f ms",
-          c.rank, c.stage.c_str(), mine, ra.size() > 1 ? fmt(" vs %.2f on other ranks", peer[c.stage]).c_str() : "",
-          L.workers, L.supply_ms_per_batch, L.demand_ms_per_batch);
+      fmt("rank %d's loader is slow in %s (%.2f ms/batch%s); %s", c.rank, c.stage.c_str(), mine,
+          ra.size() > 1 ? fmt(" vs %.2f on other ranks", peer[c.stage]).c_str() : "", loader_supply_text(L).c_str());
+}
+
+// Waits for data while rank r's DataLoader workers were starting: how often they start and what a start costs.
+void explain_worker_start(StallCause& c, nlohmann::json& ev, const RankAnalysis& r) {
+  const LoaderStats& L = r.loader;
+  ev["worker_starts"] = L.worker_starts;
+  ev["passes_starting_workers"] = L.passes_starting_workers;
+  ev["worker_start_ms"] = L.worker_start_ms;
+  c.explanation =
+      fmt("rank %d waits for its DataLoader workers to start: %d start(s) over %d pass(es), %.2f ms each "
+          "(process start and worker_init_fn)%s",
+          c.rank, L.worker_starts, L.passes_starting_workers, L.worker_start_ms,
+          L.passes_starting_workers > 1 ? "; they start again every epoch: persistent_workers=True "
+                                          "keeps them"
+                                        : "");
 }
 
 // A main-thread stage (or untracked time) of rank r against the other ranks'.
@@ -84,7 +99,13 @@ void explain_main_thread(StallCause& c, const CauseStage& stage, nlohmann::json&
     ev["peer_stage_ms_per_step"] = peer;
     ev["excess_ms_per_step"] = mine - peer;
   }
-  if (stage == Stage::wait_data)
+  if (stage == Stage::wait_data && r.loader.batches > 0)
+    c.explanation =
+        fmt("rank %d waits %.2f ms/step for input though its loader keeps up (%s): no loader stage is "
+            "slow; the batches reach the training thread late (its workers share the CPU with it, or "
+            "the hand-off from them is slow)",
+            c.rank, std::max(0.0, mine - r.loader.start_wait_ms), loader_supply_text(r.loader).c_str());
+  else if (stage == Stage::wait_data)
     c.explanation =
         fmt("rank %d waits %.2f ms/step for input and no loader spans were recorded to say why", c.rank, mine);
   else
@@ -101,6 +122,8 @@ void explain(StallCause& c, const CauseStage& stage, const std::vector<RankAnaly
   const RankAnalysis* r = find_rank(ranks, c.rank);
   if (c.rank < 0 || !r)
     explain_collective(c, ev, ranks);
+  else if (stage && *stage == Stage::worker_start)
+    explain_worker_start(c, ev, *r);
   else if (stage && stage_has(*stage, kStageLoaderThread))
     explain_loader(c, *stage, ev, *r, ranks);
   else

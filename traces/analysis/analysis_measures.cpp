@@ -1,7 +1,11 @@
 #include "traces/analysis/analysis_measures.h"
 
+#include <cmath>
 #include <limits>
+#include <set>
 #include <utility>
+
+#include "traces/base/text_format.h"
 
 namespace ddp::analysis_detail {
 namespace {
@@ -101,7 +105,27 @@ void add_loader_measures(RankAnalysis& r, const RankData& d, const nlohmann::jso
     L.supply_ms_per_batch = L.workers > 0 ? L.batch_ms / L.workers : L.batch_ms;
   }
   if (r.micro_steps > 0) L.demand_ms_per_batch = std::max(0.0, r.step_ms - r.wait_data_ms) / r.micro_steps;
-  if (L.demand_ms_per_batch > 0) L.utilization = L.supply_ms_per_batch / L.demand_ms_per_batch;
+  if (L.demand_ms_per_batch > 0) {
+    L.utilization = L.supply_ms_per_batch / L.demand_ms_per_batch;
+    L.workers_needed = static_cast<int>(std::ceil(L.batch_ms / L.demand_ms_per_batch));
+  }
+  std::set<uint16_t> start_passes;
+  for (const Span& s : d.starts) {
+    L.worker_start_ms += ms(static_cast<double>(s.dur()));
+    start_passes.insert(s.epoch);
+  }
+  L.worker_starts = static_cast<int>(d.starts.size());
+  L.passes_starting_workers = static_cast<int>(start_passes.size());
+  if (L.worker_starts) L.worker_start_ms /= L.worker_starts;
+  double start_wait = 0;
+  for (const Span& w : d.main)
+    if (w.stage == Stage::wait_data && d.in(w.step))
+      for (const Span& s : d.starts)
+        if (s.t0 < w.t1 && s.t1 > w.t0) {
+          start_wait += static_cast<double>(w.dur());
+          break;
+        }
+  if (r.steps) L.start_wait_ms = ms(start_wait) / static_cast<double>(r.steps);
   const auto& q = d.counters[static_cast<int>(Counter::loader_queue_depth)];
   if (!q.empty()) {
     int64_t a = d.steps.at(d.analysed.front()).t0, b = d.steps.at(d.analysed.back()).t1;
@@ -181,6 +205,13 @@ const RankAnalysis* find_rank(const std::vector<RankAnalysis>& ra, int rank) {
   for (const RankAnalysis& r : ra)
     if (r.rank == rank) return &r;
   return nullptr;
+}
+
+std::string loader_supply_text(const LoaderStats& L) {
+  std::string s = fmt("%d worker(s) supply a batch every %.2f ms, compute needs one every %.2f ms", L.workers,
+                      L.supply_ms_per_batch, L.demand_ms_per_batch);
+  if (L.utilization > 1 && L.workers_needed > L.workers) s += fmt(": %d would keep up", L.workers_needed);
+  return s;
 }
 
 double loader_ms_per_batch(const RankAnalysis& r, Stage stage) {

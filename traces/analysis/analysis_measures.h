@@ -33,5 +33,7 @@ double peer_mean(const std::vector<RankAnalysis>& ra, int self, const std::funct
 const RankAnalysis* find_rank(const std::vector<RankAnalysis>& ra, int rank);
 // A loader stage's time per batch on a rank (0 when it has none).
 double loader_ms_per_batch(const RankAnalysis& r, Stage stage);
+// "N worker(s) supply a batch every X ms, compute needs one every Y ms[: K would keep up]".
+std::string loader_supply_text(const LoaderStats& L);
 
 }  // namespace ddp::analysis_detail

@@ -53,6 +53,8 @@ void sort_events(const RankTrace& t, RankData& d) {
     const Span s = span_on_common_clock(e, off);
     if (s.stage == Stage::step) {
       extend_step(d.steps, s);
+    } else if (s.stage == Stage::worker_start) {
+      d.starts.push_back(s);
     } else if (stage_has(s.stage, kStageLoaderThread)) {
       d.loader.push_back(s);
       d.loader_lanes.insert(s.lane);
@@ -67,6 +69,7 @@ void sort_events(const RankTrace& t, RankData& d) {
   auto by_t0 = [](const Span& a, const Span& b) { return a.t0 < b.t0; };
   std::sort(d.main.begin(), d.main.end(), by_t0);
   std::sort(d.allreduce.begin(), d.allreduce.end(), by_t0);
+  std::sort(d.starts.begin(), d.starts.end(), by_t0);
   for (auto& c : d.counters) std::sort(c.begin(), c.end(), [](const Sample& a, const Sample& b) { return a.t < b.t; });
 }
 

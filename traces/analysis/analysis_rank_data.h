@@ -64,7 +64,8 @@ struct RankData {
   const RankTrace* trace = nullptr;
   int rank = 0;
   std::vector<Span> main;       // main-lane spans except `step`, sorted by t0
-  std::vector<Span> loader;     // disk_read, transform, pin
+  std::vector<Span> loader;     // disk_read, transform, collate, pin
+  std::vector<Span> starts;     // DataLoader workers starting (worker_start), sorted by t0
   std::vector<Span> allreduce;  // one per bucket per sync, sorted by t0
   std::vector<Span> other;      // anything else: GPU activity, main stages on other lanes
   std::vector<Span> wait_comm;  // the main lane's wait_comm spans, sorted by t0

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "traces/base/json_out.h"
+#include "traces/model/batch_handoffs.h"
 #include "traces/model/cuda_names.h"
 
 namespace ddp {
@@ -102,6 +103,16 @@ void write_run(const RunTrace& run, Out& o, ExportStats& stats, const MoreEvents
         counter_event(o, counter_name(e.counter_id()), static_cast<int64_t>(r.rank), e.t0 + shift, e.value);
       }
       ++stats.events;
+    }
+    // The worker (or pin thread) that finished each batch -> the main thread's wait for it.
+    for (const auto& [from, to] : batch_handoffs(r)) {
+      const uint64_t id = (uint64_t{1} << 62) | (static_cast<uint64_t>(r.rank) << 40) | to;
+      const Event &a = r.events[from], &b = r.events[to];
+      o.raw(",\n");
+      flow_event(o, EventLayout::chrome, 's', "batch", id, r.rank, a.lane, a.t0 + shift);
+      o.raw(",\n");
+      flow_event(o, EventLayout::chrome, 'f', "batch", id, r.rank, b.lane, b.t0 + shift);
+      ++stats.flows;
     }
   }
   if (more && !more(o)) o.abandon();

@@ -56,6 +56,12 @@ bool is_verify_step_file(const std::string& name, int* rank, int64_t* step) {
   return true;
 }
 std::string kineto_rank_trace_file(int rank) { return rank_name(rank) + ".pt.trace.json"; }
+std::string datapath_events_file(int rank, int64_t pid) {
+  return std::string(kDatapathDir) + "/" + rank_name(rank) + ".p" + std::to_string(pid) + ".events";
+}
+std::string datapath_header_file(int rank, int64_t pid) {
+  return std::string(kDatapathDir) + "/" + rank_name(rank) + ".p" + std::to_string(pid) + ".json";
+}
 std::string flight_recorder_dump_file(int rank) {
   return std::string(kFlightRecorderDir) + "/" + rank_name(rank) + ".pkl";
 }

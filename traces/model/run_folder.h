@@ -64,6 +64,11 @@ std::string kineto_rank_trace_file(int rank);  // rank<R>.pt.trace.json
 inline const char* kFlightRecorderDir = "flight_recorder";
 inline const char* kFlightRecorderRequest = "flight_recorder/request";
 std::string flight_recorder_dump_file(int rank);  // flight_recorder/rank<R>.pkl
+// A user's job under --record: each process of a rank (the training process, every DataLoader worker process) writes
+// its data-path events and a header naming its lanes (records.def datapath_process), by process id.
+inline const char* kDatapathDir = "datapath";
+std::string datapath_events_file(int rank, int64_t pid);  // datapath/rank<R>.p<pid>.events
+std::string datapath_header_file(int rank, int64_t pid);  // datapath/rank<R>.p<pid>.json
 // Files our Kineto importer reads from a folder: *.json and *.json.gz, except the run folder's own JSON files.
 bool is_trace_file_name(const std::string& name);
 // manifest.json, trace.json, run_status.json, checks.json: never a rank's profiler trace.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "traces/base/atomic_file.h"
+#include "traces/model/batch_handoffs.h"
 #include "traces/model/cuda_names.h"
 #include "traces/perfetto/proto_writer.h"
 
@@ -52,6 +53,7 @@ uint64_t counter_uuid(uint32_t rank, uint32_t counter) { return process_uuid(ran
 // Flow ids: launch arrows as the Chrome export numbers them; gradient arrows in their own range.
 uint64_t launch_flow(uint32_t rank, uint32_t correlation) { return (uint64_t{rank} << 32) | correlation; }
 uint64_t bucket_flow(uint32_t rank, size_t event) { return (uint64_t{1} << 63) | (uint64_t{rank} << 40) | event; }
+uint64_t batch_flow(uint32_t rank, size_t event) { return (uint64_t{1} << 62) | (uint64_t{rank} << 40) | event; }
 
 class RankWriter {
  public:
@@ -134,8 +136,14 @@ class RankWriter {
 
   // Which event each flow leaves from and arrives at: a CUDA launch's API call -> its GPU work; the backward span
   // that produced a gradient bucket -> that bucket's allreduce (the latest backward of the same step started before
-  // it).
+  // it); the loader span that finished a batch -> the main thread's wait for it.
   void link_flows() {
+    for (const auto& [from, to] : batch_handoffs(r_)) {
+      const uint64_t id = batch_flow(r_.rank, to);
+      out_flows_[from].push_back(id);
+      in_flows_[to].push_back(id);
+      ++stats_.flows;
+    }
     const CudaLaunches launches = cuda_launches(r_);
     std::unordered_map<const Event*, size_t> index;
     for (size_t i = 0; i < r_.events.size(); ++i) index[&r_.events[i]] = i;

@@ -79,10 +79,10 @@ class _Recorded:
         self.batches.append((epoch, b, int(batch[0][0])))
 
 
-def test_a_batch_read_ahead_is_the_steps_whose_forward_takes_it(monkeypatch):
+def test_a_batch_read_ahead_is_the_steps_whose_forward_takes_it(monkeypatch, tmp_path):
     rec = _Recorded()
     monkeypatch.setattr(companion, "_current", rec)
-    a = auto.Auto(env.Config(run="/nonexistent", mode="record", verify_steps=0, fault=None, hold_after_save=0,
+    a = auto.Auto(env.Config(run=str(tmp_path), mode="record", verify_steps=0, fault=None, hold_after_save=0,
                              schedule=(1, 1, 1)))
     monkeypatch.setattr(auto, "_auto", a)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(6.0)), batch_size=2)
@@ -99,14 +99,14 @@ def test_a_batch_read_ahead_is_the_steps_whose_forward_takes_it(monkeypatch):
     assert a.train_loader is loader and rec.loader is loader
 
 
-def test_once_the_script_uses_dp_loader_no_other_loaders_batch_is_taken_as_training(monkeypatch):
+def test_once_the_script_uses_dp_loader_no_other_loaders_batch_is_taken_as_training(monkeypatch, tmp_path):
     """A loader iterated beside dp.loader (a validation pass before training) is not the training's: its batches are
     neither queued nor recorded at a training forward, which dp.loader's own batches already are."""
     rec = _Recorded()
     train = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(4.0)), batch_size=2)
     rec.own_loaders = {train}
     monkeypatch.setattr(companion, "_current", rec)
-    a = auto.Auto(env.Config(run="/nonexistent", mode="record", verify_steps=0, fault=None, hold_after_save=0,
+    a = auto.Auto(env.Config(run=str(tmp_path), mode="record", verify_steps=0, fault=None, hold_after_save=0,
                              schedule=(1, 1, 1)))
     monkeypatch.setattr(auto, "_auto", a)
     val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(100.0, 104.0)), batch_size=2)
@@ -114,4 +114,7 @@ def test_once_the_script_uses_dp_loader_no_other_loaders_batch_is_taken_as_train
     batch = next(v)
     a._consume((batch[0],), {})
     assert not a.queue and rec.batches == [] and a.train_loader is None
-    assert a.iterate(train, lambda: "its own iterator") == "its own iterator"  # dp.loader's: left to dp.loader
+    # dp.loader's: its batches are dp.loader's to record (record mode still times the pass's data path)
+    own = a.iterate(train, lambda: iter(train))
+    next(own)
+    assert not a.queue and rec.batches == []

@@ -20,9 +20,9 @@ std::vector<Stage> with(ddp::StageFlag f) {
 
 TEST(Stages, IdsAndNamesAreTheOnDiskOnes) {
   const std::vector<std::string> names = {
-      "disk_read",  "transform", "pin",       "h2d",        "wait_data", "forward",    "backward",
-      "allreduce",  "wait_comm", "optimizer", "checkpoint", "step",      "kernel",     "memcpy_h2d",
-      "memcpy_d2h", "memset",    "nccl",      "cuda_api",   "sync",      "memcpy_d2d", "wait_gpu"};
+      "disk_read", "transform", "pin",        "h2d",        "wait_data", "forward",    "backward",    "allreduce",
+      "wait_comm", "optimizer", "checkpoint", "step",       "kernel",    "memcpy_h2d", "memcpy_d2h",  "memset",
+      "nccl",      "cuda_api",  "sync",       "memcpy_d2d", "wait_gpu",  "collate",    "worker_start"};
   ASSERT_EQ(ddp::kStageCount, static_cast<int>(names.size()));
   for (int i = 0; i < ddp::kStageCount; ++i) {
     EXPECT_EQ(ddp::stage_name(static_cast<Stage>(i)), names[i]);
@@ -31,6 +31,7 @@ TEST(Stages, IdsAndNamesAreTheOnDiskOnes) {
   EXPECT_EQ(ddp::stage_name(static_cast<Stage>(200)), "unknown");
   EXPECT_FALSE(ddp::stage_from_name("no_such_stage"));
   EXPECT_EQ(static_cast<int>(Stage::wait_gpu), 20);
+  EXPECT_EQ(static_cast<int>(Stage::worker_start), 22);
 }
 
 TEST(Stages, CountersKeepTheirIdsAndNames) {
@@ -59,8 +60,10 @@ TEST(Stages, EveryStageHasAnOpaqueColourOfItsOwn) {
 TEST(Stages, FlagsPickTheSubsetsTheCodeUses) {
   using V = std::vector<Stage>;
   EXPECT_EQ(with(ddp::kStageWait), (V{Stage::wait_data, Stage::wait_comm, Stage::wait_gpu}));
-  EXPECT_EQ(with(ddp::kStageDataPath), (V{Stage::disk_read, Stage::transform, Stage::pin, Stage::h2d}));
-  EXPECT_EQ(with(ddp::kStageLoaderThread), (V{Stage::disk_read, Stage::transform, Stage::pin}));
+  EXPECT_EQ(with(ddp::kStageDataPath),
+            (V{Stage::disk_read, Stage::transform, Stage::pin, Stage::h2d, Stage::collate, Stage::worker_start}));
+  // worker_start is not a per-batch loader stage (docs/stalls.md): a wait during it is the start-up's.
+  EXPECT_EQ(with(ddp::kStageLoaderThread), (V{Stage::disk_read, Stage::transform, Stage::pin, Stage::collate}));
   EXPECT_EQ(with(ddp::kStageGpuActivity),
             (V{Stage::kernel, Stage::memcpy_h2d, Stage::memcpy_d2h, Stage::memset, Stage::nccl, Stage::memcpy_d2d}));
   EXPECT_EQ(with(ddp::kStageCudaHost), (V{Stage::cuda_api, Stage::sync}));
@@ -72,7 +75,7 @@ TEST(Stages, FlagsPickTheSubsetsTheCodeUses) {
   EXPECT_EQ(with(ddp::kStageBookkeeping), (V{Stage::checkpoint, Stage::step}));
   EXPECT_EQ(with(ddp::kStageSlowable), (V{Stage::disk_read, Stage::transform, Stage::pin, Stage::h2d, Stage::forward,
                                           Stage::backward, Stage::optimizer}));
-  EXPECT_EQ(with(ddp::kStageHost).size(), 13u);  // stages 0..11 and wait_gpu
+  EXPECT_EQ(with(ddp::kStageHost).size(), 15u);  // stages 0..11, wait_gpu, collate, worker_start
 }
 
 TEST(Stages, CompileTimeListsMatchTheQueries) {

@@ -1,0 +1,69 @@
+"""What recording a DataLoader worker's fetch costs the fetch itself (docs/benchmarks.md "Recording a user's data
+path"): the same image-folder batches (tests/python/user_scripts/datapath_job.py's PNG files, PIL decode, a torchvision
+Compose) fetched by the loader's own fetcher, alone and with the companion's timing in place (loader_spans.py: the
+transform and collate wrappers, the split into spans, the 40-byte events and their write per batch). Rounds
+interleave the two; prints the median fetch of each and their ratio. Target: within 1.02x.
+
+    <venv>/bin/python bench/datapath_fetch_bench.py [--rounds 5] [--batches 64]
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python", "user_scripts"))
+
+import torch  # noqa: E402
+from torch.utils.data._utils.collate import default_collate  # noqa: E402
+from torch.utils.data._utils.fetch import _MapDatasetFetcher  # noqa: E402
+from torchvision import datasets, transforms  # noqa: E402
+
+import datapath_job  # noqa: E402
+from ddp_profile import loader_spans  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--rounds", type=int, default=5)
+ap.add_argument("--batches", type=int, default=64)
+ap.add_argument("--batch-size", type=int, default=8)
+ap.add_argument("--image-size", type=int, default=96)
+args = ap.parse_args()
+torch.set_num_threads(1)
+root = os.path.join(tempfile.gettempdir(), "ddp_profile_fetch_bench_%d" % args.image_size)
+datapath_job.make_images(root, 256, args.image_size)
+steps = transforms.Compose([transforms.RandomResizedCrop(32, scale=(0.5, 1.0)), transforms.RandomHorizontalFlip(),
+                            transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.25,) * 3)])
+indices = [[(b * args.batch_size + i) % 256 for i in range(args.batch_size)] for b in range(args.batches)]
+original_fetch = _MapDatasetFetcher.fetch
+
+
+def fetch_ms(recorded: bool) -> float:
+    """Mean ms per batch over the batches, with a fresh fetcher (as a worker has) each time."""
+    ds = datasets.ImageFolder(root, transform=steps)
+    f = _MapDatasetFetcher(ds, True, default_collate, False)
+    t = time.perf_counter()
+    for b in indices:
+        f.fetch(b)
+        if recorded:
+            worker.handed_over(0)  # what the worker does at the batch's hand-over: spans made and written
+    return (time.perf_counter() - t) * 1000 / len(indices)
+
+
+run = tempfile.mkdtemp(prefix="datapath_fetch_bench_")
+start = loader_spans.WorkerStart(None, run, 0, 0, 0)
+times = {"alone": [], "recorded": []}
+for r in range(args.rounds):
+    _MapDatasetFetcher.fetch = original_fetch
+    loader_spans._fetch.sink = None
+    times["alone"].append(fetch_ms(False))
+    start(0)  # the worker's set-up: the fetchers patched, its event log opened
+    worker = loader_spans._worker
+    times["recorded"].append(fetch_ms(True))
+    print("round %d: alone %.3f ms/batch, recorded %.3f ms/batch" % (r + 1, times["alone"][-1],
+                                                                     times["recorded"][-1]), flush=True)
+ma, mr = statistics.median(times["alone"]), statistics.median(times["recorded"])
+print("median of %d rounds: alone %.3f ms/batch, recorded %.3f ms/batch: %.3fx (target <= 1.02x)"
+      % (args.rounds, ma, mr, mr / ma))

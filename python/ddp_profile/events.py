@@ -1,0 +1,100 @@
+"""One process's data-path events under --record: the 40-byte Event of traces/model/event.h (layout.EVENT_FORMAT),
+appended to datapath/rank<R>.p<pid>.events, with a header beside it (layout.DATAPATH_RECORD) naming the process,
+its lanes and, for the training process, the clock handshake and the training loader. `ddp_profile --record` turns
+every process's events into the rank's native trace (runtime/launch/user_job/companion_trace.cpp).
+
+Times are CLOCK_MONOTONIC (time.monotonic_ns): one clock for a rank's training process and its DataLoader workers
+(same host); the handshake (clock.py) puts the ranks on rank 0's. Writes go out with one os.write per flush, so
+what was flushed survives the process being killed; the training process flushes at every optimizer step, a worker
+after every batch."""
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from typing import Any, Dict, List, Optional
+
+from . import files, layout
+
+_EVENT = struct.Struct(layout.EVENT_FORMAT)
+assert _EVENT.size == layout.EVENT_SIZE
+STAGE = layout.STAGES
+COUNTER = layout.COUNTERS
+_FLUSH_BYTES = 1 << 16
+
+
+class EventLog:
+    def __init__(self, run: str, rank: int, role: str, **header: Any) -> None:
+        self.run, self.rank, self.pid = run, rank, os.getpid()
+        self.lanes: List[str] = []
+        self.header: Dict[str, Any] = {"rank": rank, "pid": self.pid, "role": role, **header}
+        os.makedirs(os.path.join(run, layout.DATAPATH_DIR), exist_ok=True)
+        self.fd = os.open(os.path.join(run, layout.datapath_events_file(rank, self.pid)),
+                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        self.buf = bytearray()
+        self.lock = threading.Lock()
+        self.write_header()
+
+    def lane(self, name: str) -> int:
+        """The lane id of `name` in this process, named in the header from its first use."""
+        if name in self.lanes:
+            return self.lanes.index(name)
+        self.lanes.append(name)
+        self.write_header()
+        return len(self.lanes) - 1
+
+    def set(self, **fields: Any) -> None:
+        self.header.update(fields)
+        self.write_header()
+
+    def write_header(self) -> None:
+        files.write_record(os.path.join(self.run, layout.datapath_header_file(self.rank, self.pid)),
+                           layout.DATAPATH_RECORD, dict(self.header, lanes=list(self.lanes)))
+
+    def span(self, stage: str, lane: int, t0: int, t1: int, step: int = 0, item: int = 0, epoch: int = 0,
+             bucket: int = layout.NO_BUCKET, value: int = 0, micro: int = 0) -> None:
+        e = _EVENT.pack(t0, max(t1, t0), value, step & 0xFFFFFFFF, item & 0xFFFFFFFF, epoch & 0xFFFF, bucket,
+                        min(micro, 255), STAGE[stage], layout.EVENT_SPAN, lane)
+        with self.lock:
+            self.buf += e
+            full = len(self.buf) >= _FLUSH_BYTES
+        if full:
+            self.flush()
+
+    def counter(self, counter: str, lane: int, t: int, value: int, step: int = 0) -> None:
+        e = _EVENT.pack(t, t, max(value, 0), step & 0xFFFFFFFF, 0, 0, layout.NO_BUCKET, 0, COUNTER[counter],
+                        layout.EVENT_COUNTER, lane)
+        with self.lock:
+            self.buf += e
+
+    def flush(self) -> None:
+        with self.lock:
+            data, self.buf = bytes(self.buf), bytearray()
+        if data and self.fd >= 0:
+            try:
+                os.write(self.fd, data)
+            except OSError:
+                pass  # the profiler never ends the user's job; the converter says what is missing
+
+    def close(self) -> None:
+        self.flush()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_log: Optional[EventLog] = None
+
+
+def process_log(run: str, rank: int) -> EventLog:
+    """The training process's log (created at first use; a forked worker makes its own with worker_log)."""
+    global _log
+    if _log is None or _log.pid != os.getpid() or _log.run != run or _log.rank != rank:
+        _log = EventLog(run, rank, "main")
+    return _log
+
+
+def worker_log(run: str, rank: int, loader: int, worker: int) -> EventLog:
+    global _log
+    _log = EventLog(run, rank, "worker", loader=loader, worker=worker)
+    return _log

@@ -1,0 +1,142 @@
+"""The training process's stages under --record, every step, from the companion's moments (record.py calls in):
+forward (the DDP model's forward), backward (from the forward's end to the last gradient bucket's launch), wait_comm
+(from that launch until the last bucket's allreduce completed), optimizer (the update), step (one optimizer step,
+from the previous one's end), each gradient bucket's allreduce on the `comm` lane with its bytes (a comm hook that
+hands the bucket to DDP's stock allreduce_hook, so the numerics are DDP's own), and the resident set (and CUDA
+memory) after each step as counters. The batch's copy to the GPU (`h2d`) is timed where the batch's tensors are
+moved between its fetch and the forward taking it."""
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from typing import Any, List, Optional, Tuple
+
+import torch
+
+from . import events
+
+_now = time.monotonic_ns
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * 4096
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class StepSpans:
+    def __init__(self, log: events.EventLog, model: Any, cuda: bool) -> None:
+        self.log, self.cuda = log, cuda
+        self.main, self.comm = log.lane("main"), log.lane("comm")
+        self.step, self.micro = 0, 0
+        self.t_step = _now()
+        self.t_fwd: Optional[int] = None
+        self.t_fwd_end: Optional[int] = None
+        self.t_update: Optional[int] = None
+        self.lock = threading.Lock()
+        self.buckets: List[Tuple[int, int]] = []  # (launch, done) of this micro-step's buckets; done 0 while running
+        self.hooked = self._hook(model)
+
+    def _hook(self, model: Any) -> bool:
+        try:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            if not isinstance(model, DDP):
+                return False
+
+            def hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects other annotations
+                buf = bucket.buffer()
+                nbytes, index, step, micro = buf.numel() * buf.element_size(), bucket.index(), self.step, self.micro
+                t0 = _now()
+                with self.lock:
+                    slot = len(self.buckets)
+                    self.buckets.append((t0, 0))
+
+                def done(fut):  # type: ignore[no-untyped-def]
+                    t1 = _now()
+                    with self.lock:
+                        if slot < len(self.buckets):
+                            self.buckets[slot] = (t0, t1)
+                    self.log.span("allreduce", self.comm, t0, t1, step=step, micro=micro, bucket=index, value=nbytes)
+                    return fut.value()
+
+                return default_hooks.allreduce_hook(state, bucket).then(done)
+
+            model.register_comm_hook(None, hook)
+            return True
+        except Exception:  # noqa: BLE001  (the job's own comm hook: its buckets are not recorded)
+            return False
+
+    def forward_pre(self, step: int, micro: int) -> None:
+        now = _now()
+        self._end_backward(now)
+        self.step, self.micro, self.t_fwd = step, micro, now
+
+    def forward_post(self) -> None:
+        now = _now()
+        if self.t_fwd is not None:
+            self.log.span("forward", self.main, self.t_fwd, now, step=self.step, micro=self.micro)
+        self.t_fwd, self.t_fwd_end = None, now
+
+    def _end_backward(self, now: int) -> None:
+        """The micro-step's backward ended by `now` (the next forward, or the update): it computed until its last
+        bucket was launched and then waited for the allreduces still running."""
+        if self.t_fwd_end is None:
+            return
+        with self.lock:
+            buckets, self.buckets = self.buckets, []
+        end = now
+        if buckets:
+            launch = max(b[0] for b in buckets)
+            done = max(b[1] for b in buckets)
+            end = min(launch, now)
+            if done > end:
+                self.log.span("wait_comm", self.main, end, min(done, now), step=self.step, micro=self.micro)
+        self.log.span("backward", self.main, self.t_fwd_end, end, step=self.step, micro=self.micro)
+        self.t_fwd_end = None
+
+    def before_update(self, step: int) -> None:
+        now = _now()
+        self._end_backward(now)
+        self.t_update = now
+
+    def after_step(self, step: int) -> None:
+        now = _now()
+        if self.t_update is not None:
+            self.log.span("optimizer", self.main, self.t_update, now, step=step)
+        self.log.span("step", self.main, self.t_step, now, step=step)
+        self.log.counter("host_rss_bytes", self.main, now, _rss_bytes(), step=step)
+        if self.cuda:
+            self.log.counter("cuda_allocated_bytes", self.main, now, torch.cuda.memory_allocated(), step=step)
+            self.log.counter("cuda_reserved_bytes", self.main, now, torch.cuda.memory_reserved(), step=step)
+        self.t_step, self.t_update = now, None
+        self.log.flush()
+
+
+class H2D:
+    """Tensor.to / Tensor.cuda, timed on the main lane when they move a tensor to another device between a batch's
+    fetch and the training forward that takes it (the batch's copy; a model's own moves are outside that window)."""
+
+    def __init__(self, log: events.EventLog) -> None:
+        self.log, self.lane = log, log.lane("main")
+        self.armed: Optional[Tuple[int, int, int]] = None  # (step, batch, pass) of the fetched batch
+        for name in ("to", "cuda"):
+            setattr(torch.Tensor, name, self._timed(getattr(torch.Tensor, name)))
+
+    def _timed(self, original: Any) -> Any:
+        @functools.wraps(original)
+        def move(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            a = self.armed
+            if a is None:
+                return original(t, *args, **kwargs)
+            t0 = _now()
+            out = original(t, *args, **kwargs)
+            if isinstance(out, torch.Tensor) and out.device != t.device:  # a non_blocking copy: its enqueueing
+                self.log.span("h2d", self.lane, t0, _now(), step=a[0], item=a[1], epoch=a[2],
+                              value=t.numel() * t.element_size())
+            return out
+        return move

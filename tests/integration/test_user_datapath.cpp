@@ -1,0 +1,168 @@
+// A user's own image-folder script (tests/python/user_scripts/datapath_job.py: torchvision's ImageFolder, PIL,
+// DataLoader workers) under `ddp_profile --record -- torchrun ...`, with no code change: every DataLoader worker's
+// read, transform and collate, every step's stages and gradient buckets with their bytes, memory counters and the
+// clock handshake land in the rank's native trace, and the analysis names each planted data-path fault at its stage
+// and rank; the balanced run blames no data stage. Skips, saying so, without the venv's torch and torchvision.
+#include <gtest/gtest.h>
+
+#include "traces/native/load_run.h"
+#include "user_check_support.h"
+
+namespace {
+using ddptest::fresh_dir;
+using ddptest::user_check::companion_env;
+using ddptest::user_check::kScripts;
+using ddptest::user_check::torchrun_cmd;
+using ddptest::user_check::UserCheck;
+
+const std::string kJob = kScripts + "/datapath_job.py";
+
+struct Recorded {
+  std::string dir;
+  int code = 0;
+  std::string output;   // --record's own (the job's output and the analysis)
+  nlohmann::json a;     // --analyze DIR --json
+  ddp::RunTrace trace;  // the native traces made from the companion's records
+
+  const nlohmann::json* top_cause() const {
+    const auto& c = a["causes"];
+    return c.is_array() && !c.empty() ? &c[0] : nullptr;
+  }
+  bool flagged(const std::string& id, int rank) const {
+    for (const auto& f : a.value("flags", nlohmann::json::array()))
+      if (f["id"] == id && f["rank"] == rank) return true;
+    return false;
+  }
+  // Seconds of the rank's spans of `stage` on lanes whose name starts with `lane`.
+  double seconds(int rank, ddp::Stage stage, const std::string& lane) const {
+    double ns = 0;
+    for (const auto& t : trace.ranks)
+      if (static_cast<int>(t.rank) == rank)
+        for (const auto& e : t.events)
+          if (e.is_span() && e.stage_id() == stage && t.lane_name(e.lane).rfind(lane, 0) == 0)
+            ns += static_cast<double>(e.duration());
+    return ns / 1e9;
+  }
+};
+
+class UserDatapath : public UserCheck {
+ protected:
+  void SetUp() override {
+    UserCheck::SetUp();
+    if (IsSkipped()) return;
+    if (!ddptest::user_check::venv_has(torchrun_, "torchvision"))
+      GTEST_SKIP() << "the torch venv has no torchvision: bash scripts/torchrun_venv.sh installs it";
+  }
+
+  Recorded record(const std::string& name, const std::vector<std::string>& job_args) {
+    Recorded r;
+    r.dir = fresh_dir("datapath_" + name);
+    std::vector<std::string> args = {ddptest::kExe, "--record", "--out", r.dir, "--"};
+    std::vector<std::string> job = {"--data", fresh_dir("datapath_images")};
+    job.insert(job.end(), job_args.begin(), job_args.end());
+    for (const auto& a : torchrun_cmd(torchrun_, 2, kJob, job)) args.push_back(a);
+    auto res = ddptest::run(args, r.dir + ".log", 600, companion_env(torchrun_));
+    r.code = res.code;
+    r.output = res.output;
+    auto an = ddptest::run({ddptest::kExe, "--analyze", r.dir, "--json"}, r.dir + ".analyze.log", 120);
+    r.a = ddptest::printed_json(an.output);
+    std::string err;
+    EXPECT_TRUE(ddp::load_run(r.dir, r.trace, err)) << err;
+    return r;
+  }
+};
+
+std::string cause_text(const nlohmann::json* c) { return c ? c->dump() : "no cause"; }
+
+// The job as it is: every step of every rank, the workers' lanes with their stages, each bucket's allreduce with its
+// bytes, the resident set per step, and the clock from the handshake in the manifest.
+TEST_F(UserDatapath, EveryStepEveryWorkerEveryBucketAndTheClockAreRecorded) {
+  Recorded r = record("balanced", {"--epochs", "2", "--workers", "2"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(r.trace.ranks.size(), 2u);
+  for (const auto& t : r.trace.ranks) {
+    std::set<std::string> lanes(t.lanes.begin(), t.lanes.end());
+    EXPECT_TRUE(lanes.count("main") && lanes.count("comm") && lanes.count("loader/0") && lanes.count("loader/1"))
+        << "rank " << t.rank;
+    std::set<uint32_t> steps;
+    size_t rss = 0, buckets = 0;
+    for (const auto& e : t.events) {
+      if (e.is_span() && e.stage_id() == ddp::Stage::step) steps.insert(e.step);
+      if (!e.is_span() && e.counter_id() == ddp::Counter::host_rss_bytes && e.value > 0) ++rss;
+      if (e.is_span() && e.stage_id() == ddp::Stage::allreduce && e.value > 0) ++buckets;
+    }
+    // 256 images, 2 ranks, batches of 8, 2 epochs: 32 optimizer steps, every one recorded.
+    EXPECT_EQ(steps.size(), 32u) << "rank " << t.rank;
+    EXPECT_EQ(rss, 32u) << "rank " << t.rank;
+    EXPECT_GE(buckets, 32u) << "rank " << t.rank;
+  }
+  for (int rank : {0, 1}) {
+    EXPECT_GT(r.seconds(rank, ddp::Stage::transform, "loader/"), 0) << rank;
+    EXPECT_GT(r.seconds(rank, ddp::Stage::disk_read, "loader/"), 0) << rank;
+    EXPECT_GT(r.seconds(rank, ddp::Stage::collate, "loader/"), 0) << rank;
+  }
+  const nlohmann::json m = ddptest::read_json(r.dir + "/manifest.json");
+  ASSERT_EQ(m["clock"]["ranks"].size(), 2u) << m.dump();
+  EXPECT_EQ(m["clock"]["ranks"][1]["rounds"], 9);
+  EXPECT_LT(std::abs(m["clock"]["ranks"][1]["offset_ms"].get<double>()), 5.0) << "one host: one monotonic clock";
+  // Bytes are known: bandwidth is reported, not "message sizes are not in the trace".
+  for (const auto& rk : r.a["ranks"]) EXPECT_GT(rk["allreduce"]["bytes_per_step"].get<double>(), 0) << rk.dump();
+  // A balanced run blames no data stage.
+  for (const auto& c : r.a["causes"]) {
+    const std::string st = c["stage"];
+    EXPECT_TRUE(st != "transform" && st != "disk_read" && st != "collate" && st != "worker_start") << c.dump();
+  }
+}
+
+TEST_F(UserDatapath, ASlowTransformOnOneRankIsNamedAtItsStageAndRank) {
+  Recorded r = record("slow_transform", {"--slow-transform", "1:4"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json* c = r.top_cause();
+  ASSERT_NE(c, nullptr) << r.a.dump();
+  EXPECT_EQ((*c)["stage"], "transform") << cause_text(c);
+  EXPECT_EQ((*c)["rank"], 1) << cause_text(c);
+  EXPECT_NE(r.output.find("rank 1's loader is slow in transform"), std::string::npos) << r.output;
+}
+
+TEST_F(UserDatapath, ASlowReadOnOneRankIsNamedAsTheRead) {
+  Recorded r = record("slow_read", {"--slow-read", "0:4"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json* c = r.top_cause();
+  ASSERT_NE(c, nullptr) << r.a.dump();
+  EXPECT_EQ((*c)["stage"], "disk_read") << cause_text(c);
+  EXPECT_EQ((*c)["rank"], 0) << cause_text(c);
+}
+
+// One worker that cannot keep up: the loader is named, with how many workers would.
+TEST_F(UserDatapath, TooFewWorkersAreNamedWithHowManyWouldKeepUp) {
+  Recorded r = record("one_worker", {"--workers", "1", "--slow-transform", "0:3"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(r.flagged("loader_cannot_keep_up", 0)) << r.a["flags"].dump();
+  EXPECT_NE(r.output.find("would keep up"), std::string::npos) << r.output;
+  EXPECT_EQ(r.a["ranks"][0]["loader"]["workers"], 1);
+}
+
+// Workers that end with each epoch and take long to start: the epoch-start stall is the start-up's.
+TEST_F(UserDatapath, WorkersRestartedEveryEpochAreNamedWithPersistentWorkers) {
+  Recorded r = record("restart", {"--epochs", "3", "--no-persistent", "--worker-start", "0.6"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json* c = r.top_cause();
+  ASSERT_NE(c, nullptr) << r.a.dump();
+  EXPECT_EQ((*c)["stage"], "worker_start") << cause_text(c);
+  EXPECT_NE(r.output.find("persistent_workers=True"), std::string::npos) << r.output;
+  EXPECT_EQ(r.a["ranks"][0]["loader"]["passes_starting_workers"], 3);
+}
+
+// num_workers=0: the main process loads, and its fetch is split the same way, on the main lane.
+TEST_F(UserDatapath, NoWorkersSplitsTheFetchOnTheMainThread) {
+  Recorded r = record("no_workers", {"--workers", "0", "--slow-transform", "1:3"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_GT(r.seconds(1, ddp::Stage::transform, "main"), 0.3);
+  EXPECT_GT(r.seconds(0, ddp::Stage::disk_read, "main"), 0);
+  const nlohmann::json* c = r.top_cause();
+  ASSERT_NE(c, nullptr) << r.a.dump();
+  EXPECT_EQ((*c)["stage"], "transform") << cause_text(c);
+  EXPECT_EQ((*c)["rank"], 1) << cause_text(c);
+}
+
+}  // namespace
