@@ -1,6 +1,6 @@
 """What recording a DataLoader worker's fetch costs the fetch itself (docs/benchmarks.md "Recording a user's data
 path"): the same image-folder batches (tests/python/user_scripts/datapath_job.py's PNG files, PIL decode, a torchvision
-Compose) fetched by the loader's own fetcher, alone and with the companion's timing in place (loader_spans.py: the
+Compose) fetched by the loader's own fetcher, alone and with the companion's timing in place (fetch_spans.py: the
 transform and collate wrappers, the split into spans, the 40-byte events and their write per batch). Rounds
 interleave the two; prints the median fetch of each and their ratio. Target: within 1.02x.
 
@@ -23,7 +23,7 @@ from torch.utils.data._utils.fetch import _MapDatasetFetcher  # noqa: E402
 from torchvision import datasets, transforms  # noqa: E402
 
 import datapath_job  # noqa: E402
-from ddp_profile import loader_spans  # noqa: E402
+from ddp_profile import fetch_spans, worker_spans  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=5)
@@ -53,14 +53,14 @@ def fetch_ms(recorded: bool) -> float:
 
 
 run = tempfile.mkdtemp(prefix="datapath_fetch_bench_")
-start = loader_spans.WorkerStart(None, run, 0, 0, 0)
+start = worker_spans.WorkerStart(None, run, 0, 0, 0)
 times = {"alone": [], "recorded": []}
 for r in range(args.rounds):
     _MapDatasetFetcher.fetch = original_fetch
-    loader_spans._fetch.sink = None
+    fetch_spans.in_progress.sink = None
     times["alone"].append(fetch_ms(False))
     start(0)  # the worker's set-up: the fetchers patched, its event log opened
-    worker = loader_spans._worker
+    worker = worker_spans._worker
     times["recorded"].append(fetch_ms(True))
     print("round %d: alone %.3f ms/batch, recorded %.3f ms/batch" % (r + 1, times["alone"][-1],
                                                                      times["recorded"][-1]), flush=True)

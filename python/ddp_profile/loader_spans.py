@@ -1,19 +1,13 @@
-"""The data path of a user's DataLoader under --record, per worker, with no code change (ddp_profile.auto calls in):
-
-- each worker process: per batch, its fetch split into `transform` (the dataset's transform / transforms /
-  target_transform callables, wherever a Subset or ConcatDataset holds them), `collate` (the loader's collate_fn)
-  and `disk_read` (the rest of the fetch: file reads, decoding, whatever is not a transform); its start-up
-  (`worker_start`: from the pass creating the workers to the end of worker_init_fn). Each batch carries its send
-  index (the batch's number in the pass) and the pass, taken where the worker hands the batch over.
-- the pin-memory thread: each batch's pin, with its bytes.
-- the training process: each wait for a batch (`wait_data`) and the queue of batches ready when it asks
-  (`loader_queue_depth`); with num_workers=0 the fetch on the main lane, split as in a worker.
+"""The data path of a user's DataLoader under --record, seen from the training process (ddp_profile.auto calls in at
+every pass of a loader): each wait for a batch (`wait_data`) and the queue of batches ready when it asks
+(`loader_queue_depth`); with num_workers=0 the fetch on the main lane, split as in a worker (fetch_spans.py); the
+pin-memory thread's pin of each batch with its bytes; the batch's copy to the GPU (step_spans.H2D). A pass with
+workers starts them under worker_spans.WorkerStart, which records each worker process.
 
 A loader is numbered in the order its first pass starts; a pass is numbered per loader. Only the training loader is
 kept (auto says which at the first training forward): the training process holds its events until then."""
 from __future__ import annotations
 
-import multiprocessing.queues
 import threading
 import time
 import weakref
@@ -21,212 +15,14 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
-from . import events
+from . import events, fetch_spans
 from .step_spans import H2D
+from .worker_spans import WorkerStart
 
 _now = time.monotonic_ns
-_TRANSFORM_ATTRS = ("transform", "transforms", "target_transform")
 _MAX_HELD = 1 << 16  # events held in the training process until the training loader is known
 
 
-# -- the fetch, in whichever process runs it -------------------------------------------------------------------------
-class _Fetch:
-    """The intervals of the fetch in progress in this process: transforms and collate, nested calls counted once."""
-
-    def __init__(self) -> None:
-        self.parts: Optional[List[Tuple[str, int, int]]] = None
-        self.depth = 0
-        self.sink: Optional[Callable[[int, int, List[Tuple[str, int, int]]], None]] = None
-
-    def timed(self, stage: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self.parts is None or self.depth:
-            return fn(*args, **kwargs)
-        self.depth += 1
-        t0 = _now()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            self.parts.append((stage, t0, _now()))
-            self.depth -= 1
-
-
-_fetch = _Fetch()
-
-
-class _TimedTransform:
-    """A dataset's transform, timed while a batch is fetched; otherwise the callable it wraps."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn = fn
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _fetch.timed("transform", self.fn, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:  # Compose's .transforms, a user's attributes
-        if name == "fn":
-            raise AttributeError(name)
-        return getattr(self.fn, name)
-
-    def __repr__(self) -> str:
-        return repr(self.fn)
-
-
-class _TimedCollate(_TimedTransform):
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _fetch.timed("collate", self.fn, *args, **kwargs)
-
-
-def _time_transforms(ds: Any, seen: set) -> None:
-    """Wraps the transform callables of `ds` and of the datasets it wraps (Subset.dataset, ConcatDataset.datasets)."""
-    if ds is None or id(ds) in seen or len(seen) > 64:
-        return
-    seen.add(id(ds))
-    for attr in _TRANSFORM_ATTRS:
-        fn = getattr(ds, attr, None)
-        if callable(fn) and not isinstance(fn, _TimedTransform):
-            try:
-                setattr(ds, attr, _TimedTransform(fn))
-            except Exception:  # noqa: BLE001  (a read-only property: its time stays in disk_read)
-                pass
-    _time_transforms(getattr(ds, "dataset", None), seen)
-    for inner in getattr(ds, "datasets", None) or []:
-        _time_transforms(inner, seen)
-
-
-def _fetch_then_record(original: Callable[..., Any]) -> Callable[..., Any]:
-    def fetch(self: Any, index: Any) -> Any:
-        sink = _fetch.sink
-        if sink is None or _fetch.parts is not None:
-            return original(self, index)
-        if not getattr(self, "_ddp_profile_timed", False):
-            self._ddp_profile_timed = True
-            _time_transforms(self.dataset, set())
-            if not isinstance(self.collate_fn, _TimedCollate):
-                self.collate_fn = _TimedCollate(self.collate_fn)
-        _fetch.parts = parts = []
-        t0 = _now()
-        ok = False
-        try:
-            out = original(self, index)
-            ok = True
-            return out
-        finally:
-            _fetch.parts = None
-            if ok:
-                sink(t0, _now(), parts)
-    fetch._ddp_profile = True  # type: ignore[attr-defined]
-    return fetch
-
-
-def _patch_fetchers() -> None:
-    from torch.utils.data._utils import fetch as f
-
-    for cls in (f._MapDatasetFetcher, f._IterableDatasetFetcher):
-        if not getattr(cls.fetch, "_ddp_profile", False):
-            cls.fetch = _fetch_then_record(cls.fetch)  # type: ignore[method-assign]
-
-
-def _subtract(t0: int, t1: int, holes: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
-    out, at = [], t0
-    for h0, h1 in holes:
-        if h1 <= at or h0 >= t1:
-            continue
-        if h0 > at:
-            out.append((at, h0))
-        at = max(at, h1)
-    if at < t1:
-        out.append((at, t1))
-    return out
-
-
-def emit_fetch(log: events.EventLog, lane: int, t0: int, t1: int, parts: List[Tuple[str, int, int]],
-               item: int, epoch: int, step: int = 0) -> None:
-    """A batch's fetch as spans: each transform, the collate less its nested transforms, and the rest as disk_read."""
-    parts.sort(key=lambda p: p[1])
-    transforms = [(a, b) for s, a, b in parts if s == "transform"]
-    for a, b in transforms:
-        log.span("transform", lane, a, b, step=step, item=item, epoch=epoch)
-    for s, a, b in parts:
-        if s == "collate":
-            for x, y in _subtract(a, b, transforms):
-                log.span("collate", lane, x, y, step=step, item=item, epoch=epoch)
-    for x, y in _subtract(t0, t1, [(a, b) for _, a, b in parts]):
-        log.span("disk_read", lane, x, y, step=step, item=item, epoch=epoch)
-
-
-# -- a worker process ------------------------------------------------------------------------------------------------
-class _Worker:
-    """The recording of one DataLoader worker process."""
-
-    def __init__(self, log: events.EventLog, lane: int, pass_base: int) -> None:
-        self.log, self.lane = log, lane
-        self.pass_no = pass_base - 1
-        self.fetcher: Any = None
-        self.ready: Optional[Tuple[int, int, List[Tuple[str, int, int]]]] = None
-
-    def fetched(self, t0: int, t1: int, parts: List[Tuple[str, int, int]]) -> None:
-        self.ready = (t0, t1, parts)
-
-    def handed_over(self, idx: int) -> None:
-        """The batch fetched last leaves the worker as batch `idx` of the pass."""
-        if self.ready is not None:
-            t0, t1, parts = self.ready
-            self.ready = None
-            emit_fetch(self.log, self.lane, t0, t1, parts, idx, max(self.pass_no, 0))
-            self.log.flush()
-
-
-_worker: Optional[_Worker] = None
-
-
-def _put_then_record(original: Callable[..., Any]) -> Callable[..., Any]:
-    def put(self: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
-        w = _worker
-        if w is not None and isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], int):
-            w.handed_over(obj[0])
-        return original(self, obj, *args, **kwargs)
-    return put
-
-
-def _new_fetcher_is_a_new_pass(original: Callable[..., Any]) -> Callable[..., Any]:
-    def fetch(self: Any, index: Any) -> Any:
-        w = _worker
-        if w is not None and self is not w.fetcher:  # a persistent worker's next pass makes a new fetcher
-            w.fetcher, w.pass_no = self, w.pass_no + 1
-        return original(self, index)
-    return fetch
-
-
-class WorkerStart:
-    """The loader's worker_init_fn while a pass is recorded (picklable for the spawn start method): the worker's
-    recording is set up, then the user's own worker_init_fn runs, inside the worker_start span."""
-
-    def __init__(self, user_fn: Any, run: str, rank: int, loader: int, pass_no: int) -> None:
-        self.user_fn, self.run, self.rank, self.loader, self.pass_no = user_fn, run, rank, loader, pass_no
-        self.t_spawn = _now()
-
-    def __call__(self, worker_id: int) -> None:
-        global _worker
-        log = events.worker_log(self.run, self.rank, self.loader, worker_id)
-        lane = log.lane("loader/%d" % worker_id)
-        _worker = _Worker(log, lane, self.pass_no)
-        _fetch.sink = _worker.fetched
-        _patch_fetchers()
-        from torch.utils.data._utils import fetch as f
-
-        for cls in (f._MapDatasetFetcher, f._IterableDatasetFetcher):
-            cls.fetch = _new_fetcher_is_a_new_pass(cls.fetch)  # type: ignore[method-assign]
-        q = multiprocessing.queues.Queue
-        q.put = _put_then_record(q.put)  # type: ignore[method-assign]
-        try:
-            if self.user_fn is not None:
-                self.user_fn(worker_id)
-        finally:
-            log.span("worker_start", lane, self.t_spawn, _now(), item=worker_id, epoch=self.pass_no)
-            log.flush()
-
-
-# -- the training process --------------------------------------------------------------------------------------------
 class Pass:
     """One pass over a loader, as the training process sees it."""
 
@@ -248,8 +44,8 @@ class LoaderSpans:
         self.pin_pass: Optional[Pass] = None
         self.lock = threading.Lock()
         self.h2d = H2D(self.log) if torch.cuda.is_available() else None
-        _patch_fetchers()
-        _fetch.sink = self._fetched_here
+        fetch_spans.patch_fetchers()
+        fetch_spans.in_progress.sink = self._fetched_here
         _patch_pin_thread(self)
         global _active
         _active = self
@@ -326,7 +122,7 @@ class LoaderSpans:
         if p is None:
             return
         b, step, log, lane = p.batch, self.steps(), self.log, self.main
-        self._emit(p.loader, lambda: emit_fetch(log, lane, t0, t1, parts, b, p.number, step))
+        self._emit(p.loader, lambda: fetch_spans.emit_fetch(log, lane, t0, t1, parts, b, p.number, step))
 
     def pinned(self, p: Pass, idx: int, t0: int, t1: int, nbytes: int) -> None:
         log = self.log

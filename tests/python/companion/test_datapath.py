@@ -1,4 +1,4 @@
-"""The data-path recording (events.py, loader_spans.py) with a real DataLoader and real worker processes: what each
+"""The data-path recording (events.py, fetch_spans.py, worker_spans.py, loader_spans.py) with a real DataLoader and real worker processes: what each
 process writes is the 40-byte Event of the C++ side (layout.EVENT_FORMAT), a batch's fetch is split into transform,
 collate and the rest (disk_read) without overlaps, and every batch a worker hands over carries its index and pass."""
 import functools
@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ddp_profile import events, layout, loader_spans  # noqa: E402
+from ddp_profile import events, fetch_spans, layout, loader_spans  # noqa: E402
 
 STAGE_NAME = {v: k for k, v in layout.STAGES.items()}
 
@@ -44,7 +44,7 @@ def test_an_event_is_forty_bytes_in_the_declared_order(tmp_path):
 def test_a_fetch_is_split_without_overlap(tmp_path):
     log = events.EventLog(str(tmp_path), 0, "main")
     parts = [("transform", 20, 30), ("transform", 50, 55), ("collate", 60, 90), ("transform", 70, 80)]
-    loader_spans.emit_fetch(log, 0, 10, 100, parts, item=4, epoch=1)
+    fetch_spans.emit_fetch(log, 0, 10, 100, parts, item=4, epoch=1)
     log.close()
     spans = sorted((STAGE_NAME[e["stage"]], e["t0"], e["t1"])
                    for e in read_events(os.path.join(str(tmp_path), layout.datapath_events_file(0, os.getpid()))))

@@ -1,0 +1,138 @@
+"""A DataLoader batch's fetch, timed in whichever process runs it (a worker, or the training process with
+num_workers=0): the dataset's transform / transforms / target_transform callables (wherever a Subset or ConcatDataset
+holds them) and the loader's collate_fn are wrapped, the fetcher's fetch collects their intervals, and emit_fetch
+turns one fetch into spans: each `transform`, the `collate` less its nested transforms, and the rest as `disk_read`
+(file reads, decoding: whatever is not a transform). Where the spans go is the process's `in_progress.sink`."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, List, Optional, Tuple
+
+from . import events
+
+_now = time.monotonic_ns
+_TRANSFORM_ATTRS = ("transform", "transforms", "target_transform")
+
+
+class _Fetch:
+    """The intervals of the fetch in progress in this process: transforms and collate, nested calls counted once."""
+
+    def __init__(self) -> None:
+        self.parts: Optional[List[Tuple[str, int, int]]] = None
+        self.depth = 0
+        self.sink: Optional[Callable[[int, int, List[Tuple[str, int, int]]], None]] = None
+
+    def timed(self, stage: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self.parts is None or self.depth:
+            return fn(*args, **kwargs)
+        self.depth += 1
+        t0 = _now()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.parts.append((stage, t0, _now()))
+            self.depth -= 1
+
+
+in_progress = _Fetch()  # the fetch this process is running, if any
+
+
+class _TimedTransform:
+    """A dataset's transform, timed while a batch is fetched; otherwise the callable it wraps."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return in_progress.timed("transform", self.fn, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # Compose's .transforms, a user's attributes
+        if name == "fn":
+            raise AttributeError(name)
+        return getattr(self.fn, name)
+
+    def __repr__(self) -> str:
+        return repr(self.fn)
+
+
+class _TimedCollate(_TimedTransform):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return in_progress.timed("collate", self.fn, *args, **kwargs)
+
+
+def _time_transforms(ds: Any, seen: set) -> None:
+    """Wraps the transform callables of `ds` and of the datasets it wraps (Subset.dataset, ConcatDataset.datasets)."""
+    if ds is None or id(ds) in seen or len(seen) > 64:
+        return
+    seen.add(id(ds))
+    for attr in _TRANSFORM_ATTRS:
+        fn = getattr(ds, attr, None)
+        if callable(fn) and not isinstance(fn, _TimedTransform):
+            try:
+                setattr(ds, attr, _TimedTransform(fn))
+            except Exception:  # noqa: BLE001  (a read-only property: its time stays in disk_read)
+                pass
+    _time_transforms(getattr(ds, "dataset", None), seen)
+    for inner in getattr(ds, "datasets", None) or []:
+        _time_transforms(inner, seen)
+
+
+def _fetch_then_record(original: Callable[..., Any]) -> Callable[..., Any]:
+    def fetch(self: Any, index: Any) -> Any:
+        sink = in_progress.sink
+        if sink is None or in_progress.parts is not None:
+            return original(self, index)
+        if not getattr(self, "_ddp_profile_timed", False):
+            self._ddp_profile_timed = True
+            _time_transforms(self.dataset, set())
+            if not isinstance(self.collate_fn, _TimedCollate):
+                self.collate_fn = _TimedCollate(self.collate_fn)
+        in_progress.parts = parts = []
+        t0 = _now()
+        ok = False
+        try:
+            out = original(self, index)
+            ok = True
+            return out
+        finally:
+            in_progress.parts = None
+            if ok:
+                sink(t0, _now(), parts)
+    fetch._ddp_profile = True  # type: ignore[attr-defined]
+    return fetch
+
+
+def patch_fetchers() -> None:
+    from torch.utils.data._utils import fetch as f
+
+    for cls in (f._MapDatasetFetcher, f._IterableDatasetFetcher):
+        if not getattr(cls.fetch, "_ddp_profile", False):
+            cls.fetch = _fetch_then_record(cls.fetch)  # type: ignore[method-assign]
+
+
+def _subtract(t0: int, t1: int, holes: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    out, at = [], t0
+    for h0, h1 in holes:
+        if h1 <= at or h0 >= t1:
+            continue
+        if h0 > at:
+            out.append((at, h0))
+        at = max(at, h1)
+    if at < t1:
+        out.append((at, t1))
+    return out
+
+
+def emit_fetch(log: events.EventLog, lane: int, t0: int, t1: int, parts: List[Tuple[str, int, int]],
+               item: int, epoch: int, step: int = 0) -> None:
+    """A batch's fetch as spans: each transform, the collate less its nested transforms, and the rest as disk_read."""
+    parts.sort(key=lambda p: p[1])
+    transforms = [(a, b) for s, a, b in parts if s == "transform"]
+    for a, b in transforms:
+        log.span("transform", lane, a, b, step=step, item=item, epoch=epoch)
+    for s, a, b in parts:
+        if s == "collate":
+            for x, y in _subtract(a, b, transforms):
+                log.span("collate", lane, x, y, step=step, item=item, epoch=epoch)
+    for x, y in _subtract(t0, t1, [(a, b) for _, a, b in parts]):
+        log.span("disk_read", lane, x, y, step=step, item=item, epoch=epoch)

@@ -1,0 +1,85 @@
+"""One DataLoader worker process under --record: loader.worker_init_fn is WorkerStart while a pass is recorded; in the
+worker it opens the process's event log (lane loader/<w>), times every fetch (fetch_spans.py), and writes each batch's
+spans when the worker hands the batch over (multiprocessing's Queue.put of (index, data): the batch's number in the
+pass), with the pass (a persistent worker's next pass makes a new fetcher). Its start-up, from the pass creating it to
+the end of the user's worker_init_fn, is `worker_start`."""
+from __future__ import annotations
+
+import multiprocessing.queues
+import time
+from typing import Any, Callable, List, Optional, Tuple
+
+from . import events, fetch_spans
+
+_now = time.monotonic_ns
+
+
+class _Worker:
+    """The recording of one DataLoader worker process."""
+
+    def __init__(self, log: events.EventLog, lane: int, pass_base: int) -> None:
+        self.log, self.lane = log, lane
+        self.pass_no = pass_base - 1
+        self.fetcher: Any = None
+        self.ready: Optional[Tuple[int, int, List[Tuple[str, int, int]]]] = None
+
+    def fetched(self, t0: int, t1: int, parts: List[Tuple[str, int, int]]) -> None:
+        self.ready = (t0, t1, parts)
+
+    def handed_over(self, idx: int) -> None:
+        """The batch fetched last leaves the worker as batch `idx` of the pass."""
+        if self.ready is not None:
+            t0, t1, parts = self.ready
+            self.ready = None
+            fetch_spans.emit_fetch(self.log, self.lane, t0, t1, parts, idx, max(self.pass_no, 0))
+            self.log.flush()
+
+
+_worker: Optional[_Worker] = None
+
+
+def _put_then_record(original: Callable[..., Any]) -> Callable[..., Any]:
+    def put(self: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        w = _worker
+        if w is not None and isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], int):
+            w.handed_over(obj[0])
+        return original(self, obj, *args, **kwargs)
+    return put
+
+
+def _new_fetcher_is_a_new_pass(original: Callable[..., Any]) -> Callable[..., Any]:
+    def fetch(self: Any, index: Any) -> Any:
+        w = _worker
+        if w is not None and self is not w.fetcher:  # a persistent worker's next pass makes a new fetcher
+            w.fetcher, w.pass_no = self, w.pass_no + 1
+        return original(self, index)
+    return fetch
+
+
+class WorkerStart:
+    """The loader's worker_init_fn while a pass is recorded (picklable for the spawn start method): the worker's
+    recording is set up, then the user's own worker_init_fn runs, inside the worker_start span."""
+
+    def __init__(self, user_fn: Any, run: str, rank: int, loader: int, pass_no: int) -> None:
+        self.user_fn, self.run, self.rank, self.loader, self.pass_no = user_fn, run, rank, loader, pass_no
+        self.t_spawn = _now()
+
+    def __call__(self, worker_id: int) -> None:
+        global _worker
+        log = events.worker_log(self.run, self.rank, self.loader, worker_id)
+        lane = log.lane("loader/%d" % worker_id)
+        _worker = _Worker(log, lane, self.pass_no)
+        fetch_spans.in_progress.sink = _worker.fetched
+        fetch_spans.patch_fetchers()
+        from torch.utils.data._utils import fetch as f
+
+        for cls in (f._MapDatasetFetcher, f._IterableDatasetFetcher):
+            cls.fetch = _new_fetcher_is_a_new_pass(cls.fetch)  # type: ignore[method-assign]
+        q = multiprocessing.queues.Queue
+        q.put = _put_then_record(q.put)  # type: ignore[method-assign]
+        try:
+            if self.user_fn is not None:
+                self.user_fn(worker_id)
+        finally:
+            log.span("worker_start", lane, self.t_spawn, _now(), item=worker_id, epoch=self.pass_no)
+            log.flush()
