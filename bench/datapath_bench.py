@@ -51,7 +51,7 @@ def recorded() -> float:
     out = tempfile.mkdtemp(prefix="datapath_bench_")
     r = subprocess.run([args.ddp_profile, "--record", "--out", out, "--"] + script, env=env, capture_output=True,
                        text=True, check=True)
-    return mean_step(r.stdout)
+    return mean_step(r.stderr + "\n" + r.stdout)  # the job's own output is echoed on stderr
 
 
 alone()  # the images are made once, outside the rounds

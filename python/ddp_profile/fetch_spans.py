@@ -22,16 +22,6 @@ class _Fetch:
         self.depth = 0
         self.sink: Optional[Callable[[int, int, List[Tuple[str, int, int]]], None]] = None
 
-    def timed(self, stage: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self.parts is None or self.depth:
-            return fn(*args, **kwargs)
-        self.depth += 1
-        t0 = _now()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            self.parts.append((stage, t0, _now()))
-            self.depth -= 1
 
 
 in_progress = _Fetch()  # the fetch this process is running, if any
@@ -43,8 +33,19 @@ class _TimedTransform:
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
 
+    stage = "transform"
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return in_progress.timed("transform", self.fn, *args, **kwargs)
+        f = in_progress  # timed inline: this runs once per sample, on the worker's critical path
+        if f.parts is None or f.depth:
+            return self.fn(*args, **kwargs)
+        f.depth += 1
+        t0 = _now()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            f.parts.append((self.stage, t0, _now()))
+            f.depth -= 1
 
     def __getattr__(self, name: str) -> Any:  # Compose's .transforms, a user's attributes
         if name == "fn":
@@ -56,8 +57,7 @@ class _TimedTransform:
 
 
 class _TimedCollate(_TimedTransform):
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return in_progress.timed("collate", self.fn, *args, **kwargs)
+    stage = "collate"
 
 
 def _time_transforms(ds: Any, seen: set) -> None:
@@ -128,11 +128,9 @@ def emit_fetch(log: events.EventLog, lane: int, t0: int, t1: int, parts: List[Tu
     """A batch's fetch as spans: each transform, the collate less its nested transforms, and the rest as disk_read."""
     parts.sort(key=lambda p: p[1])
     transforms = [(a, b) for s, a, b in parts if s == "transform"]
-    for a, b in transforms:
-        log.span("transform", lane, a, b, step=step, item=item, epoch=epoch)
+    spans = [("transform", a, b) for a, b in transforms]
     for s, a, b in parts:
         if s == "collate":
-            for x, y in _subtract(a, b, transforms):
-                log.span("collate", lane, x, y, step=step, item=item, epoch=epoch)
-    for x, y in _subtract(t0, t1, [(a, b) for _, a, b in parts]):
-        log.span("disk_read", lane, x, y, step=step, item=item, epoch=epoch)
+            spans += [("collate", x, y) for x, y in _subtract(a, b, transforms)]
+    spans += [("disk_read", x, y) for x, y in _subtract(t0, t1, [(a, b) for _, a, b in parts])]
+    log.batch_spans(lane, spans, step, item, epoch)

@@ -32,7 +32,7 @@ class _Worker:
             t0, t1, parts = self.ready
             self.ready = None
             fetch_spans.emit_fetch(self.log, self.lane, t0, t1, parts, idx, max(self.pass_no, 0))
-            self.log.flush()
+            self.log.flush_if_due()
 
 
 _worker: Optional[_Worker] = None

@@ -88,6 +88,8 @@ def test_workers_record_each_batch_with_its_index_and_pass(tmp_path, persistent)
         assert len(got) == 6
     spans.training_loader(dl)
     spans.log.flush()
+    if persistent:  # the workers flush what they hold as they exit
+        dl._iterator._shutdown_workers()
     workers = {}
     for h in glob.glob(os.path.join(run, layout.DATAPATH_DIR, "*.json")):
         head = json.load(open(h))
@@ -107,3 +109,59 @@ def test_workers_record_each_batch_with_its_index_and_pass(tmp_path, persistent)
     waits = [(e["epoch"], e["item"]) for e in main if STAGE_NAME.get(e["stage"]) == "wait_data"
              and e["kind"] == layout.EVENT_SPAN]
     assert waits == [(p, b) for p in (0, 1) for b in range(6)]
+
+
+def _train_two_ranks(rank, world, init, hooked, run, out):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ddp_profile.step_spans import StepSpans
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    torch.manual_seed(0)
+    # 2.3 MB of gradients in buckets of at most 0.5 MB (DDP's first bucket is at most 1 MB): several buckets a step
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(16, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1024),
+                                    torch.nn.ReLU(), torch.nn.Linear(1024, 256), torch.nn.ReLU(),
+                                    torch.nn.Linear(256, 3)), bucket_cap_mb=0.5)
+    spans = StepSpans(events.EventLog(run, rank, "main"), model, False) if hooked else None
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(rank)
+    for step in range(4):
+        if spans:
+            spans.forward_pre(step, 0)
+        loss = model(torch.randn(8, 16, generator=g)).square().mean()
+        if spans:
+            spans.forward_post()
+        loss.backward()
+        if spans:
+            spans.before_update(step)
+        opt.step()
+        opt.zero_grad()
+        if spans:
+            spans.after_step(step)
+    if rank == 0:
+        torch.save([p.detach().clone() for p in model.parameters()], out)
+    dist.destroy_process_group()
+
+
+def test_the_bucket_hook_keeps_ddps_numerics_bit_for_bit(tmp_path):
+    """The comm hook that times each bucket (step_spans.py) gives the parameters DDP's own reduction gives."""
+    import torch.multiprocessing as mp
+
+    params = {}
+    for hooked in (False, True):
+        out = str(tmp_path / ("params_%d.pt" % hooked))
+        init = "file://" + str(tmp_path / ("rendezvous_%d" % hooked))
+        mp.spawn(_train_two_ranks, args=(2, init, hooked, str(tmp_path), out), nprocs=2)
+        params[hooked] = torch.load(out)
+    assert all(torch.equal(a, b) for a, b in zip(params[False], params[True]))
+    evs = read_events(os.path.join(str(tmp_path), layout.datapath_events_file(0, _pid_of_rank0(tmp_path))))
+    buckets = [e for e in evs if e["kind"] == layout.EVENT_SPAN and STAGE_NAME[e["stage"]] == "allreduce"]
+    assert len({e["bucket"] for e in buckets}) > 1, "several buckets a step"
+    assert len(buckets) >= 4 and all(e["value"] > 0 and e["bucket"] != layout.NO_BUCKET for e in buckets)
+
+
+def _pid_of_rank0(tmp_path):
+    for h in glob.glob(os.path.join(str(tmp_path), layout.DATAPATH_DIR, "rank0.p*.json")):
+        return json.load(open(h))["pid"]
+    raise AssertionError("rank 0 wrote no header")
