@@ -19,7 +19,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=5)
-ap.add_argument("--epochs", type=int, default=2)
+ap.add_argument("--epochs", type=int, default=25)  # 400 steps: the profiler window and start-up amortised as in a real job
 ap.add_argument("--image-size", type=int, default=96)
 ap.add_argument("--workers", type=int, default=2)
 ap.add_argument("--ddp-profile", default=os.path.join(ROOT, "build", "runtime", "ddp_profile"))

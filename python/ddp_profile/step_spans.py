@@ -8,6 +8,7 @@ moved between its fetch and the forward taking it."""
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 from typing import Any, List, Optional, Tuple
@@ -19,10 +20,18 @@ from . import events
 _now = time.monotonic_ns
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# /proc/self/statm opened once per process (it names the process that opened it): a pread per step, not an open,
+# a read and a close
+_statm: Optional[Tuple[int, int]] = None  # (pid, fd)
+
+
 def _rss_bytes() -> int:
+    global _statm
     try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * 4096
+        if _statm is None or _statm[0] != os.getpid():
+            _statm = (os.getpid(), os.open("/proc/self/statm", os.O_RDONLY))
+        return int(os.pread(_statm[1], 128, 0).split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         return 0
 
