@@ -38,19 +38,23 @@ class EventLog:
         self.buf = bytearray()
         self.flushed_at = time.monotonic_ns()
         self.lock = threading.Lock()
+        self.header_lock = threading.Lock()
         self.write_header()
 
     def lane(self, name: str) -> int:
-        """The lane id of `name` in this process, named in the header from its first use."""
-        if name in self.lanes:
-            return self.lanes.index(name)
-        self.lanes.append(name)
-        self.write_header()
-        return len(self.lanes) - 1
+        """The lane id of `name` in this process, named in the header from its first use (the pin thread may ask
+        while the main thread does: the header is written by one thread at a time)."""
+        with self.header_lock:
+            if name in self.lanes:
+                return self.lanes.index(name)
+            self.lanes.append(name)
+            self.write_header()
+            return len(self.lanes) - 1
 
     def set(self, **fields: Any) -> None:
-        self.header.update(fields)
-        self.write_header()
+        with self.header_lock:
+            self.header.update(fields)
+            self.write_header()
 
     def write_header(self) -> None:
         files.write_record(os.path.join(self.run, layout.datapath_header_file(self.rank, self.pid)),

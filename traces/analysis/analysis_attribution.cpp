@@ -40,12 +40,13 @@ struct Contribution {
 
 using Contributions = std::map<CauseKey, std::vector<Contribution>>;
 
-// Which loader stage is to blame for a rank's data waits: the one most above the other ranks' (when clearly above),
-// else, when the loader cannot keep up, the largest per batch. wait_data itself when the rank recorded no loader spans
-// or its loader keeps up (kLoaderKeepsUpUtilization: no stage of it is slow).
+// Which loader stage is to blame for a rank's data waits: wait_data itself when the rank recorded no loader spans or
+// its loader keeps up (kLoaderKeepsUpUtilization: no stage of it makes the rank wait, however it compares with the
+// other ranks'); else the stage most above the other ranks' (when clearly above), else the largest per batch.
 Stage loader_cause(const std::vector<RankAnalysis>& ra, size_t r) {
   const LoaderStats& L = ra[r].loader;
   if (L.ms_per_batch.empty()) return Stage::wait_data;
+  if (L.utilization > 0 && L.utilization <= kLoaderKeepsUpUtilization) return Stage::wait_data;
   std::optional<Stage> best_excess, best_abs;
   double ex = 0, ab = -1;
   for (Stage st : kLoaderStages) {
@@ -64,9 +65,7 @@ Stage loader_cause(const std::vector<RankAnalysis>& ra, size_t r) {
     }
     if (m > ab) ab = m, best_abs = st;
   }
-  if (best_excess) return *best_excess;
-  if (L.utilization > 0 && L.utilization <= kLoaderKeepsUpUtilization) return Stage::wait_data;
-  return *best_abs;
+  return best_excess ? *best_excess : *best_abs;
 }
 
 // Per-stage time of the main lane inside [a, b), plus the untracked remainder ("other").

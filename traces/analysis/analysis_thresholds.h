@@ -30,10 +30,11 @@ inline constexpr double kLoaderCauseMinExcess = 0.2;
 // was named; the planted 4 ms/image transform is 60% of its rank's batch.
 inline constexpr double kLoaderCauseMinBatchShare = 0.1;
 // A loader whose workers together make a batch in at most this share of the time compute takes to use one keeps up:
-// its rank's waits for data are not any loader stage's (no stage is named unless one is above the other ranks'), and
-// they are charged to wait_data itself, said as the batches arriving late (CPU shared with the training process, the
-// hand-off from the workers). Measured on the balanced run above: utilization 0.39-0.46 with 2.6-2.8 ms/step of
-// waits; a planted slow stage or one worker too few shows utilization above 1.
+// its rank's waits for data are not any loader stage's, even one above the other ranks', and they are charged to
+// wait_data itself, said as the batches arriving late (CPU shared with the training process, the hand-off from the
+// workers). Measured on the balanced run above: utilization 0.39-0.46 with 2.6-3.1 ms/step of waits, and one rank's
+// disk_read 3.60 against 2.53 ms (11% of its batch) from the cores' sharing alone; a planted slow stage or one worker
+// too few shows utilization above 1.
 inline constexpr double kLoaderKeepsUpUtilization = 0.8;
 
 // ---- flag pageable_h2d (without a `pinned` setting in the manifest) ----
