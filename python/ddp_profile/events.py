@@ -1,7 +1,7 @@
 """One process's data-path events under --record: the 40-byte Event of traces/model/event.h (layout.EVENT_FORMAT),
 appended to datapath/rank<R>.p<pid>.events, with a header beside it (layout.DATAPATH_RECORD) naming the process,
 its lanes and, for the training process, the clock handshake and the training loader. `ddp_profile --record` turns
-every process's events into the rank's native trace (runtime/launch/user_job/companion_trace.cpp).
+every process's events into the rank's native trace (traces/native/datapath_import.h).
 
 Times are CLOCK_MONOTONIC (time.monotonic_ns): one clock for a rank's training process and its DataLoader workers
 (same host); the handshake (clock.py) puts the ranks on rank 0's. Writes go out with one os.write per flush, so
