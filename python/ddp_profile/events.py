@@ -90,10 +90,12 @@ class EventLog:
         with self.lock:
             self.buf += e
 
-    def flush_if_due(self) -> None:
-        """Flushes when _FLUSH_EVERY_NS have passed since the last flush."""
-        if time.monotonic_ns() - self.flushed_at >= _FLUSH_EVERY_NS:
-            self.flush()
+    def flush_if_due(self) -> bool:
+        """Flushes when _FLUSH_EVERY_NS have passed since the last flush; says whether it did."""
+        if time.monotonic_ns() - self.flushed_at < _FLUSH_EVERY_NS:
+            return False
+        self.flush()
+        return True
 
     def flush(self) -> None:
         self.flushed_at = time.monotonic_ns()

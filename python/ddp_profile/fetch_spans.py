@@ -2,11 +2,12 @@
 num_workers=0): the dataset's transform / transforms / target_transform callables (wherever a Subset or ConcatDataset
 holds them) and the loader's collate_fn are wrapped, the fetcher's fetch collects their intervals, and emit_fetch
 turns one fetch into spans: each `transform`, the `collate` less its nested transforms, and the rest as `disk_read`
-(file reads, decoding: whatever is not a transform). Where the spans go is the process's `in_progress.sink`."""
+(file reads, decoding: whatever is not a transform); a Compose's steps are timed by class (in_progress.steps). Where
+the spans go is the process's `in_progress.sink`."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import events
 
@@ -21,6 +22,7 @@ class _Fetch:
         self.parts: Optional[List[Tuple[str, int, int]]] = None
         self.depth = 0
         self.sink: Optional[Callable[[int, int, List[Tuple[str, int, int]]], None]] = None
+        self.steps: Dict[str, int] = {}  # a Compose's steps by class: ns spent in them while fetching, ever
 
 
 
@@ -60,6 +62,40 @@ class _TimedCollate(_TimedTransform):
     stage = "collate"
 
 
+class _TimedStep:
+    """One step of a Compose (torchvision v1 or v2: a `.transforms` list), its time added to its class's total while a
+    batch is fetched: which step of a slow transform costs what."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn, self.name = fn, type(fn).__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        f = in_progress
+        if f.parts is None:
+            return self.fn(*args, **kwargs)
+        t0 = _now()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            f.steps[self.name] = f.steps.get(self.name, 0) + _now() - t0
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "fn":
+            raise AttributeError(name)
+        return getattr(self.fn, name)
+
+    def __repr__(self) -> str:
+        return repr(self.fn)
+
+
+def _time_steps(fn: Any) -> None:
+    steps = getattr(fn, "transforms", None)
+    if isinstance(steps, list):
+        for i, step in enumerate(steps):
+            if callable(step) and not isinstance(step, _TimedStep):
+                steps[i] = _TimedStep(step)
+
+
 def _time_transforms(ds: Any, seen: set) -> None:
     """Wraps the transform callables of `ds` and of the datasets it wraps (Subset.dataset, ConcatDataset.datasets)."""
     if ds is None or id(ds) in seen or len(seen) > 64:
@@ -68,6 +104,7 @@ def _time_transforms(ds: Any, seen: set) -> None:
     for attr in _TRANSFORM_ATTRS:
         fn = getattr(ds, attr, None)
         if callable(fn) and not isinstance(fn, _TimedTransform):
+            _time_steps(fn)
             try:
                 setattr(ds, attr, _TimedTransform(fn))
             except Exception:  # noqa: BLE001  (a read-only property: its time stays in disk_read)

@@ -236,6 +236,7 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "clock_offset_ns": ("Int", "ns", OPTIONAL),
         "clock_uncertainty_ns": ("Int", "ns", OPTIONAL),
         "clock_rounds": ("Int", "", OPTIONAL),
+        "transform_steps": ("Json", "", OPTIONAL),
     },
 
 }

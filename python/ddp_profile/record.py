@@ -14,7 +14,7 @@ from typing import Any, Optional
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from . import clock, events, layout, loader_spans
+from . import clock, events, fetch_spans, layout, loader_spans
 from .recorder import Recorder
 from .step_spans import StepSpans
 
@@ -69,7 +69,10 @@ class ProfileRecorder(Recorder):
             self._stop()
 
     def at_exit(self, failed: bool) -> None:
-        events.process_log(self.spans.log.run, self.spans.log.rank).flush()
+        log = events.process_log(self.spans.log.run, self.spans.log.rank)
+        if fetch_spans.in_progress.steps:  # num_workers=0: the Compose steps this process ran
+            log.set(transform_steps=dict(fetch_spans.in_progress.steps))
+        log.flush()
         try:
             self._stop()
         except Exception as e:  # noqa: BLE001

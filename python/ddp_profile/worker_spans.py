@@ -6,6 +6,7 @@ the end of the user's worker_init_fn, is `worker_start`."""
 from __future__ import annotations
 
 import multiprocessing.queues
+import multiprocessing.util
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -32,7 +33,13 @@ class _Worker:
             t0, t1, parts = self.ready
             self.ready = None
             fetch_spans.emit_fetch(self.log, self.lane, t0, t1, parts, idx, max(self.pass_no, 0))
-            self.log.flush_if_due()
+            if self.log.flush_if_due():
+                self.write_steps()
+
+    def write_steps(self) -> None:
+        """The Compose steps' totals so far, into the process's header."""
+        if fetch_spans.in_progress.steps:
+            self.log.set(transform_steps=dict(fetch_spans.in_progress.steps))
 
 
 _worker: Optional[_Worker] = None
@@ -69,6 +76,7 @@ class WorkerStart:
         log = events.worker_log(self.run, self.rank, self.loader, worker_id)
         lane = log.lane("loader/%d" % worker_id)
         _worker = _Worker(log, lane, self.pass_no)
+        multiprocessing.util.Finalize(_worker, _worker.write_steps, exitpriority=11)  # before the log's close
         fetch_spans.in_progress.sink = _worker.fetched
         fetch_spans.patch_fetchers()
         from torch.utils.data._utils import fetch as f

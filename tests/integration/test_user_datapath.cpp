@@ -122,6 +122,8 @@ TEST_F(UserDatapath, ASlowTransformOnOneRankIsNamedAtItsStageAndRank) {
   EXPECT_EQ((*c)["stage"], "transform") << cause_text(c);
   EXPECT_EQ((*c)["rank"], 1) << cause_text(c);
   EXPECT_NE(r.output.find("rank 1's loader is slow in transform"), std::string::npos) << r.output;
+  // Which step of the Compose: the planted one (the script's Sleep step) costs the most.
+  EXPECT_NE(r.output.find("; of it: Sleep "), std::string::npos) << r.output;
 }
 
 TEST_F(UserDatapath, ASlowReadOnOneRankIsNamedAsTheRead) {

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "traces/analysis/analysis_attribution.h"
 #include "traces/analysis/analysis_measures.h"
@@ -50,6 +52,19 @@ void explain_collective(StallCause& c, nlohmann::json& ev, const std::vector<Ran
           c.lost_ms_per_step, cnt, bytes / 1e6, bus, ov);
 }
 
+// "; of it: Sleep 62%, RandomResizedCrop 21%, ToTensor 9%": a Compose's three costliest steps, when they were timed.
+std::string transform_steps_text(const std::map<std::string, double>& steps) {
+  std::vector<std::pair<double, std::string>> by_cost;
+  double total = 0;
+  for (const auto& [name, v] : steps) by_cost.push_back({v, name}), total += v;
+  if (total <= 0) return "";
+  std::sort(by_cost.rbegin(), by_cost.rend());
+  std::string out = "; of it: ";
+  for (size_t i = 0; i < by_cost.size() && i < 3; ++i)
+    out += fmt("%s%s %.0f%%", i ? ", " : "", by_cost[i].second.c_str(), 100 * by_cost[i].first / total);
+  return out;
+}
+
 // A loader stage of rank r: its per-batch times against the other ranks' and the loader's supply against demand.
 void explain_loader(StallCause& c, Stage stage, nlohmann::json& ev, const RankAnalysis& r,
                     const std::vector<RankAnalysis>& ra) {
@@ -68,9 +83,11 @@ void explain_loader(StallCause& c, Stage stage, nlohmann::json& ev, const RankAn
   if (L.queue_empty_fraction >= 0) ev["queue_empty_fraction"] = L.queue_empty_fraction;
   const double mine = loader_ms_per_batch(r, stage);
   ev["workers_needed"] = L.workers_needed;
-  c.explanation =
-      fmt("rank %d's loader is slow in %s (%.2f ms/batch%s); %s", c.rank, c.stage.c_str(), mine,
-          ra.size() > 1 ? fmt(" vs %.2f on other ranks", peer[c.stage]).c_str() : "", loader_supply_text(L).c_str());
+  if (!L.transform_steps_ms.empty()) ev["transform_steps_ms"] = L.transform_steps_ms;
+  c.explanation = fmt("rank %d's loader is slow in %s (%.2f ms/batch%s%s); %s", c.rank, c.stage.c_str(), mine,
+                      ra.size() > 1 ? fmt(" vs %.2f on other ranks", peer[c.stage]).c_str() : "",
+                      stage == Stage::transform ? transform_steps_text(L.transform_steps_ms).c_str() : "",
+                      loader_supply_text(L).c_str());
 }
 
 // Waits for data while rank r's DataLoader workers were starting: how often they start and what a start costs.

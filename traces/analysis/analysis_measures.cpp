@@ -1,6 +1,7 @@
 #include "traces/analysis/analysis_measures.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <set>
 #include <utility>
@@ -126,6 +127,9 @@ void add_loader_measures(RankAnalysis& r, const RankData& d, const nlohmann::jso
           break;
         }
   if (r.steps) L.start_wait_ms = ms(start_wait) / static_cast<double>(r.steps);
+  const std::string prefix = kTransformStepMeta;
+  for (auto it = d.trace->meta.lower_bound(prefix); it != d.trace->meta.end() && it->first.rfind(prefix, 0) == 0; ++it)
+    L.transform_steps_ms[it->first.substr(prefix.size())] = ms(std::strtod(it->second.c_str(), nullptr));
   const auto& q = d.counters[static_cast<int>(Counter::loader_queue_depth)];
   if (!q.empty()) {
     int64_t a = d.steps.at(d.analysed.front()).t0, b = d.steps.at(d.analysed.back()).t1;

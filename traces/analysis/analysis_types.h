@@ -58,18 +58,19 @@ struct AllreduceStats {
 
 struct LoaderStats {
   int workers = 0;
-  double batches = 0;                          // batches the analysed steps consumed
-  std::map<std::string, double> ms_per_batch;  // disk_read, transform, pin: mean per batch
-  double batch_ms = 0;                         // sum of the above: one worker's time for one batch
-  double supply_ms_per_batch = 0;              // batch_ms / workers: the loader's best rate
-  double demand_ms_per_batch = 0;              // main-thread time per micro-step excluding wait_data
-  double utilization = 0;                      // supply / demand; > 1 means the loader cannot keep up
-  int workers_needed = 0;                      // ceil(batch_ms / demand): the workers that would keep up
-  double queue_empty_fraction = -1;            // share of loader_queue_depth samples at 0; -1 when not recorded
-  int worker_starts = 0;                       // worker processes started (worker_start spans), in any step
-  int passes_starting_workers = 0;             // loader passes that started workers (1: persistent workers)
-  double worker_start_ms = 0;                  // mean start-up of one worker, worker_init_fn included
-  double start_wait_ms = 0;                    // per analysed step: waits for data while workers were starting
+  double batches = 0;                                // batches the analysed steps consumed
+  std::map<std::string, double> ms_per_batch;        // disk_read, transform, pin: mean per batch
+  double batch_ms = 0;                               // sum of the above: one worker's time for one batch
+  double supply_ms_per_batch = 0;                    // batch_ms / workers: the loader's best rate
+  double demand_ms_per_batch = 0;                    // main-thread time per micro-step excluding wait_data
+  double utilization = 0;                            // supply / demand; > 1 means the loader cannot keep up
+  int workers_needed = 0;                            // ceil(batch_ms / demand): the workers that would keep up
+  double queue_empty_fraction = -1;                  // share of loader_queue_depth samples at 0; -1 when not recorded
+  int worker_starts = 0;                             // worker processes started (worker_start spans), in any step
+  int passes_starting_workers = 0;                   // loader passes that started workers (1: persistent workers)
+  double worker_start_ms = 0;                        // mean start-up of one worker, worker_init_fn included
+  double start_wait_ms = 0;                          // per analysed step: waits for data while workers were starting
+  std::map<std::string, double> transform_steps_ms;  // a Compose's steps by class, whole run (a user's job)
 };
 
 struct RankAnalysis {

@@ -11,6 +11,10 @@
 
 namespace ddp {
 
+// Meta key prefix of a user's rank (traces/native/datapath_import.h): "transform_step/<class>" = the ns its loader
+// spent in that step of a Compose, for the analysis to say which step of a slow transform costs what.
+inline constexpr const char* kTransformStepMeta = "transform_step/";
+
 // One rank's trace as read from its native file.
 struct RankTrace {
   uint32_t rank = 0;

@@ -142,6 +142,20 @@ const Process* training_process(const std::vector<Process>& procs) {
   return best;
 }
 
+// The Compose steps' totals of the rank's processes (the training process, the training loader's workers), as meta
+// "transform_step/<class>" = ns: the analysis says which step of a slow transform costs what.
+void add_transform_steps(RankTrace& t, const Process& main, const std::vector<Process>& procs,
+                         const std::optional<int64_t>& train) {
+  std::map<std::string, int64_t> ns;
+  for (const Process& p : procs) {
+    const bool mine = &p == &main || (train && p.header.role == "worker" && p.header.loader == train);
+    if (!mine || !p.header.transform_steps || !p.header.transform_steps->is_object()) continue;
+    for (const auto& [name, v] : p.header.transform_steps->items())
+      if (v.is_number_integer() && v.get<int64_t>() > 0) ns[name] += v.get<int64_t>();
+  }
+  for (const auto& [name, total] : ns) t.meta[std::string(kTransformStepMeta) + name] = std::to_string(total);
+}
+
 bool build_rank(int rank, const std::vector<Process>& procs, RankTrace& t, std::vector<std::string>& notes) {
   const Process* main = training_process(procs);
   if (main == nullptr) return false;
@@ -168,6 +182,7 @@ bool build_rank(int rank, const std::vector<Process>& procs, RankTrace& t, std::
     for (const auto& l : p.header.lanes) map.push_back(lane_of(t, l));
     read_events(p, map, t.events, notes);
   }
+  add_transform_steps(t, *main, procs, train);
   if (other_loaders)
     notes.push_back("rank " + std::to_string(rank) + ": " + std::to_string(other_loaders) +
                     " worker process(es) of loaders other than the training loader left out");

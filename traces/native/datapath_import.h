@@ -9,7 +9,8 @@
 //   - only the training loader's workers (the header's train_loader): a validation loader's are left out, said once;
 //   - a loader span carries the step that consumed its batch, found by (pass, batch) from the main thread's
 //     wait_data for it; a batch never consumed (prefetched when the job ended) takes the step running at its start;
-//   - the clock: the handshake's offset and uncertainty as the rank's start measurement.
+//   - the clock: the handshake's offset and uncertainty as the rank's start measurement;
+//   - the Compose steps' totals of its processes as meta (kTransformStepMeta).
 // A damaged file (an events file cut inside an event, an event naming a lane or stage its header does not) loses what
 // is damaged, with a note naming the file; a header that breaks the contract is an error naming it.
 #include <string>

@@ -165,3 +165,49 @@ def _pid_of_rank0(tmp_path):
     for h in glob.glob(os.path.join(str(tmp_path), layout.DATAPATH_DIR, "rank0.p*.json")):
         return json.load(open(h))["pid"]
     raise AssertionError("rank 0 wrote no header")
+
+
+def test_a_composes_steps_are_timed_by_class():
+    """A torchvision-style Compose (a `.transforms` list) has each step timed by class while a batch is fetched."""
+    class Slow:
+        def __call__(self, x):
+            time.sleep(0.003)
+            return x
+
+    class Fast:
+        def __call__(self, x):
+            return x + 1
+
+    class Compose:
+        def __init__(self, transforms):
+            self.transforms = transforms
+
+        def __call__(self, x):
+            for t in self.transforms:
+                x = t(x)
+            return x
+
+    class Data(torch.utils.data.Dataset):
+        transform = None
+
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return self.transform(torch.tensor(float(i)))
+
+    ds = Data()
+    ds.transform = Compose([Fast(), Slow()])
+    seen = []
+    fetch_spans.in_progress.steps.clear()
+    fetch_spans.in_progress.sink = lambda t0, t1, parts: seen.append(parts)
+    fetch_spans.patch_fetchers()
+    fetcher = torch.utils.data._utils.fetch._MapDatasetFetcher(ds, True, torch.utils.data.default_collate, False)
+    try:
+        out = fetcher.fetch([0, 1, 2, 3])
+    finally:
+        fetch_spans.in_progress.sink = None
+    assert out.tolist() == [1.0, 2.0, 3.0, 4.0]
+    steps = fetch_spans.in_progress.steps
+    assert set(steps) == {"Fast", "Slow"} and steps["Slow"] > 4 * 2_500_000 > steps["Fast"]
+    assert [p[0] for p in seen[0]].count("transform") == 4
