@@ -103,8 +103,11 @@ TEST_F(UserDatapath, EveryStepEveryWorkerEveryBucketAndTheClockAreRecorded) {
   }
   const nlohmann::json m = ddptest::read_json(r.dir + "/manifest.json");
   ASSERT_EQ(m["clock"]["ranks"].size(), 2u) << m.dump();
-  EXPECT_EQ(m["clock"]["ranks"][1]["rounds"], 9);
-  EXPECT_LT(std::abs(m["clock"]["ranks"][1]["offset_ms"].get<double>()), 5.0) << "one host: one monotonic clock";
+  for (const auto& rk : m["clock"]["ranks"]) {  // measured for every rank (rank 0 against itself: offset 0)
+    EXPECT_EQ(rk["rounds"], 9) << rk.dump();
+    EXPECT_GE(rk["uncertainty_ms"].get<double>(), 0) << rk.dump();
+  }
+  EXPECT_EQ(m["clock"]["ranks"][0]["offset_ms"], 0.0);
   // Bytes are known: bandwidth is reported, not "message sizes are not in the trace".
   for (const auto& rk : r.a["ranks"]) EXPECT_GT(rk["allreduce"]["bytes_per_step"].get<double>(), 0) << rk.dump();
   // A balanced run blames no data stage.
@@ -159,6 +162,7 @@ TEST_F(UserDatapath, WorkersRestartedEveryEpochAreNamedWithPersistentWorkers) {
 TEST_F(UserDatapath, NoWorkersSplitsTheFetchOnTheMainThread) {
   Recorded r = record("no_workers", {"--workers", "0", "--slow-transform", "1:3"});
   ASSERT_EQ(r.code, 0) << r.output;
+  // By construction: 128 images a rank and epoch, 2 epochs, 3 ms of spinning each in rank 1's Sleep step.
   EXPECT_GT(r.seconds(1, ddp::Stage::transform, "main"), 0.3);
   EXPECT_GT(r.seconds(0, ddp::Stage::disk_read, "main"), 0);
   const nlohmann::json* c = r.top_cause();
