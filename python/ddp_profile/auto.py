@@ -46,6 +46,7 @@ class _Iteration:
         self.loader = loader
         self.epoch: Optional[int] = None
         self.fetched = 0
+        self.draw_pass: Optional[int] = None  # the sampler's pass its batches come from (sampling.Draws)
 
 
 class _Fetched:
@@ -150,6 +151,9 @@ class Auto:
             return  # the training batches come through dp.loader: another loader's are not the training's
         if self.train_loader is not None and it.loader is not self.train_loader:
             return  # a validation loader's batch: not the training's data
+        if it.fetched == 0:  # its sampler's pass has opened by now, and is the latest
+            draws = record_loader(it.loader) if self.cfg.check else None
+            it.draw_pass = draws.opened if draws is not None else None
         self.queue.append(_Fetched(it, batch, it.fetched))
         it.fetched += 1
         while len(self.queue) > _MAX_QUEUED:
@@ -164,7 +168,7 @@ class Auto:
         """A batch fetched and never trained on (a resume skipping ahead, a framework's look-ahead at the end)."""
         c = current()
         if c is not None and e.it.loader is self.train_loader:
-            c.recorder.drop_batch(e.batch)
+            c.recorder.drop_batch(e.batch, e.it.draw_pass)
 
     def _consume(self, args: Any, kwargs: Any) -> None:
         """The batch this training forward takes: recorded as dp.loader records a yielded batch."""
@@ -182,8 +186,12 @@ class Auto:
         if not mine:
             return
         x = _first_tensor(args, kwargs)
-        pick = next((e for e in mine if x is not None and any(_same_tensor(x, t) for t in first_tensors(e.batch))),
-                    mine[0])
+        # The batch whose tensor the forward was given, else one equal to it: a peek at the first batch
+        # (`next(iter(loader))`) queues a batch equal to the one the next pass trains on, and is not it.
+        pick = next((e for e in mine if x is not None and any(x is t for t in first_tensors(e.batch))), None)
+        if pick is None:
+            pick = next((e for e in mine if x is not None and any(_same_tensor(x, t) for t in first_tensors(e.batch))),
+                        mine[0])
         while self.queue:
             e = self.queue.popleft()
             if e is pick:
@@ -193,7 +201,7 @@ class Auto:
         if it.epoch is None:
             it.epoch = c.begin_epoch(it.loader)
         c.in_epoch = True
-        c.on_batch(pick.batch, it.epoch, pick.index)
+        c.on_batch(pick.batch, it.epoch, pick.index, it.draw_pass)
         c.batch_in_epoch = pick.index + 1
 
     # -- the model --------------------------------------------------------------------------------------------------

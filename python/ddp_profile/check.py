@@ -23,7 +23,7 @@ from .frameworks import scheduler_rule
 from .ground import dropouts, to_device
 from .numerics import Numerics
 from .recorder import Recorder
-from .sampling import batch_len, record, record_loader, take
+from .sampling import batch_len, pass_epoch, record, record_loader, take
 from .training import Training, outside_optimizer
 
 
@@ -85,10 +85,12 @@ class CheckRecorder(Recorder):
     def first_batch(self, loader: Any) -> None:
         self.dataset_probe = probe(getattr(loader, "dataset", None))
 
-    def on_batch(self, batch: Any, epoch: int, b: int, micro: int) -> None:
-        s = self.c.sampler_in_use()
-        self.pending.append({"epoch": epoch, "sampler_epoch": getattr(s, "epoch", None), "micro": micro,
-                             "batch": b, "indices": take(self.stream, batch_len(batch))})
+    def on_batch(self, batch: Any, epoch: int, b: int, micro: int, draw_pass: Optional[int] = None) -> None:
+        sampler_epoch = pass_epoch(self.stream, draw_pass)
+        if sampler_epoch is None:
+            sampler_epoch = getattr(self.c.sampler_in_use(), "epoch", None)
+        self.pending.append({"epoch": epoch, "sampler_epoch": sampler_epoch, "micro": micro,
+                             "batch": b, "indices": take(self.stream, batch_len(batch), draw_pass)})
         # Every rank joins the gather while the script has a loss (rank 0 may have dropped its reference since).
         if self.numerics.verifying(self.c.steps) and self.c.loss_fn is not None:
             mine = to_device(batch, "cpu")
@@ -99,9 +101,9 @@ class CheckRecorder(Recorder):
             else:
                 self.numerics.add_union([mine])
 
-    def drop_batch(self, batch: Any) -> None:
-        """A batch fetched and never trained on: its indices are taken off the stream."""
-        take(self.stream, batch_len(batch))
+    def drop_batch(self, batch: Any, draw_pass: Optional[int] = None) -> None:
+        """A batch fetched and never trained on: its indices are taken off its pass."""
+        take(self.stream, batch_len(batch), draw_pass)
 
     # -- the step ---------------------------------------------------------------------------------------------------
     def forward_pre(self, step: int, micro: int) -> None:

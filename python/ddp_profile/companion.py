@@ -213,13 +213,13 @@ class Companion:
         self.hb.epoch(e)
         return e
 
-    def on_batch(self, batch: Any, epoch: int, b: int) -> None:
+    def on_batch(self, batch: Any, epoch: int, b: int, draw_pass: Optional[int] = None) -> None:
         if self.first_batch is None:
             ts = first_tensors(batch)
             self.first_batch = {k: {"shape": list(t.shape), "dtype": _dtype(t)} for k, t in zip(("x", "y"), ts)}
             self.recorder.first_batch(self.loader_obj)
             self.write_meta()
-        self.recorder.on_batch(batch, epoch, b, self.batches_in_step)
+        self.recorder.on_batch(batch, epoch, b, self.batches_in_step, draw_pass)
         self.batches_in_step += 1
 
     # -- hooks ------------------------------------------------------------------------------------------------------

@@ -149,6 +149,7 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
     "training": {
         "step": ("Int", "steps", REQUIRED),
         "rss": ("Int", "bytes", REQUIRED),
+        "heap": ("Int", "bytes", OPTIONAL),
         "cuda_allocated": ("Int", "bytes", OPTIONAL),
         "cuda_reserved": ("Int", "bytes", OPTIONAL),
         "params": ("Int", "", OPTIONAL),
@@ -162,6 +163,9 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "unchanged": ("StringList", "", OPTIONAL),
         "lrs": ("FloatList", "", OPTIONAL),
         "scheduler_steps": ("Int", "", OPTIONAL),
+        "backwards": ("Int", "", OPTIONAL),
+        "stale_grads": ("Bool", "", OPTIONAL),
+        "step_before_backward": ("Bool", "", OPTIONAL),
         "first_nonfinite_layer": (NESTED + "nonfinite_layer", "", OPTIONAL),
     },
     "sampler_info": {

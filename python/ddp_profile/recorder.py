@@ -16,11 +16,13 @@ class Recorder:
     def first_batch(self, loader: Any) -> None:
         """The first training batch was taken from `loader`."""
 
-    def on_batch(self, batch: Any, epoch: int, b: int, micro: int) -> None:
-        """A training forward takes `batch`, the b-th of `epoch`, micro-batch `micro` of the current step."""
+    def on_batch(self, batch: Any, epoch: int, b: int, micro: int, draw_pass: Optional[int] = None) -> None:
+        """A training forward takes `batch`, the b-th of `epoch`, micro-batch `micro` of the current step; it came
+        from the sampler's pass `draw_pass` (sampling.Draws; None: the latest)."""
 
-    def drop_batch(self, batch: Any) -> None:
-        """A batch was fetched and never trained on (a resume skipping ahead, a framework's look-ahead)."""
+    def drop_batch(self, batch: Any, draw_pass: Optional[int] = None) -> None:
+        """A batch of pass `draw_pass` was fetched and never trained on (a peek, a resume skipping ahead, a
+        framework's look-ahead)."""
 
     def forward_pre(self, step: int, micro: int) -> None:
         """Before the DDP model's forward."""

@@ -1,5 +1,10 @@
 """The order in which the DataLoader actually drew dataset indices: the sampler instance's class is swapped for a
-subclass whose __iter__ appends every index it yields to a stream; batch k then takes the next len(batch) indices."""
+subclass whose __iter__ opens a pass (Draws) and appends every index it yields to it; batch k of a pass then takes
+the pass's next len(batch) indices.
+
+A pass is kept apart from the next because loaders are not always drained in turn: a peek at the first batch
+(`next(iter(loader))`, PyTorch's DDP tutorial does it every epoch) opens a pass that is abandoned, and its batch,
+dropped as never trained on, must not take its indices from the pass that follows."""
 from __future__ import annotations
 
 import collections
@@ -7,6 +12,36 @@ from typing import Any, Deque, Dict, List, Optional
 
 _STREAM = "_ddp_profile_stream"
 _SUBCLASSES: Dict[type, type] = {}
+_KEPT_PASSES = 4  # a pass older than this many later ones is abandoned for good
+
+
+class Pass:
+    """One __iter__ of a sampler: what it yielded, in order, and the sampler's own epoch when it began (the epoch a
+    DistributedSampler's permutation used, whatever set_epoch does while the pass runs)."""
+
+    def __init__(self, number: int, epoch: Optional[int]) -> None:
+        self.number, self.epoch = number, epoch
+        self.drawn: Deque[Any] = collections.deque()
+
+
+class Draws:
+    """A sampler's passes, the latest last."""
+
+    def __init__(self) -> None:
+        self.passes: Deque[Pass] = collections.deque(maxlen=_KEPT_PASSES)
+        self.opened = 0
+
+    def open(self, epoch: Any) -> Pass:
+        self.opened += 1
+        p = Pass(self.opened, epoch if isinstance(epoch, int) else None)
+        self.passes.append(p)
+        return p
+
+    def get(self, number: Optional[int] = None) -> Optional[Pass]:
+        """Pass `number`, or the latest when None (a loader drained in turn)."""
+        if number is None:
+            return self.passes[-1] if self.passes else None
+        return next((p for p in self.passes if p.number == number), None)
 
 
 def _recording(cls: type) -> type:
@@ -15,10 +50,9 @@ def _recording(cls: type) -> type:
         base_iter = cls.__iter__  # type: ignore[attr-defined]
 
         def __iter__(self: Any) -> Any:
-            stream: Deque[Any] = getattr(self, _STREAM)
-            stream.clear()  # a new pass: what the last one drew but never batched (drop_last) is dropped
+            drawn = getattr(self, _STREAM).open(getattr(self, "epoch", None)).drawn
             for i in base_iter(self):
-                stream.append(i)
+                drawn.append(i)
                 yield i
 
         def __reduce_ex__(self: Any, protocol: Any) -> Any:  # pickles as the user's own class
@@ -38,18 +72,18 @@ def _rebuild(cls: type, state: Dict[str, Any]) -> Any:
     return obj
 
 
-def record(sampler: Any) -> Optional[Deque[Any]]:
-    """Start recording a sampler's draws; returns its stream (None when the sampler cannot be wrapped)."""
+def record(sampler: Any) -> Optional[Draws]:
+    """Start recording a sampler's draws; returns them (None when the sampler cannot be wrapped)."""
     if sampler is None:
         return None
     s = getattr(sampler, _STREAM, None)
     if s is not None:
         return s
     try:
-        stream: Deque[Any] = collections.deque()
-        setattr(sampler, _STREAM, stream)
+        draws = Draws()
+        setattr(sampler, _STREAM, draws)
         sampler.__class__ = _recording(type(sampler))
-        return stream
+        return draws
     except (TypeError, AttributeError):
         return None
 
@@ -66,17 +100,28 @@ def own_batch_sampler(loader: Any) -> Any:
     return bs
 
 
-def record_loader(loader: Any, sampler: Any = None) -> Optional[Deque[Any]]:
+def record_loader(loader: Any, sampler: Any = None) -> Optional[Draws]:
     """What a loader draws: its own batch sampler's batches, else the given sampler's (or the loader's) indices."""
     bs = own_batch_sampler(loader) if sampler is None else None
     return record(bs if bs is not None else (sampler if sampler is not None else getattr(loader, "sampler", None)))
 
 
-def take(stream: Optional[Deque[Any]], n: int) -> List[Any]:
-    """The next batch's indices: the next n of a sampler's stream, or the next whole batch of a batch sampler's."""
+def take(draws: Optional[Draws], n: int, number: Optional[int] = None) -> List[Any]:
+    """The next batch's indices from pass `number` (the latest when None): its next n indices, or its next whole
+    batch when a batch sampler was recorded."""
+    p = draws.get(number) if draws is not None else None
+    return _take(p.drawn, n) if p is not None else []
+
+
+def pass_epoch(draws: Optional[Draws], number: Optional[int] = None) -> Optional[int]:
+    p = draws.get(number) if draws is not None else None
+    return p.epoch if p is not None else None
+
+
+def _take(stream: Deque[Any], n: int) -> List[Any]:
     if stream and isinstance(stream[0], (list, tuple)):
         whole = stream.popleft()
-        return take(collections.deque(whole), len(whole))
+        return _take(collections.deque(whole), len(whole))
     out: List[Any] = []
     while stream and len(out) < n:
         i = stream.popleft()

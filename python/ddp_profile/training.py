@@ -8,11 +8,14 @@ Python records, C++ judges (runtime/check/judges_training.cpp, judges_memory.cpp
 - the modules a training forward (grad enabled) ran in eval mode, and whether the model itself was in train mode;
 - the learning rate of each param_group and the scheduler's own step count (last_epoch): how often it stepped;
 - in verified steps, the parameters the optimizer step left unchanged;
-- memory: the process's resident set, and on CUDA the caching allocator's allocated/reserved bytes.
+- memory: the bytes the C heap has handed out and not had back (glibc's mallinfo2: what tensors, graphs and buffers
+  hold, blind to the pages an allocator keeps after a free), the process's resident set, and on CUDA the caching
+  allocator's allocated/reserved bytes.
 The parameters that require grad but are in no optimizer param_group are named once, in the companion's meta.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from typing import Any, Dict, List, Optional
 
@@ -22,6 +25,7 @@ import torch.nn as nn
 from . import files
 from .ground import copy_without_hooks, leaves, live_objects
 from .hashing import same_bits
+from .iteration import Iteration
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # Modules whose forward differs between train and eval mode: what a forgotten model.train() changes.
@@ -35,6 +39,35 @@ def resident_bytes() -> int:
             return int(f.read().split()[1]) * _PAGE
     except (OSError, IndexError, ValueError):
         return 0
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _mallinfo2() -> Any:
+    try:
+        f = ctypes.CDLL(None).mallinfo2  # glibc >= 2.33; absent under musl
+    except (OSError, AttributeError):
+        return None
+    f.restype, f.argtypes = _Mallinfo2, []
+    return f
+
+
+_MALLINFO2 = _mallinfo2()
+
+
+def heap_in_use() -> Optional[int]:
+    """Bytes malloc has handed out and not had back, over every arena (uordblks) and its own mmaps (hblkhd): a
+    tensor's storage, an autograd node, a buffer. Unlike the resident set it does not move when an allocator keeps
+    or returns freed pages, so a steady job is flat to the byte. None without glibc's mallinfo2, or when another
+    allocator (jemalloc, tcmalloc preloaded) serves malloc and glibc's heap stays empty."""
+    if _MALLINFO2 is None:
+        return None
+    m = _MALLINFO2()
+    used = int(m.uordblks) + int(m.hblkhd)
+    return used if used > 0 else None
 
 
 def outside_optimizer(module: nn.Module, optimizer: Any) -> List[str]:
@@ -92,12 +125,14 @@ class Training:
         self.localized_written = False
         self._rng: Any = None
         self._grads: Dict[str, Any] = {}
+        self.iteration = Iteration([p for _, p in self.params])
 
     # -- forward ------------------------------------------------------------------------------------------------------
     def forward_pre(self) -> None:
         if not torch.is_grad_enabled():  # a validation forward: not part of training
             return
         self.training_forwards += 1
+        self.iteration.forward()
         self.model_in_eval |= not self.module.training
         for n, m in self.mode_modules:
             if not m.training and n not in self.eval_modules:
@@ -137,6 +172,7 @@ class Training:
 
     # -- the optimizer step ------------------------------------------------------------------------------------------
     def before_step(self) -> None:
+        self.iteration.before_update()
         with_grad = [(n, p.grad) for n, p in self.params if p.grad is not None]
         norms: List[float] = []
         if with_grad:  # float32 norms: a float16 gradient's norm overflows float16 long before its elements do
@@ -165,7 +201,11 @@ class Training:
             "scheduler_steps": getattr(self.scheduler, "last_epoch", None) if self.scheduler is not None else None,
             "rss": resident_bytes(),
         }
+        heap = heap_in_use()
+        if heap is not None:
+            line["heap"] = heap
         line.update(self._grads)
+        line.update(self.iteration.step_fields())
         if before is not None:  # a verified step: its pre-step parameters were dumped
             line["unchanged"] = [n for n, p in self.params if n in before and same_bits(p, before[n])]
         if self.localized is not None and not self.localized_written:

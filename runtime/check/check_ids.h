@@ -10,6 +10,7 @@ inline constexpr const char* kLearns = "train.learns";
 inline constexpr const char* kFinite = "numerics.finite";
 inline constexpr const char* kMode = "train.mode";
 inline constexpr const char* kSchedule = "train.schedule";
+inline constexpr const char* kIteration = "train.iteration";
 inline constexpr const char* kReference = "numerics.reference";
 inline constexpr const char* kRankSync = "numerics.rank_sync";
 inline constexpr const char* kMemory = "memory.steady";

@@ -47,6 +47,7 @@ CheckResult learns(LadderState& L) { return judge_learns(L.subject.training(L.ma
 CheckResult finite(LadderState& L) { return judge_finite(L.subject.training(L.main)); }
 CheckResult mode(LadderState& L) { return judge_mode(L.subject.training(L.main)); }
 CheckResult schedule(LadderState& L) { return judge_schedule(L.subject.training(L.main)); }
+CheckResult iteration(LadderState& L) { return judge_iteration(L.subject.training(L.main)); }
 CheckResult memory(LadderState& L) { return judge_memory(L.subject.training(L.main)); }
 CheckResult no_sync(LadderState& L) { return judge_no_sync(L.subject.no_sync(L.main)); }
 CheckResult checkpoint_complete(LadderState& L) { return judge_checkpoint_complete(L.subject.checkpoints(L.main)); }
@@ -64,6 +65,7 @@ const std::vector<CheckEntry>& check_table() {
       {check_id::kFinite, EvidenceFrom::main_run, kUserScript, finite},
       {check_id::kMode, EvidenceFrom::main_run, kUserScript, mode},
       {check_id::kSchedule, EvidenceFrom::main_run, kUserScript, schedule},
+      {check_id::kIteration, EvidenceFrom::main_run, kUserScript, iteration},
       {check_id::kReference, EvidenceFrom::main_run, kEverySubject, numerics_reference},
       {check_id::kRankSync, EvidenceFrom::main_run, kEverySubject, rank_sync},
       {check_id::kMemory, EvidenceFrom::main_run, kEverySubject, memory},

@@ -34,6 +34,7 @@ bool training_step(const records::training& l, TrainingFields fields, TrainingSt
   t = TrainingStep{};
   t.step = l.step;
   t.rss = l.rss;
+  t.heap = l.heap;
   t.cuda_allocated = l.cuda_allocated.value_or(-1);
   if (fields == TrainingFields::memory) return true;
   // The companion writes these on every line (python/ddp_profile/training.py): one missing is a broken contract.
@@ -45,7 +46,8 @@ bool training_step(const records::training& l, TrainingFields fields, TrainingSt
   if (!need(l.params, "params") || !need(l.forwards, "forwards") || !need(l.output_finite, "output_finite") ||
       !need(l.model_in_eval, "model_in_eval") || !need(l.eval_modules, "eval_modules") ||
       !need(l.grad_zero, "grad_zero") || !need(l.grad_nonfinite, "grad_nonfinite") || !need(l.grad_none, "grad_none") ||
-      !need(l.lrs, "lrs"))
+      !need(l.lrs, "lrs") || !need(l.backwards, "backwards") || !need(l.stale_grads, "stale_grads") ||
+      !need(l.step_before_backward, "step_before_backward"))
     return false;
   t.params = static_cast<int>(*l.params);
   t.forwards = static_cast<int>(*l.forwards);
@@ -58,6 +60,9 @@ bool training_step(const records::training& l, TrainingFields fields, TrainingSt
   t.verified = l.unchanged.has_value();
   t.unchanged = l.unchanged.value_or(std::vector<std::string>{});
   t.lrs = *l.lrs;
+  t.backwards = static_cast<int>(*l.backwards);
+  t.stale_grads = *l.stale_grads;
+  t.step_before_backward = *l.step_before_backward;
   t.scheduler_steps = l.scheduler_steps.value_or(-1);
   if (l.first_nonfinite_layer) t.first_nonfinite_layer = l.first_nonfinite_layer->layer.value_or("");
   return true;

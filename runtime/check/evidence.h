@@ -32,6 +32,11 @@ struct ConsumedBatch {
 // Every batch a rank logged; empty with `error` when the log is missing or has a damaged line.
 std::vector<ConsumedBatch> read_consumed(const std::string& run_dir, int rank, std::string& error);
 
+// What a rank's sampler said of itself (the companion's meta); absent where it has no such setting.
+struct SamplerConfig {
+  std::optional<int64_t> seed, num_replicas, rank;
+};
+
 // What the sampler should have handed each rank.
 struct ShardExpectation {
   bool distributed = true;    // false: the loader has no DistributedSampler (every rank reads everything)
@@ -39,6 +44,7 @@ struct ShardExpectation {
   int64_t dataset_size = 0;
   bool shuffle = true;
   std::function<std::vector<int64_t>(int epoch, int rank)> expected;  // the rule's indices, in order
+  std::vector<SamplerConfig> per_rank;  // each rank's own sampler, where known: what names a broken partition
 };
 
 // --- numerics.rank_sync --------------------------------------------------------------------------------------------
@@ -172,8 +178,12 @@ struct TrainingStep {
   std::vector<std::string> unchanged;       // parameters the optimizer step left bit for bit as they were
   std::vector<double> lrs;                  // per param_group
   int64_t scheduler_steps = -1;             // the scheduler's own count (last_epoch); -1: no scheduler
+  int backwards = 0;                        // backward passes that reached the parameters since the last step
+  bool stale_grads = false;                 // the first backward after the last step found its gradients there
+  bool step_before_backward = false;        // the step ran between a training forward and its backward
   std::string first_nonfinite_layer;        // on the first non-finite forward: the first layer whose output is not
   int64_t rss = 0;                          // resident bytes
+  std::optional<int64_t> heap;              // C heap in use (glibc's mallinfo2); absent without it
   int64_t cuda_allocated = -1;              // -1: not on CUDA
 };
 // What a training log must hold: the companion's every field, or our own job's step and memory.

@@ -94,6 +94,7 @@ class UserScript final : public CheckSubject {
     ShardExpectation e;
     e.distributed = s.is_distributed;
     e.sampler_class = s.class_name.value_or("");
+    for (const auto& m : metas_) e.per_rank.push_back({m.sampler.seed, m.sampler.num_replicas, m.sampler.rank});
     if (!e.distributed) return e;
     // What the companion could not tell is absent from its meta: DistributedSampler's documented defaults stand in
     // (records.def says so, field by field).

@@ -70,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(
         Planted{"broken_shard",
                 "data.shard_rule",
                 {"--plant", "broken-shard", "--max-steps", "10"},
-                "differ from the sampler rule"},
+                "rank 0 and rank 1 read"},
         Planted{"no_set_epoch", "data.shard_rule", {"--plant", "no-set-epoch", "--dataset-size", "2000"}, "set_epoch"},
         Planted{"sum_loss", "numerics.reference", {"--loss-reduction", "sum", "--max-steps", "5"}, "sum-reduced loss"},
         Planted{"batchnorm", "numerics.reference", {"--model", "mlp-bn", "--max-steps", "5"}, "BatchNorm"},

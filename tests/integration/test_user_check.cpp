@@ -30,8 +30,8 @@ TEST_F(UserCheck, TheSeedJobInPlainPyTorchPassesTheWholeLadder) {
                     torchrun_cmd(torchrun_, 2, script, {"--ckpt", ckpt}), torchrun_);
   ASSERT_EQ(c.code, 0) << c.output;
   for (const char* id : {"env.manifest", "data.shard_rule", "data.same_dataset", "train.learns", "numerics.finite",
-                         "train.mode", "train.schedule", "numerics.reference", "numerics.rank_sync", "memory.steady",
-                         "comm.no_sync", "checkpoint.complete", "checkpoint.resume", "faults.exit"})
+                         "train.mode", "train.schedule", "train.iteration", "numerics.reference", "numerics.rank_sync",
+                         "memory.steady", "comm.no_sync", "checkpoint.complete", "checkpoint.resume", "faults.exit"})
     EXPECT_EQ(c.status(id), "pass") << id << ": " << c.summary(id);
   EXPECT_EQ(file_bytes(script), before) << "the user's script was modified";
   // The planted hang: before the ranks were ended, their Flight Recorder dumps named the collective the hung rank never

@@ -20,8 +20,8 @@ using ddptest::user_check::UserCheck;
 
 const std::string kLoop = kScripts + "/loop_job.py", kTrainer = kScripts + "/trainer_job.py";
 const std::string kTrainingChecks =
-    "data.same_dataset,train.learns,numerics.finite,train.mode,train.schedule,numerics.reference,numerics.rank_sync,"
-    "memory.steady";
+    "data.same_dataset,train.learns,numerics.finite,train.mode,train.schedule,train.iteration,numerics.reference,"
+    "numerics.rank_sync,memory.steady";
 
 TEST_F(UserCheck, ALoopWithAccumulationDropoutAndMidEpochCheckpointsPassesEveryCheck) {
   const std::string ckpt = fresh_dir("loop_ckpt.pt");
@@ -32,8 +32,8 @@ TEST_F(UserCheck, ALoopWithAccumulationDropoutAndMidEpochCheckpointsPassesEveryC
             torchrun_cmd(torchrun_, 2, kLoop, {"--ckpt", ckpt}), torchrun_);
   ASSERT_EQ(c.code, 0) << c.output;
   for (const char* id : {"env.manifest", "data.shard_rule", "data.same_dataset", "train.learns", "numerics.finite",
-                         "train.mode", "train.schedule", "numerics.reference", "numerics.rank_sync", "memory.steady",
-                         "comm.no_sync", "checkpoint.resume"})
+                         "train.mode", "train.schedule", "train.iteration", "numerics.reference", "numerics.rank_sync",
+                         "memory.steady", "comm.no_sync", "checkpoint.resume"})
     EXPECT_EQ(c.status(id), "pass") << id << ": " << c.summary(id);
   // It saves the global step, not the sampler position, and never draws from Python's random: said, not failed.
   EXPECT_EQ(c.status("checkpoint.complete"), "warn") << c.summary("checkpoint.complete");
@@ -75,6 +75,7 @@ TEST_F(UserCheck, EverySilentErrorIsNamedAtItsCause) {
       {"replaced-layer", "train.learns", "5.weight, 5.bias require grad but are in no optimizer param_group"},
       {"replaced-layer", "numerics.reference", "5.weight is in no optimizer param_group"},
       {"no-zero-grad", "numerics.reference", "optimizer.zero_grad() is not called"},
+      {"no-zero-grad", "train.iteration", "the first backward found step 0's gradients still there"},
       {"eval-mode", "train.mode", "model in eval mode (model.train() not called after model.eval()?): 2 (Dropout)"},
       {"rank-split", "data.same_dataset", "differs between rank 0 and rank 1: each rank builds its own dataset"},
       {"nan", "numerics.finite", "the forward output is not finite, first at layer"},

@@ -64,14 +64,22 @@ std::vector<std::vector<ConsumedBatch>> consumed(bool broken, bool same_order) {
   return out;
 }
 
+ShardExpectation toy_rule() {
+  ShardExpectation e;
+  e.dataset_size = 20;
+  e.shuffle = true;
+  e.expected = rule;
+  return e;
+}
+
 TEST(Checks, ShardRulePassesOnTheRuleAndCatchesBrokenShardsAndMissingSetEpoch) {
-  auto ok = check_shard_rule(consumed(false, false), 20, true, rule);
+  auto ok = check_shard_rule(consumed(false, false), toy_rule());
   EXPECT_EQ(ok.status, CheckStatus::pass) << ok.summary;
-  auto broken = check_shard_rule(consumed(true, false), 20, true, rule);
+  auto broken = check_shard_rule(consumed(true, false), toy_rule());
   EXPECT_EQ(broken.status, CheckStatus::fail);
   EXPECT_NE(broken.summary.find("rank 1"), std::string::npos) << broken.summary;
-  EXPECT_GT(broken.details["epochs"][0]["duplicates"].get<int>(), 0);
-  auto stale = check_shard_rule(consumed(false, true), 20, true, rule);
+  EXPECT_GT(broken.details["passes"][0]["duplicates"].get<int>(), 0);
+  auto stale = check_shard_rule(consumed(false, true), toy_rule());
   EXPECT_EQ(stale.status, CheckStatus::fail);
   EXPECT_NE(stale.summary.find("set_epoch"), std::string::npos) << stale.summary;
 }

@@ -23,6 +23,7 @@ TrainingEvidence healthy(int steps = 20, int ranks = 2) {
       t.step = s;
       t.params = 3;
       t.forwards = 1;
+      t.backwards = 1;
       t.verified = s < 3;
       t.lrs = {0.1 * std::pow(0.9, s)};
       t.scheduler_steps = s;
@@ -36,8 +37,8 @@ TrainingEvidence healthy(int steps = 20, int ranks = 2) {
 
 TEST(TrainingJudges, AHealthyJobPassesEveryOne) {
   const TrainingEvidence e = healthy();
-  for (const auto& r :
-       {ddp::judge_learns(e), ddp::judge_finite(e), ddp::judge_mode(e), ddp::judge_schedule(e), ddp::judge_memory(e)})
+  for (const auto& r : {ddp::judge_learns(e), ddp::judge_finite(e), ddp::judge_mode(e), ddp::judge_schedule(e),
+                        ddp::judge_memory(e), ddp::judge_iteration(e)})
     EXPECT_EQ(r.status, CheckStatus::pass) << r.id << ": " << r.summary;
 }
 
@@ -166,6 +167,82 @@ TEST(TrainingJudges, MemoryGrowingEveryStepIsALeakASteadyJobIsNot) {
   r = ddp::judge_memory(e);
   EXPECT_EQ(r.status, CheckStatus::fail);
   EXPECT_NE(r.summary.find("CUDA allocated"), std::string::npos) << r.summary;
+}
+
+// One of each per iteration: each broken order is named with the step, the rank and the counts.
+TEST(TrainingJudges, AnIterationOutOfOrderIsNamed) {
+  TrainingEvidence e = healthy(20);
+  for (auto& s : e.per_rank[0]) s.forwards = s.backwards = 2;  // accumulation: two of each, one step
+  auto r = ddp::judge_iteration(e);
+  EXPECT_EQ(r.status, CheckStatus::pass) << r.summary;
+  EXPECT_NE(r.summary.find("up to 2 forwards and backwards (accumulation)"), std::string::npos) << r.summary;
+
+  e = healthy(20);  // optimizer.step() twice per iteration: every other step saw nothing before it
+  for (auto& s : e.per_rank[1])
+    if (s.step % 2) s.forwards = s.backwards = 0;
+  r = ddp::judge_iteration(e);
+  EXPECT_EQ(r.status, CheckStatus::fail) << r.summary;
+  EXPECT_NE(r.summary.find("optimizer.step() ran 20 times for 10 iterations: 10 step(s) with no forward and no "
+                           "backward since the step before (first rank 1, step 1)"),
+            std::string::npos)
+      << r.summary;
+
+  e = healthy(20);
+  e.per_rank[0][5].stale_grads = true;
+  e.per_rank[1][3].stale_grads = true;  // the earliest step is named, whichever rank
+  r = ddp::judge_iteration(e);
+  EXPECT_EQ(r.status, CheckStatus::fail) << r.summary;
+  EXPECT_NE(r.summary.find("rank 1, step 3: the first backward found step 2's gradients still there"),
+            std::string::npos)
+      << r.summary;
+
+  e = healthy(20);
+  e.per_rank[0][4].forwards = 0;
+  r = ddp::judge_iteration(e);
+  EXPECT_NE(r.summary.find("rank 0, step 4: 1 backward(s) and no forward through the DDP model"), std::string::npos)
+      << r.summary;
+
+  e = healthy(20);
+  for (auto& s : e.per_rank[0]) s.step_before_backward = true;
+  r = ddp::judge_iteration(e);
+  EXPECT_NE(r.summary.find("rank 0, step 0: optimizer.step() ran after the forward and before its backward"),
+            std::string::npos)
+      << r.summary;
+  // Step 0 may begin before the hooks: its counts alone break nothing.
+  e = healthy(20);
+  e.per_rank[0][0].forwards = 0;
+  EXPECT_EQ(ddp::judge_iteration(e).status, CheckStatus::pass);
+}
+
+// The heap in use counts what is held: a resident set that creeps as allocators keep pages (the false alarm of
+// 36-59 KB a step seen on correct scripts) over a flat heap is steady; a heap that grows by a small kept graph each
+// step is a leak the resident set would hide.
+TEST(TrainingJudges, TheHeapInUseIsJudgedWhereItWasMeasured) {
+  TrainingEvidence e = healthy(90);
+  for (auto& rank : e.per_rank)
+    for (auto& s : rank) {
+      s.rss += 49'000 * s.step;
+      s.heap = 150'000'000 + (s.step < 3 ? 1'000'000 * s.step : 3'000'000);
+    }
+  auto r = ddp::judge_memory(e);
+  EXPECT_EQ(r.status, CheckStatus::pass) << r.summary;
+  EXPECT_NE(r.summary.find("heap in use"), std::string::npos) << r.summary;
+  EXPECT_EQ(r.details["ranks"][0]["measure"], "heap");
+  for (auto& s : e.per_rank[1]) *s.heap += 4'300 * s.step;  // the creep of correct scripts: no leak
+  r = ddp::judge_memory(e);
+  EXPECT_EQ(r.status, CheckStatus::pass) << r.summary;
+  for (auto& s : e.per_rank[0]) *s.heap += 24'000 * s.step;  // a kept graph holding activations
+  r = ddp::judge_memory(e);
+  EXPECT_EQ(r.status, CheckStatus::fail) << r.summary;
+  EXPECT_NE(r.summary.find("rank 0 grows 24 KB per step from step 9 (heap in use +1.9 MB over 81 steps)"),
+            std::string::npos)
+      << r.summary;
+  // A rank whose every step lacks the heap (no mallinfo2) falls back to its resident set, judged with wider marks.
+  for (auto& rank : e.per_rank)
+    for (auto& s : rank) s.heap.reset();
+  r = ddp::judge_memory(e);
+  EXPECT_EQ(r.status, CheckStatus::pass) << r.summary;
+  EXPECT_EQ(r.details["ranks"][0]["measure"], "rss");
 }
 
 std::optional<ddp::records::probe_info> probe(int64_t size, std::vector<std::pair<int, std::string>> items) {

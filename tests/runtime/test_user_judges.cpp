@@ -4,6 +4,7 @@
 
 #include "runtime/check/check_table.h"
 #include "runtime/check/judges.h"
+#include "runtime/check/user_numerics.h"
 #include "runtime/launch/user_job/user_job.h"
 #include "runtime/launch/user_job/user_manifest.h"
 
@@ -64,12 +65,19 @@ TEST(UserNoSync, FallsBackToDdpsSyncFlagWhenNotCounted) {
   EXPECT_NE(r.summary.find("sync flag"), std::string::npos);
 }
 
+ddp::ShardExpectation without_distributed_sampler(const std::string& sampler_class) {
+  ddp::ShardExpectation e;
+  e.distributed = false;
+  e.sampler_class = sampler_class;
+  return e;
+}
+
 TEST(UserShard, ALoaderWithoutDistributedSamplerFailsCountingTheSharedIndices) {
   std::vector<std::vector<ddp::ConsumedBatch>> per_rank(2);
   for (int r = 0; r < 2; ++r) per_rank[r].push_back({0, 0, 0, 0, {0, 1, 2, 3}});
-  auto res = ddp::judge_no_distributed_sampler(per_rank, "RandomSampler");
+  auto res = ddp::judge_no_distributed_sampler(per_rank, without_distributed_sampler("RandomSampler"));
   EXPECT_EQ(res.status, CheckStatus::fail);
-  EXPECT_NE(res.summary.find("read 4 of the same 4 indices"), std::string::npos) << res.summary;
+  EXPECT_NE(res.summary.find("rank 0 and rank 1 read 4 of the same 4 indices"), std::string::npos) << res.summary;
   EXPECT_NE(res.summary.find("DistributedSampler"), std::string::npos);
 }
 
@@ -78,13 +86,117 @@ TEST(UserShard, AnotherShardingWithDisjointRanksPassesAndOneSharedIndexFails) {
   std::vector<std::vector<ddp::ConsumedBatch>> per_rank(2);
   per_rank[0] = {{0, 0, 0, 0, {5, 1}}, {0, 1, 1, 0, {7, 2}}, {1, 0, 0, 1, {0, 3}}};
   per_rank[1] = {{0, 0, 0, 0, {0, 3}}, {0, 1, 1, 0, {6, 4}}, {1, 0, 0, 1, {5, 1}}};
-  auto res = ddp::judge_no_distributed_sampler(per_rank, "BatchSamplerShard");
+  auto res = ddp::judge_no_distributed_sampler(per_rank, without_distributed_sampler("BatchSamplerShard"));
   EXPECT_EQ(res.status, CheckStatus::pass) << res.summary;
   EXPECT_NE(res.summary.find("shard with BatchSamplerShard"), std::string::npos) << res.summary;
   per_rank[1][2].indices = {0, 5};  // epoch 1: index 5 on both ranks
-  res = ddp::judge_no_distributed_sampler(per_rank, "BatchSamplerShard");
+  res = ddp::judge_no_distributed_sampler(per_rank, without_distributed_sampler("BatchSamplerShard"));
   EXPECT_EQ(res.status, CheckStatus::fail) << res.summary;
-  EXPECT_NE(res.summary.find("in epoch 1 rank 1 read 1 of the same 2 indices"), std::string::npos) << res.summary;
+  EXPECT_NE(res.summary.find("in pass 1 rank 0 and rank 1 read 1 of the same 2 indices"), std::string::npos)
+      << res.summary;
+}
+
+// DistributedSampler's own rule over 96 items, 2 ranks, batches of 8: what each rank draws in a pass given the
+// seed, the epoch its sampler is at and the rank and world it was built with.
+struct Drawn {
+  uint64_t seed = 0;
+  int epoch = 0, rank = 0, world = 2;
+};
+std::vector<ddp::ConsumedBatch> pass_of(int pass, const Drawn& d, bool with_epoch = true) {
+  std::vector<ddp::ConsumedBatch> out;
+  const auto idx = ddp::distributed_sampler_indices(96, d.world, d.rank, true, d.seed, d.epoch, false);
+  for (size_t b = 0; b * 8 < idx.size(); ++b) {
+    ddp::ConsumedBatch c{pass, static_cast<int64_t>(b), 0, static_cast<int64_t>(b),
+                         std::vector<int64_t>(idx.begin() + b * 8, idx.begin() + std::min(idx.size(), b * 8 + 8))};
+    if (with_epoch) c.sampler_epoch = d.epoch;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+ddp::ShardExpectation distributed(std::vector<ddp::SamplerConfig> per_rank = {}) {
+  ddp::ShardExpectation e;
+  e.dataset_size = 96;
+  e.expected = [](int epoch, int rank) { return ddp::distributed_sampler_indices(96, 2, rank, true, 0, epoch, false); };
+  e.per_rank = std::move(per_rank);
+  return e;
+}
+void add(std::vector<ddp::ConsumedBatch>& to, std::vector<ddp::ConsumedBatch> more) {
+  to.insert(to.end(), more.begin(), more.end());
+}
+
+// The rule is applied at the epoch the sampler was at, not at the pass's number: a loop that counts epochs from 1,
+// or a pass that a peek at the first batch made the second of its epoch, is no fault.
+TEST(UserShard, PassesJudgedAtTheSamplersOwnEpoch) {
+  std::vector<std::vector<ddp::ConsumedBatch>> per_rank(2);
+  for (int r = 0; r < 2; ++r) {
+    add(per_rank[r], pass_of(0, {0, 1, r}));
+    add(per_rank[r], pass_of(1, {0, 2, r}));
+  }
+  auto res = ddp::judge_shard_rule(per_rank, distributed());
+  EXPECT_EQ(res.status, CheckStatus::pass) << res.summary;
+  EXPECT_NE(res.summary.find("exactly as DistributedSampler's rule says"), std::string::npos) << res.summary;
+}
+
+TEST(UserShard, SamplersSeededPerRankAreNamedWithTheOverlapAndTheUnread) {
+  std::vector<std::vector<ddp::ConsumedBatch>> per_rank(2);
+  for (int r = 0; r < 2; ++r) per_rank[r] = pass_of(0, {static_cast<uint64_t>(r), 0, r});
+  auto res = ddp::judge_shard_rule(per_rank, distributed({{0, 2, 0}, {1, 2, 1}}));
+  ASSERT_EQ(res.status, CheckStatus::fail) << res.summary;
+  const int64_t shared = res.details["passes"][0]["duplicates"], unread = res.details["passes"][0]["missing"];
+  EXPECT_GT(shared, 0);
+  EXPECT_EQ(unread, shared);  // 96 reads in all: each index read twice is one nobody read
+  EXPECT_NE(res.summary.find("rank 0 and rank 1 read " + std::to_string(shared) + " of the same 48 indices"),
+            std::string::npos)
+      << res.summary;
+  EXPECT_NE(res.summary.find(std::to_string(unread) + " of 96 never read"), std::string::npos) << res.summary;
+  EXPECT_NE(res.summary.find("seeded differently (seed 0 on rank 0, 1 on rank 1)"), std::string::npos) << res.summary;
+}
+
+TEST(UserShard, ASamplerBuiltForAnotherWorldOrRankIsNamed) {
+  std::vector<std::vector<ddp::ConsumedBatch>> per_rank(2);
+  for (int r = 0; r < 2; ++r) per_rank[r] = pass_of(0, {0, 0, 0, 1});  // DistributedSampler(ds, num_replicas=1)
+  auto res = ddp::judge_shard_rule(per_rank, distributed({{0, 1, 0}, {0, 1, 0}}));
+  ASSERT_EQ(res.status, CheckStatus::fail) << res.summary;
+  EXPECT_NE(res.summary.find("rank 0's sampler has num_replicas=1 in a world of 2"), std::string::npos) << res.summary;
+  for (int r = 0; r < 2; ++r) per_rank[r] = pass_of(0, {0, 0, 0, 2});  // both built with rank=0
+  res = ddp::judge_shard_rule(per_rank, distributed({{0, 2, 0}, {0, 2, 0}}));
+  ASSERT_EQ(res.status, CheckStatus::fail) << res.summary;
+  EXPECT_NE(res.summary.find("ranks 0 and 1 both have a sampler of rank 0"), std::string::npos) << res.summary;
+}
+
+TEST(UserShard, EpochsThatDifferBetweenRanksOrRepeatAreNamed) {
+  std::vector<std::vector<ddp::ConsumedBatch>> per_rank(2);
+  for (int r = 0; r < 2; ++r) per_rank[r] = pass_of(0, {0, r, r});  // set_epoch(epoch + rank)
+  auto res = ddp::judge_shard_rule(per_rank, distributed({{0, 2, 0}, {0, 2, 1}}));
+  ASSERT_EQ(res.status, CheckStatus::fail) << res.summary;
+  EXPECT_NE(res.summary.find("different epochs in this pass (epoch 0 on rank 0, 1 on rank 1)"), std::string::npos)
+      << res.summary;
+  for (int r = 0; r < 2; ++r) {
+    per_rank[r] = pass_of(0, {0, 0, r});
+    add(per_rank[r], pass_of(1, {0, 0, r}));
+  }
+  res = ddp::judge_shard_rule(per_rank, distributed());
+  ASSERT_EQ(res.status, CheckStatus::fail) << res.summary;
+  EXPECT_NE(res.summary.find("drew passes 0 and 1 at the same epoch 0"), std::string::npos) << res.summary;
+  // Without the sampler's own epoch the order is compared.
+  for (int r = 0; r < 2; ++r) {
+    per_rank[r] = pass_of(0, {0, 0, r}, false);
+    add(per_rank[r], pass_of(1, {0, 0, r}, false));
+  }
+  res = ddp::judge_shard_rule(per_rank, distributed());
+  ASSERT_EQ(res.status, CheckStatus::fail) << res.summary;
+  EXPECT_NE(res.summary.find("same order in passes 0 and 1: set_epoch was not applied"), std::string::npos)
+      << res.summary;
+}
+
+// A sampler of the user's own that partitions in another order (a DistributedSampler subclass) is no fault.
+TEST(UserShard, APartitionInAnOrderOfItsOwnPasses) {
+  std::vector<std::vector<ddp::ConsumedBatch>> per_rank(2);
+  for (int r = 0; r < 2; ++r) per_rank[r] = pass_of(0, {0, 0, r});
+  std::swap(per_rank[0][0].indices, per_rank[0][1].indices);
+  auto res = ddp::judge_shard_rule(per_rank, distributed());
+  EXPECT_EQ(res.status, CheckStatus::pass) << res.summary;
+  EXPECT_NE(res.summary.find("in an order of their own"), std::string::npos) << res.summary;
 }
 
 ddp::CheckResult judge_states(const std::vector<std::map<std::string, std::string>>& straight,
@@ -123,9 +235,9 @@ TEST(CheckTable, UnknownIdsAreNamedAndTheTableIsTheLadderOrder) {
   EXPECT_NE(ddp::unknown_check_id({"env.manifest", "nope"}).find("'nope'"), std::string::npos);
   EXPECT_EQ(ddp::check_ids(),
             (std::vector<std::string>{"env.manifest", "data.shard_rule", "data.same_dataset", "train.learns",
-                                      "numerics.finite", "train.mode", "train.schedule", "numerics.reference",
-                                      "numerics.rank_sync", "memory.steady", "comm.no_sync", "checkpoint.complete",
-                                      "checkpoint.resume", "faults.exit"}));
+                                      "numerics.finite", "train.mode", "train.schedule", "train.iteration",
+                                      "numerics.reference", "numerics.rank_sync", "memory.steady", "comm.no_sync",
+                                      "checkpoint.complete", "checkpoint.resume", "faults.exit"}));
 }
 
 TEST(UserCli, SplitsOurOptionsFromTheLaunchCommand) {

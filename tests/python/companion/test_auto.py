@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not importable")
 
 import ddp_profile  # noqa: E402
-from ddp_profile import auto, env  # noqa: E402
+from ddp_profile import auto, env, sampling  # noqa: E402
 
 from ddp_profile import companion  # noqa: E402  (the module that owns the process's companion)
 
@@ -59,11 +59,12 @@ class _Recorded:
 
     def __init__(self):
         self.batches, self.epochs, self.found_by, self.own_loaders = [], 0, "auto", set()
+        self.dropped, self.passes = [], []
         self.in_epoch, self.batch_in_epoch = False, 0
         self.hb = self.recorder = self  # the heartbeat's stage() and the recorder's drop_batch(), unused here
 
-    def drop_batch(self, batch):
-        pass
+    def drop_batch(self, batch, draw_pass=None):
+        self.dropped.append((int(batch[0][0]), draw_pass))
 
     def stage(self, s):
         pass
@@ -75,8 +76,9 @@ class _Recorded:
         self.epochs += 1
         return self.epochs - 1
 
-    def on_batch(self, batch, epoch, b):
+    def on_batch(self, batch, epoch, b, draw_pass=None):
         self.batches.append((epoch, b, int(batch[0][0])))
+        self.passes.append(draw_pass)
 
 
 def test_a_batch_read_ahead_is_the_steps_whose_forward_takes_it(monkeypatch, tmp_path):
@@ -97,6 +99,41 @@ def test_a_batch_read_ahead_is_the_steps_whose_forward_takes_it(monkeypatch, tmp
     a._consume((third[0] * 2,), {})  # the forward transformed its input: the oldest fetched batch is taken
     assert rec.batches == [(0, 0, 0), (0, 1, 2), (0, 2, 4)]
     assert a.train_loader is loader and rec.loader is loader
+
+
+def test_a_peek_at_the_first_batch_is_no_pass_of_training(monkeypatch, tmp_path):
+    """PyTorch's DDP tutorial reads `next(iter(loader))` before each epoch's pass: that batch, equal to the pass's
+    first, is dropped as never trained on, against the sampler pass it came from, and the pass that trains is whole
+    and keeps its own indices (it was one batch off when a drop took from the latest pass)."""
+    rec = _Recorded()
+    monkeypatch.setattr(companion, "_current", rec)
+    a = auto.Auto(env.Config(run=str(tmp_path), mode="check", verify_steps=0, fault=None, hold_after_save=0,
+                             schedule=(1, 1, 1)))
+    monkeypatch.setattr(auto, "_auto", a)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(6.0)), batch_size=2)
+    next(a.iterate(loader, lambda: iter(loader)))  # b_sz = len(next(iter(self.train_data))[0])
+    for (x,) in a.iterate(loader, lambda: iter(loader)):
+        a._consume((x,), {})
+    assert rec.batches == [(0, 0, 0), (0, 1, 2), (0, 2, 4)]
+    assert rec.passes == [2, 2, 2] and rec.dropped == [(0, 1)]
+    draws = sampling.record_loader(loader)
+    assert [p.number for p in draws.passes] == [1, 2]
+    assert sampling.take(draws, 2, 2) == [0, 1] and sampling.take(draws, 2, 1) == [0, 1]
+
+
+def test_a_pass_keeps_the_samplers_epoch_at_its_start():
+    data = torch.utils.data.TensorDataset(torch.arange(8.0))
+    s = torch.utils.data.DistributedSampler(data, num_replicas=2, rank=0, seed=3)
+    draws = sampling.record(s)
+    s.set_epoch(5)
+    it = iter(s)
+    first = next(it)
+    s.set_epoch(6)  # too late for this pass: its permutation is drawn
+    rest = list(it)
+    assert sampling.pass_epoch(draws) == 5
+    at_5 = torch.utils.data.DistributedSampler(data, num_replicas=2, rank=0, seed=3)
+    at_5.set_epoch(5)
+    assert sampling.take(draws, 4) == [first] + rest == list(at_5)
 
 
 def test_once_the_script_uses_dp_loader_no_other_loaders_batch_is_taken_as_training(monkeypatch, tmp_path):

@@ -60,6 +60,9 @@ class Trainer:
         return loss.item()
 
     def _run_epoch(self, epoch: int) -> None:
+        b_sz = len(next(iter(self.loader))[0])  # as the tutorial does: a peek whose batch is never trained on
+        if self.rank == 0:
+            print("epoch %d: batch size %d, %d steps" % (epoch, b_sz, len(self.loader)), flush=True)
         if self.plant != "no-set-epoch":
             self.loader.sampler.set_epoch(epoch)
         total = 0.0
