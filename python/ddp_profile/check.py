@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from . import files, hashing, layout
+from . import files, hashing, layout, replicated
 from .checkpoint_items import Items
 from .collectives import Collectives
 from .dataset_probe import probe
@@ -72,7 +72,10 @@ class CheckRecorder(Recorder):
         self.pre_step_params: Any = None
         self.rng_at_attach = rng_states()
         self.resume_point_due = True  # at the first training forward, and the first after each save
-        self.replicas.write({"step": -1, "param_hash": hashing.tensors_hash(p for _, p in c.named_params)})
+        self.buffers_in_sync: Optional[replicated.Pairs] = None  # this step's, at its first forward inside DDP
+        c.module.register_forward_pre_hook(self._buffers_after_broadcast)
+        self.replicas.write({"step": -1, "param_hash": hashing.tensors_hash(p for _, p in c.named_params),
+                             "state": replicated.buffers(c.module) + self._replicated_settings()})
 
     def set_loss_fn(self, loss_fn: Any) -> None:
         self.numerics.loss_fn = loss_fn
@@ -105,6 +108,16 @@ class CheckRecorder(Recorder):
         """A batch fetched and never trained on: its indices are taken off its pass."""
         take(self.stream, batch_len(batch), draw_pass)
 
+    # -- what is replicated ----------------------------------------------------------------------------------------
+    def _buffers_after_broadcast(self, module: Any, args: Any) -> None:
+        if self.buffers_in_sync is None and torch.is_grad_enabled():
+            self.buffers_in_sync = replicated.buffers(module)
+
+    def _replicated_settings(self) -> replicated.Pairs:
+        c = self.c
+        return (replicated.optimizer(c.optimizer) + replicated.scheduler(self.training.scheduler or c.scheduler) +
+                replicated.sampler(c.sampler_in_use()) + replicated.scaler(c.scaler))
+
     # -- the step ---------------------------------------------------------------------------------------------------
     def forward_pre(self, step: int, micro: int) -> None:
         if self.resume_point_due and torch.is_grad_enabled():
@@ -125,7 +138,9 @@ class CheckRecorder(Recorder):
 
     def after_step(self, step: int) -> None:
         self._flush_samples(step)
-        self.replicas.write({"step": step, "param_hash": hashing.tensors_hash(p for _, p in self.c.named_params)})
+        self.replicas.write({"step": step, "param_hash": hashing.tensors_hash(p for _, p in self.c.named_params),
+                             "state": (self.buffers_in_sync or []) + self._replicated_settings()})
+        self.buffers_in_sync = None
         self.training.after_step(step, self.pre_step_params)
         self.pre_step_params = None
         self.numerics.step_done(step)

@@ -97,6 +97,7 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
     "replicas": {
         "step": ("Int", "steps", REQUIRED),
         "param_hash": ("String", "", REQUIRED),
+        "state": ("StringPairs", "", OPTIONAL),
     },
     "tensor_stats": {
         "count": ("Int", "elements", REQUIRED),

@@ -33,13 +33,13 @@ CheckResult numerics_reference(LadderState& L) {
 }
 
 CheckResult rank_sync(LadderState& L) {
-  std::vector<std::map<int64_t, std::string>> hashes(L.main.world);
+  std::vector<Replicas> per_rank(L.main.world);
   for (int r = 0; r < L.main.world; ++r) {
     std::string err;
-    hashes[r] = read_replica_hashes(L.main.dir, r, err);
+    per_rank[r] = read_replicas(L.main.dir, r, err);
     if (!err.empty()) return check_result(check_id::kRankSync, CheckStatus::fail, err);
   }
-  return check_rank_sync(hashes);
+  return check_rank_sync(per_rank);
 }
 
 CheckResult same_dataset(LadderState& L) { return judge_same_dataset(L.subject.datasets(L.main)); }

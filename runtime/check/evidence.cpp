@@ -22,12 +22,19 @@ std::vector<ConsumedBatch> read_consumed(const std::string& run_dir, int rank, s
   return out;
 }
 
-std::map<int64_t, std::string> read_replica_hashes(const std::string& run_dir, int rank, std::string& error) {
+Replicas read_replicas(const std::string& run_dir, int rank, std::string& error) {
   std::vector<records::replicas> lines;
-  std::map<int64_t, std::string> out;
+  Replicas out;
   if (!read_record_lines(in_run(run_dir, verify_replicas_file(rank)), lines, error)) return out;
-  for (const auto& l : lines) out[l.step] = l.param_hash;
+  for (auto& l : lines) {
+    out.param_hash[l.step] = l.param_hash;
+    if (l.state) out.state[l.step] = std::move(*l.state);
+  }
   return out;
+}
+
+std::map<int64_t, std::string> read_replica_hashes(const std::string& run_dir, int rank, std::string& error) {
+  return read_replicas(run_dir, rank, error).param_hash;
 }
 
 bool training_step(const records::training& l, TrainingFields fields, TrainingStep& t, std::string& error) {

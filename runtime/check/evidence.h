@@ -48,7 +48,15 @@ struct ShardExpectation {
 };
 
 // --- numerics.rank_sync --------------------------------------------------------------------------------------------
-// Parameter hashes per step (step -1 = after the initial broadcast); empty with `error` when unreadable.
+// What one rank logged as replicated, per step (step -1 = after the initial broadcast): its parameters' hash and,
+// from the companion, the rest of what DDP keeps equal ([key, value], python/ddp_profile/replicated.py).
+using StatePairs = std::vector<std::pair<std::string, std::string>>;
+struct Replicas {
+  std::map<int64_t, std::string> param_hash;
+  std::map<int64_t, StatePairs> state;
+};
+// Empty with `error` when unreadable.
+Replicas read_replicas(const std::string& run_dir, int rank, std::string& error);
 std::map<int64_t, std::string> read_replica_hashes(const std::string& run_dir, int rank, std::string& error);
 
 // --- numerics.reference ------------------------------------------------------------------------------------------

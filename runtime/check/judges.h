@@ -33,6 +33,10 @@ CheckResult judge_no_distributed_sampler(const std::vector<std::vector<ConsumedB
 CheckResult judge_shard_rule(const std::vector<std::vector<ConsumedBatch>>& per_rank, const ShardExpectation& e);
 
 // numerics.rank_sync: parameter hashes per step for every rank.
+// numerics.rank_sync: everything meant to be replicated is equal across ranks at start and after each step
+// (judges_rank_sync.cpp): the parameters' hashes and the companion's replicated state; the first difference, in
+// step order, is named by its key.
+CheckResult check_rank_sync(const std::vector<Replicas>& per_rank);
 CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& hashes_per_rank);
 
 // numerics.reference: per parameter (forward order), each rank's synced gradient against the single-rank

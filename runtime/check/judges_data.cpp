@@ -1,5 +1,5 @@
-// env.manifest, data.same_dataset and numerics.rank_sync: the judges that read what the ranks logged as it was
-// (data.shard_rule: judges_shard.cpp).
+// env.manifest and data.same_dataset: the judges that read what the ranks logged as it was (data.shard_rule:
+// judges_shard.cpp, numerics.rank_sync: judges_rank_sync.cpp).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -37,42 +37,6 @@ CheckResult check_manifest(const nlohmann::json& m) {
                   m["ranks"][0]["batch"]["x"]["shape"].dump() + " " +
                   m["ranks"][0]["batch"]["x"]["dtype"].get<std::string>() + ", config: all present";
   return check_result(check_id::kManifest, CheckStatus::pass, s, d);
-}
-
-CheckResult check_rank_sync(const std::vector<std::map<int64_t, std::string>>& h) {
-  if (h.size() < 2) return check_result(check_id::kRankSync, CheckStatus::skip, "one rank: nothing to compare");
-  size_t compared = 0;
-  for (const auto& [step, hash] : h[0]) {
-    for (size_t r = 1; r < h.size(); ++r) {
-      auto it = h[r].find(step);
-      if (it == h[r].end()) continue;
-      ++compared;
-      if (it->second != hash) {
-        std::string when =
-            step < 0 ? "at start (after the initial broadcast)" : "after optimizer step " + std::to_string(step);
-        return check_result(check_id::kRankSync, CheckStatus::fail,
-                            "rank " + std::to_string(r) + "'s parameters differ from rank 0's " + when + " (hash " +
-                                it->second + " vs " + hash +
-                                "): gradients were not synchronised or ranks ran different updates",
-                            {{"first_step", step}, {"rank", r}});
-      }
-    }
-  }
-  if (compared == 0) return check_result(check_id::kRankSync, CheckStatus::fail, "no parameter hashes to compare");
-  // Replicas that never changed are identical whatever the synchronisation does: no pass.
-  std::set<std::string> distinct;
-  for (const auto& [step, hash] : h[0]) distinct.insert(hash);
-  if (distinct.size() == 1 && h[0].size() > 1)
-    return check_result(check_id::kRankSync, CheckStatus::warn,
-                        "the parameters never changed in " + std::to_string(h[0].size() - 1) +
-                            " optimizer steps: identical replicas prove nothing about the synchronisation (see "
-                            "train.learns)",
-                        {{"comparisons", compared}, {"never_changed", true}});
-  return check_result(check_id::kRankSync, CheckStatus::pass,
-                      "parameters bitwise identical on all ranks at start and after each of " +
-                          std::to_string(h[0].size() - 1) + " optimizer steps (" + std::to_string(compared) +
-                          " hash comparisons)",
-                      {{"comparisons", compared}});
 }
 
 namespace {

@@ -84,6 +84,56 @@ TEST(Checks, ShardRulePassesOnTheRuleAndCatchesBrokenShardsAndMissingSetEpoch) {
   EXPECT_NE(stale.summary.find("set_epoch"), std::string::npos) << stale.summary;
 }
 
+// The replicated state beside the parameters: the first key that differs, no later than the parameters do, is the
+// cause; a buffer that drifts fails even with equal parameters.
+TEST(Checks, RankSyncNamesTheFirstReplicatedSettingThatDiffers) {
+  std::vector<Replicas> ranks(2);
+  for (int s = -1; s < 4; ++s)
+    for (auto& r : ranks) {
+      r.param_hash[s] = "p" + std::to_string(s);
+      r.state[s] = {{"buffers", "d" + std::to_string(s)},
+                    {"buffer/1.running_mean", "0.5"},
+                    {"optimizer/param_groups[0].lr", "0.003"},
+                    {"sampler/seed", "0"}};
+    }
+  auto ok = check_rank_sync(ranks);
+  EXPECT_EQ(ok.status, CheckStatus::pass) << ok.summary;
+  EXPECT_NE(ok.summary.find("4 keys a step"), std::string::npos) << ok.summary;
+
+  auto lr = ranks;  // a learning rate from the rank: differs from the start, the parameters after step 0
+  for (auto& [s, pairs] : lr[1].state) pairs[2].second = "0.006";
+  for (int s = 0; s < 4; ++s) lr[1].param_hash[s] = "q";
+  auto r = check_rank_sync(lr);
+  EXPECT_EQ(r.status, CheckStatus::fail);
+  EXPECT_NE(r.summary.find("optimizer/param_groups[0].lr: 0.003 on rank 0, 0.006 on rank 1 at start (after the "
+                           "initial broadcast); rank 1's parameters then differ from rank 0's after optimizer step 0"),
+            std::string::npos)
+      << r.summary;
+
+  auto bn = ranks;  // BatchNorm statistics that drift from step 1 on, the parameters equal
+  for (int s = 1; s < 4; ++s) {
+    bn[1].state[s][0].second = "other";
+    bn[1].state[s][1].second = "0.25";
+  }
+  r = check_rank_sync(bn);
+  EXPECT_EQ(r.status, CheckStatus::fail);
+  EXPECT_NE(r.summary.find("buffer/1.running_mean: 0.5 on rank 0, 0.25 on rank 1 at optimizer step 1"),
+            std::string::npos)
+      << r.summary;
+  EXPECT_NE(r.summary.find("DDP(broadcast_buffers=False) without SyncBatchNorm"), std::string::npos) << r.summary;
+  bn[1].state[1][1].second = "0.5";  // only the bits differ at step 1: the joint digest names it
+  r = check_rank_sync(bn);
+  EXPECT_NE(r.summary.find("buffers: d1 on rank 0, other on rank 1 at optimizer step 1"), std::string::npos)
+      << r.summary;
+
+  auto params = ranks;  // the parameters first: the synchronisation
+  params[1].param_hash[2] = "x";
+  params[1].state[3][1].second = "0.1";
+  r = check_rank_sync(params);
+  EXPECT_NE(r.summary.find("rank 1's parameters differ from rank 0's after optimizer step 2"), std::string::npos)
+      << r.summary;
+}
+
 TEST(Checks, RankSyncNamesTheFirstDivergentStep) {
   std::map<int64_t, std::string> a = {{-1, "x"}, {0, "a"}, {1, "b"}, {2, "c"}};
   auto b = a;

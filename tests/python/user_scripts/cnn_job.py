@@ -6,7 +6,6 @@ through a throw-away iterator at each epoch's start. Every check must pass it as
     torchrun --nproc-per-node 2 cnn_job.py --out DIR [--epochs N] [--resume PATH] [--plant NAME]
 
 Planted faults (each breaks one invariant of docs/checks.md):
-  leak                 keeps every step's loss with its graph (`running = running + loss`)
   bn-unsynced          DDP(broadcast_buffers=False) without SyncBatchNorm: BatchNorm's running statistics drift
                        apart, each rank keeping its own batches'
   lr-per-rank          rank 1's optimizer is built with twice the learning rate
@@ -95,7 +94,7 @@ def main() -> None:
             if a.plant == "double-step":
                 opt.step()
             sched.step()
-            running = running + loss if a.plant == "leak" else running + loss.detach()
+            running = running + loss.detach()
         if rank == 0:
             print("epoch %d batch %s mean loss %.4f" % (epoch, shape, float(running) / len(loader)), flush=True)
             torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(),
