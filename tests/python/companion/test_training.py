@@ -119,3 +119,55 @@ def test_a_parameter_stepped_by_another_optimizer_is_not_outside():
 
     gc.collect()
     assert training.outside_optimizer(model, main) == ["1.weight", "1.bias"]
+
+
+def _iterate(t, model, opt, zero_grad=True, steps=2, step_first=False):
+    """`steps` iterations of a plain loop through Training's hooks, as the companion calls them."""
+    for _ in range(steps):
+        if zero_grad:
+            opt.zero_grad()
+        t.forward_pre()
+        loss = model(torch.ones(2, 3)).square().sum()
+        if step_first:  # the hooks only: a real update here trips autograd's in-place check on some versions
+            t.before_step()
+            t.after_step(0, None)
+        loss.backward()
+        if not step_first:
+            t.before_step()
+            opt.step()
+            t.after_step(0, None)
+
+
+def test_each_step_counts_its_backwards_and_sees_gradients_left_from_the_last(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    t = _training(tmp_path, model, opt)
+    _iterate(t, model, opt)
+    _iterate(t, model, opt, zero_grad=False)
+    _iterate(t, model, opt, step_first=True, steps=1)
+    lines = _lines(tmp_path / "t.jsonl")
+    assert [(x["forwards"], x["backwards"], x["stale_grads"]) for x in lines[:4]] == \
+        [(1, 1, False), (1, 1, False), (1, 1, True), (1, 1, True)]
+    assert not any(x["step_before_backward"] for x in lines[:4])
+    assert lines[4]["step_before_backward"] and lines[4]["backwards"] == 0
+
+
+def test_replicated_state_is_equal_on_copies_and_names_a_drifting_buffer():
+    from ddp_profile import replicated
+
+    torch.manual_seed(0)
+    a = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    b = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    b.load_state_dict(a.state_dict())
+    assert replicated.buffers(a) == replicated.buffers(b)
+    b(torch.randn(8, 3))  # a training forward on b's own batch updates its running statistics
+    got = dict(replicated.buffers(b))
+    differ = [k for k, v in replicated.buffers(a) if got[k] != v]
+    assert differ == ["buffers", "buffer/1.running_mean", "buffer/1.running_var", "buffer/1.num_batches_tracked"]
+    oa, ob = torch.optim.AdamW(a.parameters(), lr=1e-3), torch.optim.AdamW(b.parameters(), lr=2e-3)
+    assert replicated.optimizer(oa)[0] == ("optimizer/param_groups[0].lr", "0.001")
+    assert [k for (k, v), (_, w) in zip(replicated.optimizer(oa), replicated.optimizer(ob)) if v != w] == \
+        ["optimizer/param_groups[0].lr"]
+    s = torch.utils.data.DistributedSampler(list(range(10)), num_replicas=2, rank=1, seed=4)
+    assert dict(replicated.sampler(s)) == {"sampler/seed": "4", "sampler/num_replicas": "2", "sampler/shuffle": "True",
+                                           "sampler/drop_last": "False", "sampler/epoch": "0"}
