@@ -27,11 +27,11 @@ from typing import Any, Deque, List, Optional
 
 import torch
 
-from . import env, files, frameworks
+from . import clipping, env, files, frameworks
 from . import heartbeat as hb
 from .checkpoint_items import Items
 from .companion import Companion, current
-from .ground import live_objects
+from .ground import innermost_optimizer, live_objects
 from .loader_spans import LoaderSpans, Pass
 from .sampling import first_tensors, record_loader
 from .training import find_scheduler
@@ -301,18 +301,15 @@ class Auto:
                 isinstance(path, (str, os.PathLike)) and holds_model_weights(obj, c):
             c.saved_file(obj, os.fspath(path))
 
+    def before_clip(self) -> None:
+        c = current()
+        if c is not None:
+            c.recorder.before_clip(c.steps)
+
     def saved_directory(self, path: Any) -> None:
         c = current()
         if c is not None and path is not None:
             c.saved_directory(str(path))
-
-
-def _innermost(opt: Any) -> Any:
-    """accelerate's AcceleratedOptimizer (and Lightning's wrappers) hold the real one as .optimizer."""
-    seen = 0
-    while isinstance(getattr(opt, "optimizer", None), torch.optim.Optimizer) and seen < 8:
-        opt, seen = opt.optimizer, seen + 1
-    return opt
 
 
 def _scaler_classes() -> tuple:
@@ -327,7 +324,7 @@ def find_optimizer(model: torch.nn.Module, objects: List[Any]) -> Any:
     for o in objects:
         if not isinstance(o, torch.optim.Optimizer):
             continue
-        o = _innermost(o)
+        o = innermost_optimizer(o)
         n = sum(1 for g in o.param_groups for p in g["params"] if id(p) in mine)
         if n > best_n:
             best, best_n = o, n
@@ -388,6 +385,8 @@ def install() -> None:
 
     register_optimizer_step_pre_hook(a.first_step)
     frameworks.install(a)
+    if cfg.check:
+        clipping.install(a.before_clip)
 
 
 def attach_explicit(cfg: env.Config, model: torch.nn.Module, optimizer: Any, loss_fn: Any, sampler: Any,

@@ -130,6 +130,9 @@ class CheckRecorder(Recorder):
         self.numerics.end_forward()
         self.training.forward_post(args, kwargs, out)
 
+    def before_clip(self, step: int) -> None:
+        self.numerics.keep_synced_grads(step, self.c.named_params)
+
     def before_update(self, step: int) -> None:
         self.coll.flush()
         self.training.before_step()

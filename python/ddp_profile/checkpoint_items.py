@@ -5,7 +5,8 @@
   of scaler.state_dict() "scaler" (likewise not searched further).
 - any dict entry "k": tensor with k (less a "module." prefix) a key of the unwrapped module's state_dict, same shape
   and equal values: "param:<k>" / "buffer:<k>".
-- elsewhere: an int under a key containing "epoch" -> "epoch"; containing "step" or "iteration" -> "step"; any value
+- elsewhere: a number under a key containing "epoch" -> "epoch" (the Hugging Face Trainer's is fractional: the
+  epoch and how far into it); an int under a key containing "step" or "iteration" -> "step"; any value
   (not a tensor) under a key containing "batch", "position" or "sampler" -> "sampler.position".
 - rng: a uint8 tensor shaped like torch.get_rng_state() -> "rng.torch"; one shaped like a CUDA generator state (or a
   list of them) -> "rng.cuda"; a ("MT19937", array, ...) tuple or a dict with "bit_generator" -> "rng.numpy"; a
@@ -132,9 +133,9 @@ class Items:
                 return
             for x in v:
                 self._walk(x, key, out, depth + 1)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and "epoch" in k:
+            out.add("epoch")
         if isinstance(v, int) and not isinstance(v, bool):
-            if "epoch" in k:
-                out.add("epoch")
             if "step" in k or "iteration" in k:
                 out.add("step")
         if k and not isinstance(v, torch.Tensor) and any(w in k for w in ("batch", "position", "sampler")):

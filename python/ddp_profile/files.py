@@ -159,9 +159,10 @@ def copy_tree(src: str, dst: str, quiet_s: float = 0.3, limit_s: float = 30.0) -
 
 
 def load_directory(path: str) -> Dict[str, Any]:
-    """Every file of a checkpoint directory as {file name: content}: safetensors files through safetensors, the
-    rest through torch.load (the job's own files, written moments ago by this process: trusted as the job trusts
-    them). A file neither reads is left out."""
+    """Every file of a checkpoint directory as {file name: content}: safetensors files through safetensors, JSON
+    files as JSON (the Hugging Face Trainer's trainer_state.json holds its step and epoch), the rest through
+    torch.load (the job's own files, written moments ago by this process: trusted as the job trusts them). A file
+    none reads is left out."""
     import torch
 
     out: Dict[str, Any] = {}
@@ -174,6 +175,9 @@ def load_directory(path: str) -> Dict[str, Any]:
                 from safetensors.torch import load_file
 
                 out[name] = load_file(f)
+            elif name.endswith(".json"):
+                with open(f, encoding="utf-8") as j:
+                    out[name] = json.load(j)
             else:
                 out[name] = torch.load(f, map_location="cpu", weights_only=False)
         except Exception:  # noqa: BLE001  (a README, a config file: not state)

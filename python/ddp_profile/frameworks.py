@@ -7,7 +7,10 @@
 - Hugging Face accelerate: prepare() builds the DDP model and wraps the optimizer (auto finds the inner one) and the
   loader; save_state(dir) writes a directory (model weights as safetensors, optimizer.bin, random_states_<r>.pkl...),
   which is the checkpoint: recorded after save_state returns, the directory copied.
-Neither package is imported here: a framework is recognised by the classes of the objects the job built."""
+- Hugging Face Trainer (on accelerate): its checkpoint is the checkpoint-<global step> folder _save_checkpoint
+  writes (weights as safetensors, optimizer.pt, scheduler.pt, rng_state_<rank>.pth, trainer_state.json), recorded
+  as accelerate's directory is; its resume is trainer.train(resume_from_checkpoint=<a copy of that folder>).
+No package is imported here: a framework is recognised by the classes of the objects the job built."""
 from __future__ import annotations
 
 import functools
@@ -40,7 +43,27 @@ def _loss_of(out: Any) -> Any:
 def loss_fn(model: torch.nn.Module) -> Optional[Callable[[torch.nn.Module, Any], Any]]:
     if is_lightning(unwrap(model)):
         return _lightning_loss
+    trainer = _hf_trainer_of(model)
+    if trainer is not None:
+        return functools.partial(_hf_trainer_loss, trainer)
     return None
+
+
+def _hf_trainer_of(model: torch.nn.Module) -> Any:
+    """The live Hugging Face Trainer training `model` (one gc walk, only once transformers' trainer is imported)."""
+    cls = getattr(sys.modules.get("transformers.trainer"), "Trainer", None)
+    if cls is None:
+        return None
+    inner = unwrap(model)
+    return next((t for t in live_objects((cls,)) if getattr(t, "model", None) is inner), None)
+
+
+def _hf_trainer_loss(trainer: Any, module: torch.nn.Module, batch: Any) -> Any:
+    """The Trainer's own compute_loss on the reference's copy: the model's loss (with the Trainer's label smoothing
+    or compute_loss_func), given no num_items_in_batch: the mean over the batch it is handed, the ranks' union. What
+    the Trainer adds in a distributed run (num_items_in_batch counted across ranks, the loss times the number of
+    processes) is exactly what the reference is there to weigh."""
+    return trainer.compute_loss(module, dict(batch))
 
 
 def _lightning_loss(module: torch.nn.Module, batch: Any) -> Any:
@@ -76,6 +99,7 @@ def install(auto: Any) -> None:
     _after_import("lightning.fabric.plugins.io.torch_io", lambda m: _patch_lightning_io(m, auto))
     _after_import("lightning_fabric.plugins.io.torch_io", lambda m: _patch_lightning_io(m, auto))
     _after_import("safetensors.torch", lambda m: _patch_safetensors(m, auto))
+    _after_import("transformers.trainer", lambda m: _patch_hf_trainer(m, auto))
 
 
 def _patch_safetensors(st: Any, auto: Any) -> None:
@@ -161,3 +185,37 @@ def _patch_accelerate(acc: Any, auto: Any) -> None:
 
     save_state_recorded._ddp_profile = True  # type: ignore[attr-defined]
     cls.save_state = save_state_recorded
+
+
+def _hf_checkpoint_folder(trainer: Any) -> Optional[str]:
+    """The folder Trainer._save_checkpoint wrote: checkpoint-<global step> in the run's output folder."""
+    import os
+
+    try:
+        run = trainer._get_output_dir(trial=None)
+    except Exception:  # noqa: BLE001  (an older Trainer: the output folder itself)
+        run = getattr(trainer.args, "output_dir", None)
+    folder = os.path.join(str(run), "checkpoint-%d" % trainer.state.global_step) if run is not None else None
+    return folder if folder is not None and os.path.isdir(folder) else None
+
+
+def _patch_hf_trainer(tr: Any, auto: Any) -> None:
+    cls = getattr(tr, "Trainer", None)
+    save = getattr(cls, "_save_checkpoint", None)
+    if save is None or getattr(save, "_ddp_profile", False):
+        return
+
+    @functools.wraps(save)
+    def save_checkpoint_recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        auto.writing_directory = True
+        try:
+            out = save(self, *args, **kwargs)
+        finally:
+            auto.writing_directory = False
+        folder = _hf_checkpoint_folder(self)
+        if folder is not None:
+            auto.saved_directory(folder)
+        return out
+
+    save_checkpoint_recorded._ddp_profile = True  # type: ignore[attr-defined]
+    cls._save_checkpoint = save_checkpoint_recorded

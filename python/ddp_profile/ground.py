@@ -22,6 +22,14 @@ def is_lightning(module: nn.Module) -> bool:
     return "lightning.LightningModule" in names or "pytorch_lightning.LightningModule" in names
 
 
+def innermost_optimizer(opt: Any) -> Any:
+    """accelerate's AcceleratedOptimizer (and Lightning's wrappers) hold the real one as .optimizer."""
+    seen = 0
+    while isinstance(getattr(opt, "optimizer", None), torch.optim.Optimizer) and seen < 8:
+        opt, seen = opt.optimizer, seen + 1
+    return opt
+
+
 def unwrap(model: nn.Module) -> nn.Module:
     """The user's module inside DDP (and inside Lightning's wrapper, whose forward redirects to training_step)."""
     from torch.nn.parallel import DistributedDataParallel as DDP

@@ -71,6 +71,13 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
     return t.detach().cpu().clone()
 
 
+def _off(d: nn.Module) -> None:
+    """A Dropout module off: in eval mode, and its p at 0 for the modules that read it into a functional dropout of
+    their own (Hugging Face attention passes `self.dropout.p` to F.dropout or scaled_dot_product_attention)."""
+    d.eval()
+    d.p = 0.0
+
+
 class Numerics:
     def __init__(self, module: nn.Module, loss_fn: Optional[LossFn], run: str, rank: int, steps: int,
                  summaries: files.Jsonl) -> None:
@@ -78,6 +85,7 @@ class Numerics:
         self.summaries = summaries
         self.dropouts = dropouts(module)
         self.random_beyond_dropout = False
+        self.synced_grads: Optional[Dict[str, torch.Tensor]] = None  # a verified step's, kept before clipping
         self.reference_error: Optional[str] = None
         self.capturing = False
         self.micro = 0
@@ -93,6 +101,11 @@ class Numerics:
                 self.acts.setdefault(self.micro, {})[name] = _cpu(out)
         return hook
 
+    def keep_synced_grads(self, step: int, named_params: List[Any]) -> None:
+        """Before the script clips a verified step's gradients (clipping.py): they are what the step's dump holds."""
+        if self.verifying(step) and self.synced_grads is None:
+            self.synced_grads = {n: _cpu(p.grad) for n, p in named_params if p.grad is not None}
+
     def verifying(self, step: int) -> bool:
         return step < self.steps
 
@@ -100,17 +113,18 @@ class Numerics:
         if not self.verifying(step):
             return
         self.micro, self.capturing = micro, True
-        self._flags = [d.training for d in self.dropouts]
+        self._flags = [(d.training, d.p) for d in self.dropouts]
         for d in self.dropouts:
-            d.eval()
+            _off(d)
         if self.rank == 0 and micro == 0 and self.loss_fn is not None:
             self.snapshot = copy_without_hooks(self.module)  # the pre-step weights
 
     def end_forward(self) -> None:
         if self.capturing:
             self.capturing = False
-            for d, f in zip(self.dropouts, self._flags):
-                d.train(f)
+            for d, (training, p) in zip(self.dropouts, self._flags):
+                d.train(training)
+                d.p = p
 
     def add_union(self, batches: List[Any]) -> None:
         if self.rank == 0:
@@ -120,7 +134,9 @@ class Numerics:
         """At the optimizer step pre-hook of a verified step: this rank's tensors, then rank 0's reference. Returns the
         pre-step parameters (the training log says which ones the step left unchanged)."""
         params = {n: _cpu(p) for n, p in named_params}
-        grads = {n: _cpu(p.grad) for n, p in named_params if p.grad is not None}
+        grads = self.synced_grads if self.synced_grads is not None else \
+            {n: _cpu(p.grad) for n, p in named_params if p.grad is not None}
+        self.synced_grads = None
         acts = {str(m): a for m, a in sorted(self.acts.items())}
         files.tensors_save(_flat({"params": params, "grads": grads, "acts": acts}),
                            os.path.join(self.run, layout.verify_step_file(self.rank, step)))
@@ -146,7 +162,7 @@ class Numerics:
         _unsync_batchnorm(ref)
         ref.train()
         for x in dropouts(ref):
-            x.eval()
+            _off(x)
         for p in ref.parameters():
             p.grad = None
         acts: Dict[str, Dict[str, torch.Tensor]] = {}

@@ -30,6 +30,9 @@ class Recorder:
     def forward_post(self, args: Any, kwargs: Any, out: Any) -> None:
         """After the DDP model's forward."""
 
+    def before_clip(self, step: int) -> None:
+        """The script is about to clip the gradients of optimizer step `step` (they are synced by now)."""
+
     def before_update(self, step: int) -> None:
         """Right before the optimizer updates the parameters (after a closure's forward and backward)."""
 

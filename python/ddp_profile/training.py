@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 
 from . import files
-from .ground import copy_without_hooks, leaves, live_objects
+from .ground import copy_without_hooks, innermost_optimizer, leaves, live_objects
 from .hashing import same_bits
 from .iteration import Iteration
 
@@ -83,11 +83,13 @@ def outside_optimizer(module: nn.Module, optimizer: Any) -> List[str]:
 
 
 def find_scheduler(optimizer: Any) -> Any:
-    """The learning-rate scheduler driving `optimizer` when the script did not hand it to attach (one gc walk)."""
+    """The learning-rate scheduler driving `optimizer` when the script did not hand it to attach (one gc walk); it may
+    have been built on a wrapper of it (the Hugging Face Trainer builds its schedule on accelerate's optimizer)."""
     kinds = tuple(k for k in (getattr(torch.optim.lr_scheduler, "LRScheduler", None),
                               getattr(torch.optim.lr_scheduler, "_LRScheduler", None),
                               getattr(torch.optim.lr_scheduler, "ReduceLROnPlateau", None)) if k is not None)
-    return next((o for o in live_objects(kinds) if getattr(o, "optimizer", None) is optimizer), None)
+    inner = innermost_optimizer(optimizer)
+    return next((o for o in live_objects(kinds) if innermost_optimizer(getattr(o, "optimizer", None)) is inner), None)
 
 
 def _first_tensor(out: Any) -> Optional[torch.Tensor]:

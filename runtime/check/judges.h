@@ -74,8 +74,9 @@ CheckResult judge_schedule(const TrainingEvidence& evidence);
 // training forward and its backward, finds its gradients zeroed since the last step, and runs after the backward.
 CheckResult judge_iteration(const TrainingEvidence& evidence);
 
-// memory.steady: after warm-up, a rank that grows at least `per_step` a step (least squares), and `total` in all (the
-// median of the window's last quarter over its first), leaks.
+// memory.steady: after warm-up, a rank that grows at least `per_step` a step (the median of the slopes between every
+// two steps: a one-time rise is no growth per step), and `total` in all (the median of the window's last quarter
+// over its first), leaks.
 struct LeakMarks {
   double per_step, total;
 };

@@ -18,9 +18,18 @@ CheckResult check_checkpoint_items(const std::vector<std::string>& expected, con
   if (!missing.empty()) {
     std::string list;
     for (size_t i = 0; i < missing.size() && i < 4; ++i) list += (i ? ", " : "") + missing[i];
+    // The weights and nothing of the optimizer: a save meant for inference, not for resuming.
+    auto is = [](const std::string& item, const char* prefix) { return item.rfind(prefix, 0) == 0; };
+    const bool lacks_a_param = std::any_of(missing.begin(), missing.end(), [&](auto& m) { return is(m, "param:"); });
+    const bool has_optimizer = std::any_of(found.begin(), found.end(), [&](auto& f) { return is(f, "optimizer."); });
+    const bool weights_only = !lacks_a_param && !has_optimizer &&
+                              std::any_of(missing.begin(), missing.end(), [&](auto& m) { return is(m, "optimizer."); });
     return check_result(check_id::kCheckpointComplete, CheckStatus::fail,
                         std::to_string(missing.size()) + " item(s) the live run holds are not in " + file + ": " +
-                            list + (missing.size() > 4 ? ", ..." : "") + " (a resume would not be exact)",
+                            list + (missing.size() > 4 ? ", ..." : "") +
+                            (weights_only ? " (it holds the model's weights alone: a save for inference, not resumable "
+                                            "— save_only_model=True, save_pretrained, a state_dict() of the model)"
+                                          : " (a resume would not be exact)"),
                         d);
   }
   return check_result(

@@ -103,7 +103,15 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
               "world size)";
     else if (std::fabs(bad->scale / world - 1) < 0.02)
       cause = "gradients are " + std::to_string(world) +
-              "x the single-process gradient: summed, not averaged, across ranks";
+              "x the single-process gradient of the same global batch: the world size applied twice — a loss "
+              "multiplied by the number of processes before DDP averages (the Hugging Face Trainer does so with "
+              "average_tokens_across_devices for a model that takes loss kwargs: one whose loss ignores "
+              "num_items_in_batch then trains on world x the gradient), or gradients summed, not averaged, across "
+              "ranks";
+    else if (const double k = std::round(bad->scale); k >= 2 && std::fabs(bad->scale / k - 1) < 0.02)
+      cause = "gradients are " + fmt("%.0f", k) + "x the single-process gradient of the same global batch: a loss " +
+              fmt("%.0f", k) + " times too large (accumulation over " + fmt("%.0f", k) +
+              " micro-batches whose losses are not divided by it?)";
     else if (first_act != s.activations.end()) {
       size_t i = static_cast<size_t>(first_act - s.activations.begin());
       std::string kind = i < s.layer_kinds.size() ? s.layer_kinds[i] : "";

@@ -181,6 +181,12 @@ TEST(Checks, NumericsDiagnosesSumLossBatchNormAndForeignSamples) {
   EXPECT_NE(sum.summary.find("sum-reduced loss"), std::string::npos) << sum.summary;
   auto twice = judge_numerics({evidence(2.0, false)}, 2, 1.3e-6, 1e-5);
   EXPECT_NE(twice.summary.find("summed, not averaged"), std::string::npos) << twice.summary;
+  EXPECT_NE(twice.summary.find("the world size applied twice"), std::string::npos) << twice.summary;
+  auto thrice = judge_numerics({evidence(3.0, false)}, 2, 1.3e-6, 1e-5);  // k, not the world: accumulation
+  EXPECT_NE(thrice.summary.find("gradients are 3x the single-process gradient of the same global batch: a loss 3 "
+                                "times too large (accumulation over 3 micro-batches"),
+            std::string::npos)
+      << thrice.summary;
   auto bn = judge_numerics({evidence(1.0, true)}, 2, 1.3e-6, 1e-5);
   EXPECT_NE(bn.summary.find("bn1"), std::string::npos) << bn.summary;
   EXPECT_NE(bn.summary.find("batch statistics"), std::string::npos) << bn.summary;
