@@ -9,7 +9,7 @@
 #   DDP_TORCHRUN=$HOME/.cache/ddp_profile/torchvenv/bin/torchrun build/tests/integration_tests --gtest_filter='Torchrun*'
 #
 # Environment: DDP_CACHE (default ~/.cache/ddp_profile), DDP_TORCH_VERSION (2.11.0), DDP_LIGHTNING_VERSION (2.6.*),
-# DDP_ACCELERATE_VERSION (1.15.*).
+# DDP_ACCELERATE_VERSION (1.15.*), DDP_TRANSFORMERS_VERSION (5.25.*).
 set -euo pipefail
 version=${DDP_TORCH_VERSION:-2.11.0}
 cache=${DDP_CACHE:-$HOME/.cache/ddp_profile}
@@ -41,5 +41,11 @@ fi
 # without its dependency on torch, and pillow to decode.
 if ! "$V/bin/python" -c "import torchvision, PIL" 2> /dev/null; then
   "$V/bin/pip" install --quiet --no-deps "torchvision==${DDP_TORCHVISION_VERSION:-0.26.*}" pillow
+fi
+# The Hugging Face Trainer tests (tests/python/user_scripts/hf_trainer_job.py): transformers without its dependency
+# on torch, with the few of its own an import of the Trainer needs (tokenizers and regex are binary wheels).
+if ! "$V/bin/python" -c "import transformers" 2> /dev/null; then
+  "$V/bin/pip" install --quiet --no-deps "transformers==${DDP_TRANSFORMERS_VERSION:-5.25.*}"
+  "$V/bin/pip" install --quiet tokenizers regex
 fi
 echo "$V/bin/torchrun"

@@ -80,6 +80,7 @@ struct NumericsEvidence {
   std::vector<TensorCompare> activations;  // forward order (layer outputs)
   std::vector<std::string> layer_kinds;    // per activation: module kind, e.g. "BatchNorm1d"
   bool samples_follow_rule = true;
+  int micro_batches = 1;  // the micro-batches the step accumulated (the reference's union batches)
 };
 // One verified step of one rank, its gradients still to compare: the activations (the same for every rank: the ranks'
 // outputs concatenated against the reference's) and whether its samples followed the sampler rule.

@@ -51,6 +51,30 @@ TensorCompare compare_values(const std::string& name, const std::vector<double>&
   return c;
 }
 
+namespace {
+// A synced gradient k times the single-process gradient of the same global batch: what makes a loss k times too
+// large, the candidates the counts allow (k = the micro-batches accumulated, k = the world size).
+std::string scaled_up(int k, int world, int micro_batches) {
+  const std::string K = std::to_string(k);
+  std::vector<std::string> sources;
+  if (k == micro_batches)
+    sources.push_back("accumulation over " + K +
+                      " micro-batches whose losses are not divided by " + K +
+                      " (the Hugging Face Trainer leaves that division to num_items_in_batch for a model that takes "
+                      "loss kwargs: a loss that ignores it is then " + K + "x)");
+  if (k == world)
+    sources.push_back(
+        "the world size applied twice: a loss multiplied by the number of processes before DDP averages (the Hugging "
+        "Face Trainer does so with average_tokens_across_devices for a model that takes loss kwargs: one whose loss "
+        "ignores num_items_in_batch then trains on world x the gradient), or gradients summed, not averaged, across "
+        "ranks");
+  if (sources.empty()) sources.push_back("a loss scaled " + K + " times by the script");
+  std::string s = "gradients are " + K + "x the single-process gradient of the same global batch: ";
+  for (size_t i = 0; i < sources.size(); ++i) s += (i ? "; or " : "") + sources[i];
+  return s;
+}
+}  // namespace
+
 CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world, double rtol, double atol) {
   nlohmann::json d = {{"rtol", rtol}, {"atol", atol}, {"steps", nlohmann::json::array()}};
   size_t compared = 0;
@@ -101,17 +125,8 @@ CheckResult judge_numerics(const std::vector<NumericsEvidence>& steps, int world
       cause = "gradients are 1/" + std::to_string(world) +
               " of the single-process gradient: a sum-reduced loss, averaged across ranks (use mean, or scale by the "
               "world size)";
-    else if (std::fabs(bad->scale / world - 1) < 0.02)
-      cause = "gradients are " + std::to_string(world) +
-              "x the single-process gradient of the same global batch: the world size applied twice — a loss "
-              "multiplied by the number of processes before DDP averages (the Hugging Face Trainer does so with "
-              "average_tokens_across_devices for a model that takes loss kwargs: one whose loss ignores "
-              "num_items_in_batch then trains on world x the gradient), or gradients summed, not averaged, across "
-              "ranks";
     else if (const double k = std::round(bad->scale); k >= 2 && std::fabs(bad->scale / k - 1) < 0.02)
-      cause = "gradients are " + fmt("%.0f", k) + "x the single-process gradient of the same global batch: a loss " +
-              fmt("%.0f", k) + " times too large (accumulation over " + fmt("%.0f", k) +
-              " micro-batches whose losses are not divided by it?)";
+      cause = scaled_up(static_cast<int>(k), world, s.micro_batches);
     else if (first_act != s.activations.end()) {
       size_t i = static_cast<size_t>(first_act - s.activations.begin());
       std::string kind = i < s.layer_kinds.size() ? s.layer_kinds[i] : "";

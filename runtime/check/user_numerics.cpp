@@ -118,6 +118,8 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
     const Named ref_grads = under(ref, "grads/");
     for (int r = 0; r < world; ++r) {
       NumericsEvidence ev = numerics_step(step, r, act_cmp, kinds, shard_ok);
+      if (ref_meta.batch_sizes.is_array() && !ref_meta.batch_sizes.empty())
+        ev.micro_batches = static_cast<int>(ref_meta.batch_sizes.size());
       const Named grads = under(dumps[r], "grads/");
       for (const auto& [name, want] : ref_grads) {
         const at::Tensor* g = find(grads, name);

@@ -94,6 +94,8 @@ TEST_F(UserCheck, AnUnmodifiedScriptsMistakesAreNamed) {
       << weights.summary("checkpoint.complete");
   EXPECT_NE(weights.summary("checkpoint.complete").find("optimizer.state:0.weight"), std::string::npos)
       << weights.summary("checkpoint.complete");
+  EXPECT_NE(weights.summary("checkpoint.complete").find("weights alone"), std::string::npos)
+      << weights.summary("checkpoint.complete");
 }
 
 TEST_F(Frameworks, LightningUnderTorchrunPassesTheWholeLadderWithTrainingStepAsTheLoss) {

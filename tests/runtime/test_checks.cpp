@@ -182,11 +182,14 @@ TEST(Checks, NumericsDiagnosesSumLossBatchNormAndForeignSamples) {
   auto twice = judge_numerics({evidence(2.0, false)}, 2, 1.3e-6, 1e-5);
   EXPECT_NE(twice.summary.find("summed, not averaged"), std::string::npos) << twice.summary;
   EXPECT_NE(twice.summary.find("the world size applied twice"), std::string::npos) << twice.summary;
-  auto thrice = judge_numerics({evidence(3.0, false)}, 2, 1.3e-6, 1e-5);  // k, not the world: accumulation
-  EXPECT_NE(thrice.summary.find("gradients are 3x the single-process gradient of the same global batch: a loss 3 "
-                                "times too large (accumulation over 3 micro-batches"),
+  auto e3 = evidence(3.0, false);
+  e3.micro_batches = 3;  // k is the accumulation, not the world
+  auto thrice = judge_numerics({e3}, 2, 1.3e-6, 1e-5);
+  EXPECT_NE(thrice.summary.find("gradients are 3x the single-process gradient of the same global batch: "
+                                "accumulation over 3 micro-batches whose losses are not divided by 3"),
             std::string::npos)
       << thrice.summary;
+  EXPECT_EQ(thrice.summary.find("world size"), std::string::npos) << thrice.summary;
   auto bn = judge_numerics({evidence(1.0, true)}, 2, 1.3e-6, 1e-5);
   EXPECT_NE(bn.summary.find("bn1"), std::string::npos) << bn.summary;
   EXPECT_NE(bn.summary.find("batch statistics"), std::string::npos) << bn.summary;
