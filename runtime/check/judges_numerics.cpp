@@ -58,10 +58,10 @@ std::string scaled_up(int k, int world, int micro_batches) {
   const std::string K = std::to_string(k);
   std::vector<std::string> sources;
   if (k == micro_batches)
-    sources.push_back("accumulation over " + K +
-                      " micro-batches whose losses are not divided by " + K +
+    sources.push_back("accumulation over " + K + " micro-batches whose losses are not divided by " + K +
                       " (the Hugging Face Trainer leaves that division to num_items_in_batch for a model that takes "
-                      "loss kwargs: a loss that ignores it is then " + K + "x)");
+                      "loss kwargs: a loss that ignores it is then " +
+                      K + "x)");
   if (k == world)
     sources.push_back(
         "the world size applied twice: a loss multiplied by the number of processes before DDP averages (the Hugging "
