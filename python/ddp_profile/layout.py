@@ -167,6 +167,7 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "backwards": ("Int", "", OPTIONAL),
         "stale_grads": ("Bool", "", OPTIONAL),
         "step_before_backward": ("Bool", "", OPTIONAL),
+        "outside_ddp": ("StringList", "", OPTIONAL),
         "first_nonfinite_layer": (NESTED + "nonfinite_layer", "", OPTIONAL),
     },
     "sampler_info": {

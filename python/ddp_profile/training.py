@@ -8,6 +8,8 @@ Python records, C++ judges (runtime/check/judges_training.cpp, judges_memory.cpp
 - the modules a training forward (grad enabled) ran in eval mode, and whether the model itself was in train mode;
 - the learning rate of each param_group and the scheduler's own step count (last_epoch): how often it stepped;
 - in verified steps, the parameters the optimizer step left unchanged;
+- the parameters that received a gradient DDP does not reduce: not among the parameters DDP registered when it
+  wrapped the module (a layer replaced or added after DDP(...)), nor among those it was told to ignore;
 - memory: the bytes the C heap has handed out and not had back (glibc's mallinfo2: what tensors, graphs and buffers
   hold, blind to the pages an allocator keeps after a free), the process's resident set, and on CUDA the caching
   allocator's allocated/reserved bytes.
@@ -112,9 +114,23 @@ def _finite(t: Optional[torch.Tensor]) -> bool:
     return bool(torch.isfinite(t.detach().sum(dtype=torch.float64)))  # one reduction; NaN or inf anywhere shows
 
 
+def ddp_registered(model: Any) -> Optional[set]:
+    """The ids of the parameters DDP reduces, as it registered them when it wrapped the module (torch >= 2.0), with
+    those it was told to ignore; None when the model is no DDP or keeps no such list."""
+    params = getattr(model, "_module_parameters", None)
+    if params is None:
+        return None
+    ignored = getattr(model, "parameters_to_ignore", ()) or ()
+    inner = getattr(model, "module", None)
+    named = dict(inner.named_parameters()) if inner is not None else {}
+    return {id(p) for p in params} | {id(named[n]) for n in ignored if n in named}
+
+
 class Training:
-    def __init__(self, module: nn.Module, optimizer: Any, scheduler: Any, out: files.Jsonl) -> None:
+    def __init__(self, module: nn.Module, optimizer: Any, scheduler: Any, out: files.Jsonl,
+                 reduced: Optional[set] = None) -> None:
         self.module, self.optimizer, self.scheduler, self.out = module, optimizer, scheduler, out
+        self.reduced = reduced  # ddp_registered(model)
         self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self.mode_modules = [("%s (%s)" % (n, type(m).__name__) if n else type(m).__name__, m)
                              for n, m in module.named_modules() if isinstance(m, _MODE_SENSITIVE)]
@@ -208,6 +224,9 @@ class Training:
             line["heap"] = heap
         line.update(self._grads)
         line.update(self.iteration.step_fields())
+        if self.reduced is not None:
+            line["outside_ddp"] = [n for n, p in self.module.named_parameters()
+                                   if p.grad is not None and id(p) not in self.reduced]
         if before is not None:  # a verified step: its pre-step parameters were dumped
             line["unchanged"] = [n for n, p in self.params if n in before and same_bits(p, before[n])]
         if self.localized is not None and not self.localized_written:

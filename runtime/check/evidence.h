@@ -190,6 +190,7 @@ struct TrainingStep {
   int backwards = 0;                        // backward passes that reached the parameters since the last step
   bool stale_grads = false;                 // the first backward after the last step found its gradients there
   bool step_before_backward = false;        // the step ran between a training forward and its backward
+  std::vector<std::string> outside_ddp;     // received a gradient DDP does not reduce (changed after wrapping)
   std::string first_nonfinite_layer;        // on the first non-finite forward: the first layer whose output is not
   int64_t rss = 0;                          // resident bytes
   std::optional<int64_t> heap;              // C heap in use (glibc's mallinfo2); absent without it

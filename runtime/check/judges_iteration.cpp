@@ -4,7 +4,7 @@
 // breaks it is named with its counts:
 // - a step with no forward and no backward since the one before: optimizer.step() called twice per iteration;
 // - backwards with no forward through the DDP model: the forward bypassed the wrapper (model.module(x)), so DDP
-//   never allreduced those gradients;
+//   never allreduced those gradients; a parameter with a gradient DDP never registered (changed after wrapping);
 // - the first backward after a step found that step's gradients still there: nothing zeroed them, they pile up;
 // - the step ran after a training forward and before its backward: it applied the previous iteration's gradients.
 #include <algorithm>
@@ -20,6 +20,12 @@ struct Broken {
   size_t rank = 0;
   std::string what;
 };
+
+std::string name_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 4; ++i) s += (i ? ", " : "") + names[i];
+  return names.size() > 4 ? s + ", ... (" + std::to_string(names.size()) + " in all)" : s;
+}
 
 std::string on(size_t rank, int64_t step) { return "rank " + std::to_string(rank) + ", step " + std::to_string(step); }
 
@@ -45,6 +51,12 @@ Broken first_break(size_t rank, const std::vector<TrainingStep>& steps) {
               on(rank, t.step) + ": " + std::to_string(t.backwards) +
                   " backward(s) and no forward through the DDP model: the forward bypasses the wrapper "
                   "(model.module(x), or the model before DDP(...)), and DDP allreduces no gradient of it"};
+    if (!t.outside_ddp.empty())
+      return {t.step, rank,
+              on(rank, t.step) + ": " + name_list(t.outside_ddp) +
+                  " received gradients DDP never allreduces: not among the parameters DDP registered when it wrapped "
+                  "the module (a layer replaced or added after DDP(...)); each rank steps its own gradient there. "
+                  "Change the model before wrapping it"};
     if (t.stale_grads)
       return {t.step, rank,
               on(rank, t.step) + ": the first backward found step " + std::to_string(steps[i - 1].step) +

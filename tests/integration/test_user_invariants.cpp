@@ -55,6 +55,9 @@ TEST_F(UserCheck, EachBrokenInvariantIsNamedWithItsKey) {
       {"seed-per-rank", "data.shard_rule", "never read"},
       {"double-step", "train.iteration", "optimizer.step() ran 60 times for 30 iterations"},
       {"no-zero-grad", "train.iteration", "step 1: the first backward found step 0's gradients still there"},
+      {"head-after-ddp", "train.iteration",
+       "step 0: 9.weight, 9.bias received gradients DDP never allreduces: not among the parameters DDP registered"},
+      {"head-after-ddp", "numerics.rank_sync", "rank 1's parameters differ from rank 0's after optimizer step 0"},
   };
   std::map<std::string, Checked> runs;  // one ladder run per plant
   for (const Broken& b : cases) {
@@ -76,6 +79,41 @@ TEST_F(UserCheck, EachBrokenInvariantIsNamedWithItsKey) {
     if (plant == "double-step" || plant == "no-zero-grad") {
       EXPECT_EQ(c.status("data.shard_rule"), "pass") << plant << ": " << c.summary("data.shard_rule");
     }
+  }
+}
+
+// memory.steady on correct scripts of every style over at least 80 optimizer steps: the heap they settle into is no
+// leak (the resident set crept 36-59 KB a step on such scripts and failed them).
+TEST_F(UserCheck, MemoryIsSteadyOnCorrectScriptsOfEveryStyle) {
+  struct Style {
+    const char* name;
+    std::string script;
+    std::vector<std::string> args;
+    const char* needs;
+  };
+  const std::vector<Style> styles = {
+      {"cnn_workers", kCnn, {"--out", fresh_dir("mem_cnn"), "--workers", "2"}, nullptr},
+      {"lightning",
+       kScripts + "/lightning_job.py",
+       {"--epochs", "6", "--ckpt-dir", fresh_dir("mem_light")},
+       "lightning"},
+      {"accelerate",
+       kScripts + "/accelerate_job.py",
+       {"--epochs", "10", "--ckpt-dir", fresh_dir("mem_acc")},
+       "accelerate"},
+      {"hf_trainer",
+       kScripts + "/hf_trainer_job.py",
+       {"--out", fresh_dir("mem_hf"), "--epochs", "4", "--no-average-tokens"},
+       "transformers"},
+  };
+  for (const Style& s : styles) {
+    if (s.needs && !ddptest::user_check::venv_has(torchrun_, s.needs)) continue;
+    Checked c = check(std::string("mem_") + s.name, {"--checks", "memory.steady"},
+                      torchrun_cmd(torchrun_, 2, s.script, s.args), torchrun_);
+    EXPECT_EQ(c.status("memory.steady"), "pass") << s.name << ": " << c.summary("memory.steady");
+    const auto& rank0 = c.checks["checks"][0]["details"]["ranks"][0];
+    EXPECT_EQ(rank0["measure"], "heap") << s.name;
+    EXPECT_GE(rank0["steps"].get<int>() + 8, 80) << s.name << ": too short a run to say";
   }
 }
 

@@ -208,6 +208,12 @@ TEST(TrainingJudges, AnIterationOutOfOrderIsNamed) {
   EXPECT_NE(r.summary.find("rank 0, step 0: optimizer.step() ran after the forward and before its backward"),
             std::string::npos)
       << r.summary;
+  e = healthy(20);
+  e.per_rank[1][2].outside_ddp = {"9.weight", "9.bias"};
+  r = ddp::judge_iteration(e);
+  EXPECT_NE(r.summary.find("rank 1, step 2: 9.weight, 9.bias received gradients DDP never allreduces"),
+            std::string::npos)
+      << r.summary;
   // Step 0 may begin before the hooks: its counts alone break nothing.
   e = healthy(20);
   e.per_rank[0][0].forwards = 0;

@@ -12,6 +12,8 @@ Planted faults (each breaks one invariant of docs/checks.md):
   seed-per-rank        the sampler's seed is the rank: the ranks' shards overlap and leave items unread
   double-step          the optimizer steps twice per iteration
   no-zero-grad         zero_grad is never called: gradients pile up across steps
+  head-after-ddp       a new head replaces the last layer after DDP(...) wrapped the model (found unused parameters
+                       on): DDP never reduces its gradients, each rank steps its own
 """
 import argparse
 import os
@@ -69,16 +71,19 @@ def main() -> None:
     data = Shapes(a.items)
     sampler = DistributedSampler(data, seed=rank if a.plant == "seed-per-rank" else 0)
     loader = DataLoader(data, batch_size=a.batch, sampler=sampler, num_workers=a.workers)
+    model = DDP(model, broadcast_buffers=a.plant != "bn-unsynced", find_unused_parameters=a.plant == "head-after-ddp")
+    if a.plant == "head-after-ddp":
+        model.module[9] = nn.Linear(16, 4)
+        opt.add_param_group({"params": list(model.module[9].parameters())})
     warmup = len(loader)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
     start = 0
-    if a.resume:
+    if a.resume:  # every rank loads the same file: the replicas stay equal
         ck = torch.load(a.resume, map_location="cpu", weights_only=True)
-        model.load_state_dict(ck["model"])
+        model.module.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         sched.load_state_dict(ck["sched"])
         start = ck["epoch"] + 1
-    model = DDP(model, broadcast_buffers=a.plant != "bn-unsynced")
     running = torch.zeros(())
     for epoch in range(start, a.epochs):
         sampler.set_epoch(epoch)
