@@ -24,6 +24,7 @@ from .ground import dropouts, to_device
 from .numerics import Numerics
 from .recorder import Recorder
 from .sampling import batch_len, pass_epoch, record, record_loader, take
+from .iteration import watch_zero_grad
 from .training import Training, ddp_registered, outside_optimizer
 
 
@@ -64,6 +65,8 @@ class CheckRecorder(Recorder):
         self.numerics = Numerics(c.module, c.loss_fn, c.cfg.run, c.rank, c.cfg.verify_steps, log(layout.SUMMARIES))
         self.coll = Collectives(c.model, log(layout.COLLECTIVES))
         self.training = Training(c.module, c.optimizer, c.scheduler, log(layout.TRAINING), ddp_registered(c.model))
+        for obj in (c.optimizer, c.model, c.module):
+            watch_zero_grad(obj, self.training.iteration.zero_grad_called)
         self.outside_optimizer = outside_optimizer(c.module, c.optimizer)  # once: it may walk every object
         self.scheduler_rule: Tuple[int, str] = scheduler_rule(c.scheduler)
         self.stream = record(c.sampler) if c.sampler is not None else None

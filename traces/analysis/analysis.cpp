@@ -7,6 +7,7 @@
 #include "traces/analysis/analysis_flags.h"
 #include "traces/analysis/analysis_measures.h"
 #include "traces/analysis/analysis_rank_data.h"
+#include "traces/analysis/replay_what_if.h"
 #include "traces/base/text_format.h"
 
 namespace ddp {
@@ -103,6 +104,7 @@ Analysis analyze(const RunTrace& run) {
   a.steps = common.size();
   a.step_ms = mean_step_ms(a.ranks);
   a.causes = attribute_stalls(data, a.ranks, common, a.step_ms, run.origin_ns());
+  add_what_if(a, data, common);
   add_flags(a, data, cfg, manifest_backend(run));
   a.gpu = gpu_time(run);
   a.verdict = verdict(a);

@@ -13,10 +13,18 @@ namespace {
 nlohmann::json cause_json(const StallCause& c) {
   nlohmann::json victims = nlohmann::json::array();
   for (const StallVictim& v : c.victims) victims.push_back({{"rank", v.rank}, {"stage", v.stage}, {"ms", v.ms}});
-  return {
-      {"rank", c.rank},   {"stage", c.stage},     {"lost_ms", c.lost_ms},   {"lost_ms_per_step", c.lost_ms_per_step},
-      {"share", c.share}, {"victims", victims},   {"evidence", c.evidence}, {"explanation", c.explanation},
-      {"at_ns", c.at_ns}, {"at_rank", c.at_rank}, {"at_step", c.at_step}};
+  return {{"rank", c.rank},
+          {"stage", c.stage},
+          {"lost_ms", c.lost_ms},
+          {"lost_ms_per_step", c.lost_ms_per_step},
+          {"share", c.share},
+          {"victims", victims},
+          {"evidence", c.evidence},
+          {"explanation", c.explanation},
+          {"at_ns", c.at_ns},
+          {"at_rank", c.at_rank},
+          {"at_step", c.at_step},
+          {"what_if_step_ms", c.what_if_step_ms >= 0 ? nlohmann::json(c.what_if_step_ms) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json rank_json(const RankAnalysis& r) {
@@ -61,6 +69,15 @@ nlohmann::json rank_json(const RankAnalysis& r) {
           {"dropped_events", r.dropped}};
 }
 
+nlohmann::json replay_json(const ReplayFit& r) {
+  auto when_ok = [&](double v) { return r.ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"step_error_mean", when_ok(r.step_error_mean)},
+          {"step_error_p90", when_ok(r.step_error_p90)},
+          {"replayed_step_ms", when_ok(r.replayed_step_ms)},
+          {"trusted", r.trusted},
+          {"reason", r.reason}};
+}
+
 }  // namespace
 
 nlohmann::json analysis_json(const Analysis& a) {
@@ -83,6 +100,7 @@ nlohmann::json analysis_json(const Analysis& a) {
           {"step_ms", a.step_ms},
           {"verdict", a.verdict},
           {"causes", causes},
+          {"replay", replay_json(a.replay)},
           {"flags", flags},
           {"ranks", ranks},
           {"gpu", gpu},
@@ -105,11 +123,18 @@ std::string analysis_text(const Analysis& a) {
                ++i, who.c_str(), c.stage.c_str(), c.lost_ms, c.lost_ms_per_step, 100 * c.share, c.at_step, c.at_rank,
                static_cast<double>(c.at_ns) / 1e9);
     out += "     " + c.explanation + "\n";
+    if (c.what_if_step_ms >= 0)
+      out += fmt("     without it (this rank's %s as on the median rank): %.3f ms a step, replayed%s\n",
+                 c.stage.c_str(), c.what_if_step_ms, a.replay.trusted ? "" : " (untrusted: see replay)");
     std::string vs;
     for (const StallVictim& v : c.victims)
       vs += fmt("%srank %d %s %.2f ms", vs.empty() ? "" : ", ", v.rank, v.stage.c_str(), v.ms);
     out += "     victims: " + vs + "\n";
   }
+  if (a.replay.ok)
+    out += fmt("\nreplay: the run's graph replayed gives its steps back within %.1f%% (mean), %.1f%% (p90)%s\n",
+               100 * a.replay.step_error_mean, 100 * a.replay.step_error_p90,
+               a.replay.trusted ? "" : (": untrusted, " + a.replay.reason).c_str());
   out += "\nflags:\n";
   if (a.flags.empty()) out += "  none\n";
   for (const StallFlag& f : a.flags) out += "  [" + f.id + "] " + f.message + "\n";

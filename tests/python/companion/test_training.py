@@ -171,3 +171,25 @@ def test_replicated_state_is_equal_on_copies_and_names_a_drifting_buffer():
     s = torch.utils.data.DistributedSampler(list(range(10)), num_replicas=2, rank=1, seed=4)
     assert dict(replicated.sampler(s)) == {"sampler/seed": "4", "sampler/num_replicas": "2", "sampler/shuffle": "True",
                                            "sampler/drop_last": "False", "sampler/epoch": "0"}
+
+
+def test_gradients_a_later_zero_grad_clears_before_the_step_are_not_stale(tmp_path):
+    """A GAN's discriminator: after its step the generator's backward runs through it (its gradients are not
+    zeroed yet), then its own zero_grad comes before its next forward: nothing piles up into its next step."""
+    from ddp_profile import iteration
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    t = _training(tmp_path, model, opt)
+    iteration.watch_zero_grad(opt, t.iteration.zero_grad_called)
+    for _ in range(3):
+        model(torch.ones(2, 3)).sum().backward()  # the generator's backward through it, after its step
+        opt.zero_grad()
+        t.forward_pre()
+        model(torch.ones(2, 3)).square().sum().backward()
+        t.before_step()
+        opt.step()
+        t.after_step(0, None)
+    lines = _lines(tmp_path / "t.jsonl")
+    assert [x["stale_grads"] for x in lines] == [False, False, False]
+    assert [x["backwards"] for x in lines] == [2, 2, 2]

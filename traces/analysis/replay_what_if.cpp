@@ -1,0 +1,52 @@
+// The what-if of --analyze: the replay's fit, and per top cause the step predicted without it.
+#include "traces/analysis/replay_what_if.h"
+
+#include "traces/analysis/replay.h"
+#include "traces/base/text_format.h"
+
+namespace ddp::analysis_detail {
+namespace {
+
+// Causes given a prediction: the ones a user reads first (each costs two replays of the run).
+constexpr size_t kWhatIfCauses = 5;
+
+// The edit that removes a cause: its rank's stage as on the median rank; none for a cause of no single rank, or of a
+// stage that is a wait (its time is another's) or the collective's.
+std::optional<ReplayEdit> edit_for(const StallCause& c) {
+  if (c.rank < 0) return std::nullopt;
+  if (c.stage == "other") return ReplayEdit{c.rank, Stage::step, true};
+  const std::optional<Stage> s = stage_from_name(c.stage);
+  if (!s || is_wait(*s) || stage_has(*s, kStageCommunication) || *s == Stage::worker_start) return std::nullopt;
+  return ReplayEdit{c.rank, *s, false};
+}
+
+}  // namespace
+
+void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vector<uint32_t>& common) {
+  const ReplayResult fit = replay(data, common);
+  a.replay.ok = fit.ok;
+  if (!fit.ok) {
+    a.replay.reason = fit.why;
+    return;
+  }
+  a.replay.step_error_mean = fit.error_mean;
+  a.replay.step_error_p90 = fit.error_p90;
+  a.replay.replayed_step_ms = fit.step_ms;
+  a.replay.trusted = fit.error_mean <= kReplayTrustedError && fit.why.empty();
+  if (!fit.why.empty())
+    a.replay.reason = fit.why;
+  else if (!a.replay.trusted)
+    a.replay.reason =
+        fmt("the replay misses the measured steps by %.1f%% on average (more than %.0f%%): what it "
+            "leaves out (CPU contention between ranks, the loader's back-pressure, memory bandwidth) "
+            "weighs on this run",
+            100 * fit.error_mean, 100 * kReplayTrustedError);
+  for (size_t i = 0; i < a.causes.size() && i < kWhatIfCauses; ++i) {
+    const std::optional<ReplayEdit> e = edit_for(a.causes[i]);
+    if (!e) continue;
+    const ReplayResult r = replay(data, common, e);
+    if (r.ok) a.causes[i].what_if_step_ms = r.step_ms;
+  }
+}
+
+}  // namespace ddp::analysis_detail
