@@ -43,6 +43,9 @@ TEST_P(AnalyzeKnob, TopCauseIsTheSlowedStageOnTheSlowedRank) {
   EXPECT_EQ(top["stage"], k.stage) << j["causes"].dump(2);
   EXPECT_EQ(top["rank"], k.rank) << j["causes"].dump(2);
   EXPECT_GT(top["share"].get<double>(), 0.1) << "a planted slowdown is a dominant stall";
+  // Without the slowed stage the replay predicts a shorter step (how much shorter: docs/stalls.md, "What if").
+  ASSERT_TRUE(top["what_if_step_ms"].is_number()) << top.dump();
+  EXPECT_LT(top["what_if_step_ms"].get<double>(), 0.8 * j["step_ms"].get<double>()) << top.dump();
   double prev = 1e300;
   for (const auto& c : j["causes"]) {
     EXPECT_LE(c["lost_ms"].get<double>(), prev) << "causes are sorted by time lost";
@@ -77,6 +80,10 @@ TEST(Analyze, BalancedRunBlamesNoRanksPipelineStage) {
     EXPECT_LT(c["share"].get<double>(), 0.1) << "no rank's stage dominates a balanced run: " << c.dump();
   }
   for (const auto& f : j["flags"]) EXPECT_NE(f["id"], "loader_cannot_keep_up") << f.dump();
+  // The replay of the run's graph gives its steps back (docs/stalls.md, "What if").
+  ASSERT_TRUE(j["replay"]["step_error_mean"].is_number()) << j["replay"].dump();
+  EXPECT_LE(j["replay"]["step_error_mean"].get<double>(), 0.05) << j["replay"].dump();
+  EXPECT_TRUE(j["replay"]["trusted"].get<bool>()) << j["replay"].dump();
 }
 
 bool has_flag(const nlohmann::json& j, const std::string& id) {

@@ -127,6 +127,9 @@ TEST_F(UserDatapath, ASlowTransformOnOneRankIsNamedAtItsStageAndRank) {
   EXPECT_NE(r.output.find("rank 1's loader is slow in transform"), std::string::npos) << r.output;
   // Which step of the Compose: the planted one (the script's Sleep step) costs the most.
   EXPECT_NE(r.output.find("; of it: Sleep "), std::string::npos) << r.output;
+  // The replay of a user's run (workers, pin thread, buckets from the comm hook) gives its steps back.
+  ASSERT_TRUE(r.a["replay"]["step_error_mean"].is_number()) << r.a["replay"].dump();
+  EXPECT_LE(r.a["replay"]["step_error_mean"].get<double>(), 0.05) << r.a["replay"].dump();
 }
 
 TEST_F(UserDatapath, ASlowReadOnOneRankIsNamedAsTheRead) {

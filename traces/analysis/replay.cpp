@@ -67,20 +67,42 @@ void gap(Chain& c, uint32_t step, int64_t a, int64_t b) {
 // The batches the rank's waits for data took, with their fetches on the loader's worker lanes. A fetch on the main
 // lane (no workers) is the rank's own work: its wait becomes work.
 void index_batches(const RankData& d, Chain& c) {
-  std::unordered_map<uint64_t, Batch> fetched;
+  // Per batch, its spans per lane; the worker's lane is the one that spent the most on it (pin on a thread of its
+  // own, a user's pin thread, is then part of the hand-over).
+  std::unordered_map<uint64_t, std::map<uint8_t, Batch>> by_lane;
   for (const Span& s : d.loader) {
-    Batch& b = fetched[sync_key(s.step, s.micro)];
-    if (b.stages.empty()) {
-      b.lane = s.lane, b.start = s.t0, b.end = s.t1;
-    } else if (s.lane != b.lane) {
-      continue;  // pin on a thread of its own: part of the hand-over
-    }
+    Batch& b = by_lane[sync_key(s.step, s.micro)][s.lane];
+    if (b.stages.empty()) b.lane = s.lane, b.start = s.t0, b.end = s.t1;
     b.start = std::min(b.start, s.t0);
     b.end = std::max(b.end, s.t1);
     b.stages[s.stage] += s.dur();
   }
+  std::unordered_map<uint64_t, Batch> fetched;
+  for (auto& [sync, lanes] : by_lane) {
+    auto spent = [](const Batch& b) {
+      int64_t t = 0;
+      for (const auto& [stage, ns] : b.stages) t += ns;
+      return t;
+    };
+    auto most = std::max_element(lanes.begin(), lanes.end(),
+                                 [&](const auto& a, const auto& b) { return spent(a.second) < spent(b.second); });
+    fetched[sync] = std::move(most->second);
+  }
   const int main_lane = d.main.empty() ? -1 : d.main.front().lane;
-  const int64_t slots = std::max<int64_t>(1, static_cast<int64_t>(d.loader_lanes.size())) * kReplayPrefetch;
+  // The queue's depth as the run showed it: the most batches taken later than a fetch began, plus one (at least the
+  // workers x prefetch a DataLoader keeps in flight). Batch n then never starts before batch n - slots was taken.
+  std::vector<std::pair<int64_t, int64_t>> start_take;  // per batch in consumption order
+  for (const Op& o : c.ops) {
+    if (o.stage != Stage::wait_data || o.other) continue;
+    auto f = fetched.find(sync_key(o.step, o.micro));
+    if (f != fetched.end()) start_take.push_back({f->second.start, o.t1});
+  }
+  int64_t slots = std::max<int64_t>(1, static_cast<int64_t>(d.loader_lanes.size())) * kReplayPrefetch;
+  for (size_t n = 0; n < start_take.size(); ++n) {
+    int64_t depth = 0;
+    for (size_t m = 0; m < n; ++m) depth += start_take[m].second > start_take[n].first;
+    slots = std::max(slots, depth + 1);
+  }
   std::map<uint8_t, int64_t> last_on;
   for (size_t i = 0; i < c.ops.size(); ++i) {
     Op& o = c.ops[i];
