@@ -21,10 +21,10 @@ from .collectives import Collectives
 from .dataset_probe import probe
 from .frameworks import scheduler_rule
 from .ground import dropouts, to_device
+from .iteration import watch_zero_grad
 from .numerics import Numerics
 from .recorder import Recorder
 from .sampling import batch_len, pass_epoch, record, record_loader, take
-from .iteration import watch_zero_grad
 from .training import Training, ddp_registered, outside_optimizer
 
 
