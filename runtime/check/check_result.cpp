@@ -48,4 +48,11 @@ std::string checks_table(const std::vector<CheckResult>& results) {
   return o.str();
 }
 
+std::string name_list(const std::vector<std::string>& names, size_t most) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < most; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > most) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
 }  // namespace ddp

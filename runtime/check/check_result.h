@@ -19,6 +19,9 @@ struct CheckResult {
 CheckResult check_result(const std::string& id, CheckStatus status, std::string summary,
                          nlohmann::json details = nlohmann::json::object());
 
+// Names for a summary line: the first `most`, comma-separated, then ", ... (N in all)" when there are more.
+std::string name_list(const std::vector<std::string>& names, size_t most = 4);
+
 // {"checks": [{id, status, summary, details}...], "failed": N, "passed": bool} (docs/checks.md: the stable shape).
 nlohmann::json checks_json(const std::vector<CheckResult>& results);
 // One line per check: id, status, summary.

@@ -21,12 +21,6 @@ struct Broken {
   std::string what;
 };
 
-std::string name_list(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < 4; ++i) s += (i ? ", " : "") + names[i];
-  return names.size() > 4 ? s + ", ... (" + std::to_string(names.size()) + " in all)" : s;
-}
-
 std::string on(size_t rank, int64_t step) { return "rank " + std::to_string(rank) + ", step " + std::to_string(step); }
 
 // The first break of the invariant in one rank's steps, with how often it breaks there.

@@ -12,13 +12,6 @@
 namespace ddp {
 namespace {
 
-std::string name_list(const std::vector<std::string>& names, size_t most = 4) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < most; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > most) out += ", ... (" + std::to_string(names.size()) + " in all)";
-  return out;
-}
-
 size_t steps_logged(const TrainingEvidence& e) {
   size_t n = 0;
   for (const auto& r : e.per_rank) n += r.size();

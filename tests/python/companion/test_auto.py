@@ -81,12 +81,18 @@ class _Recorded:
         self.passes.append(draw_pass)
 
 
-def test_a_batch_read_ahead_is_the_steps_whose_forward_takes_it(monkeypatch, tmp_path):
-    rec = _Recorded()
+def _auto_with(rec, mode, monkeypatch, tmp_path):
+    """An Auto of `mode` whose companion is `rec`, both the process's own for the test."""
     monkeypatch.setattr(companion, "_current", rec)
-    a = auto.Auto(env.Config(run=str(tmp_path), mode="record", verify_steps=0, fault=None, hold_after_save=0,
+    a = auto.Auto(env.Config(run=str(tmp_path), mode=mode, verify_steps=0, fault=None, hold_after_save=0,
                              schedule=(1, 1, 1)))
     monkeypatch.setattr(auto, "_auto", a)
+    return a
+
+
+def test_a_batch_read_ahead_is_the_steps_whose_forward_takes_it(monkeypatch, tmp_path):
+    rec = _Recorded()
+    a = _auto_with(rec, "record", monkeypatch, tmp_path)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(6.0)), batch_size=2)
     val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(100.0, 104.0)), batch_size=2)
     v = a.iterate(val, lambda: iter(val))
@@ -106,10 +112,7 @@ def test_a_peek_at_the_first_batch_is_no_pass_of_training(monkeypatch, tmp_path)
     first, is dropped as never trained on, against the sampler pass it came from, and the pass that trains is whole
     and keeps its own indices (it was one batch off when a drop took from the latest pass)."""
     rec = _Recorded()
-    monkeypatch.setattr(companion, "_current", rec)
-    a = auto.Auto(env.Config(run=str(tmp_path), mode="check", verify_steps=0, fault=None, hold_after_save=0,
-                             schedule=(1, 1, 1)))
-    monkeypatch.setattr(auto, "_auto", a)
+    a = _auto_with(rec, "check", monkeypatch, tmp_path)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(6.0)), batch_size=2)
     next(a.iterate(loader, lambda: iter(loader)))  # b_sz = len(next(iter(self.train_data))[0])
     for (x,) in a.iterate(loader, lambda: iter(loader)):
@@ -142,10 +145,7 @@ def test_once_the_script_uses_dp_loader_no_other_loaders_batch_is_taken_as_train
     rec = _Recorded()
     train = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(4.0)), batch_size=2)
     rec.own_loaders = {train}
-    monkeypatch.setattr(companion, "_current", rec)
-    a = auto.Auto(env.Config(run=str(tmp_path), mode="record", verify_steps=0, fault=None, hold_after_save=0,
-                             schedule=(1, 1, 1)))
-    monkeypatch.setattr(auto, "_auto", a)
+    a = _auto_with(rec, "record", monkeypatch, tmp_path)
     val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(100.0, 104.0)), batch_size=2)
     v = a.iterate(val, lambda: iter(val))
     batch = next(v)
