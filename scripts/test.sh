@@ -27,14 +27,14 @@ python3 scripts/skipped_tests.py build/Testing/Temporary/LastTest.log
 venv_python=${DDP_CACHE:-$HOME/.cache/ddp_profile}/torchvenv/bin/python
 if [ -x "$venv_python" ]; then
   "$venv_python" -m pytest --version > /dev/null 2>&1 || "$venv_python" -m pip install --quiet pytest
-  "$venv_python" -m pytest -q -rs tests/python/companion
+  timeout 900 "$venv_python" -m pytest -q -rs tests/python/companion
   # The Python lint gate (ruff.toml: pyflakes' rules), with PyPI's ruff beside pytest.
   "$venv_python" -m ruff --version > /dev/null 2>&1 || "$venv_python" -m pip install --quiet ruff
   "$venv_python" -m ruff check --no-cache python tests/python scripts bench examples
 else
   echo "test.sh: no torch venv: the Python lint gate (ruff) is skipped"
 fi
-/usr/bin/python3 -m pytest -q -rs tests/python/companion tests/python/tools
+timeout 900 /usr/bin/python3 -m pytest -q -rs tests/python/companion tests/python/tools
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDP_PROFILE_SANITIZE=ON -DDDP_PROFILE_RUNTIME=OFF \
   -DDDP_PROFILE_VIEWER=OFF -DDDP_PROFILE_BENCH=OFF > /dev/null

@@ -141,7 +141,13 @@ def _train_two_ranks(rank, world, init, hooked, run, out):
             spans.after_step(step)
     if rank == 0:
         torch.save([p.detach().clone() for p in model.parameters()], out)
-    dist.destroy_process_group()
+    if spans:
+        spans.log.close()
+    dist.barrier()
+    # Out without torch's teardown: on torch 1.13 the Reducer's destructor joins Gloo's worker thread while holding
+    # the GIL, and that thread may still need the GIL to release the Python comm hook's future (a deadlock, about one
+    # run in six here; torch 2.11 does not have it). What this test compares is written and flushed by now.
+    os._exit(0)
 
 
 def test_the_bucket_hook_keeps_ddps_numerics_bit_for_bit(tmp_path):
