@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
       return ddp::run_digest(cmd);
     case ddp::Mode::diff:
       return ddp::run_diff(cmd);
+    case ddp::Mode::what_if:
+      return ddp::run_what_if(cmd);
     case ddp::Mode::none:
       break;
   }

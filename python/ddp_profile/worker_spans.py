@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import multiprocessing.queues
 import multiprocessing.util
+import os
+import signal
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -63,6 +65,30 @@ def _new_fetcher_is_a_new_pass(original: Callable[..., Any]) -> Callable[..., An
     return fetch
 
 
+def _flush_when_terminated(log: events.EventLog) -> None:
+    """A worker still alive when its training process exits is terminated (SIGTERM to a daemonic child), which runs
+    no finalizer: the batches since its last flush (up to a quarter of a second of them) would be lost. It writes
+    them first, then ends as the signal would have ended it (or as the job's own handler says)."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Any) -> None:
+        try:
+            if _worker is not None:
+                _worker.write_steps()
+            log.close()
+        finally:
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the worker's main thread (a thread-based loader): nothing to flush at a signal
+        pass
+
+
 class WorkerStart:
     """The loader's worker_init_fn while a pass is recorded (picklable for the spawn start method): the worker's
     recording is set up, then the user's own worker_init_fn runs, inside the worker_start span."""
@@ -77,6 +103,7 @@ class WorkerStart:
         lane = log.lane("loader/%d" % worker_id)
         _worker = _Worker(log, lane, self.pass_no)
         multiprocessing.util.Finalize(_worker, _worker.write_steps, exitpriority=11)  # before the log's close
+        _flush_when_terminated(log)
         fetch_spans.in_progress.sink = _worker.fetched
         fetch_spans.patch_fetchers()
         from torch.utils.data._utils import fetch as f

@@ -8,6 +8,7 @@
 #include "runtime/trace_commands/read_progress_bar.h"
 #include "traces/analysis/analysis.h"
 #include "traces/analysis/summary.h"
+#include "traces/analysis/what_if.h"
 #include "traces/base/rank_set.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/diff/run_diff.h"
@@ -221,6 +222,32 @@ int run_analyze(const Command& cmd) {
   } else {
     std::cout << analysis_text(a);
     if (is_kineto_run(run)) std::cout << "\n" << kineto_report_text(run);
+  }
+  return 0;
+}
+
+// --what-if EDIT RUN (docs/stalls.md, What if): the run replayed with the edits; 1 when the run cannot take them.
+int run_what_if(const Command& cmd) {
+  std::vector<WhatIfEdit> edits;
+  std::string err;
+  if (!parse_what_if(cmd.what_if, edits, err)) {  // checked when the command line was parsed
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 2;
+  }
+  RunTrace run;
+  if (int rc = load_or_report(cmd, run)) return rc;
+  WhatIf w;
+  if (!what_if(run, edits, w, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 2;
+  }
+  if (cmd.json)
+    std::cout << what_if_json(w).dump(2) << "\n";
+  else
+    std::cout << what_if_text(w);
+  if (!w.result.ok) {
+    std::cerr << "ddp_profile: --what-if " << cmd.what_if << ": " << w.result.why << "\n";
+    return 1;
   }
   return 0;
 }

@@ -11,4 +11,5 @@ int run_summary(const Command& cmd);
 int run_analyze(const Command& cmd);
 int run_digest(const Command& cmd);
 int run_diff(const Command& cmd);
+int run_what_if(const Command& cmd);
 }  // namespace ddp

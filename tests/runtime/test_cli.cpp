@@ -53,6 +53,23 @@ TEST(Cli, OfflineModesTakeSeveralTracesAndMaps) {
   }
 }
 
+TEST(Cli, WhatIfTakesItsEditsThenTheRun) {
+  auto r = parse({"--what-if", "workers=4,prefetch=3", "run_dir", "--json", "--steps", "2-9"});
+  ASSERT_LT(r.exit_code, 0) << r.message;
+  EXPECT_EQ(r.cmd.mode, ddp::Mode::what_if);
+  EXPECT_EQ(r.cmd.what_if, "workers=4,prefetch=3");
+  EXPECT_EQ(r.cmd.inputs, (std::vector<std::string>{"run_dir"}));
+  EXPECT_EQ(r.cmd.input_dir, "run_dir");
+  EXPECT_TRUE(r.cmd.json);
+  for (auto args : std::vector<std::vector<const char*>>{{"--what-if", "workers=4"},
+                                                         {"--what-if", "workers=lots", "run_dir"},
+                                                         {"--what-if", "rank0.wait_comm=median", "run_dir"}}) {
+    auto bad = parse(args);
+    EXPECT_EQ(bad.exit_code, 2) << args[1];
+    EXPECT_NE(bad.message.find("--what-if"), std::string::npos) << bad.message;
+  }
+}
+
 TEST(Cli, JobOptionsAndSpecs) {
   auto r = parse({"--record", "--accum-steps", "4", "--slow", "rank=1,stage=transform,ms=5", "--slow",
                   "rank=0,stage=backward,ms=1.5", "--inject-fault", "rank=1,step=3,kind=kill", "--no-record",

@@ -23,20 +23,6 @@ int world_size(const RunTrace& run) {
   return world;
 }
 
-// Steps every rank analysed.
-std::vector<uint32_t> common_steps(const std::vector<RankData>& data) {
-  std::vector<uint32_t> common;
-  if (data.empty()) return common;
-  common = data.front().analysed;
-  for (const RankData& d : data) {
-    std::vector<uint32_t> keep;
-    for (uint32_t s : common)
-      if (d.in(s)) keep.push_back(s);
-    common.swap(keep);
-  }
-  return common;
-}
-
 double mean_step_ms(const std::vector<RankAnalysis>& ranks) {
   double sum = 0;
   int n = 0;

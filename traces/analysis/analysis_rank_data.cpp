@@ -211,4 +211,18 @@ int64_t peer_launch(const std::vector<RankData>& all, int self, uint64_t key, in
   return best;
 }
 
+// Steps every rank analysed.
+std::vector<uint32_t> common_steps(const std::vector<RankData>& data) {
+  std::vector<uint32_t> common;
+  if (data.empty()) return common;
+  common = data.front().analysed;
+  for (const RankData& d : data) {
+    std::vector<uint32_t> keep;
+    for (uint32_t s : common)
+      if (d.in(s)) keep.push_back(s);
+    common.swap(keep);
+  }
+  return common;
+}
+
 }  // namespace ddp::analysis_detail

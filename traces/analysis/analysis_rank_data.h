@@ -88,6 +88,8 @@ struct RankData {
 };
 
 RankData prepare(const RankTrace& t);
+// Steps every rank analysed.
+std::vector<uint32_t> common_steps(const std::vector<RankData>& data);
 // Builds the launches of `all` into one PeerLaunches that every rank's data points to (call once all are prepared).
 void index_peer_launches(std::vector<RankData>& all);
 

@@ -1,23 +1,31 @@
 #pragma once
-// What if: the run's steps replayed from their measured pieces, and replayed again with one piece changed.
+// What if: the run's steps replayed from their measured pieces, and replayed again with some pieces changed.
 //
 // Each rank's analysed steps become one chain of ops that covers its main thread without a gap: every top-level
 // main-lane span is an op (its measured duration), the time between spans is an op of its own ("other"), and the
-// two waits are not durations but conditions. wait_comm ends when every bucket of its sync is done, a bucket being
-// done its measured transfer after the latest launch over all ranks, each launch replayed where it fell in its op
-// (backward scaled, it moves with it). wait_data ends when the batch arrives: a wait that held the rank (longer than
-// kReplayStallNs) is the loader's arrival time as measured, moved earlier only by an edit of the loader's own stages;
-// a shorter one is a hand-over that costs its duration. The ranks advance in lock step: a rank blocked at a wait_comm
-// waits for the others to reach theirs.
+// waits are not durations but conditions.
+// - wait_comm ends when every bucket of its sync is done. The buckets of a sync run one after another (Gloo and NCCL
+//   both): a bucket starts when every rank has launched it and the bucket before it is done, and then takes its own
+//   transfer time (measured: its done minus that start). A launch is replayed where it fell in its op (the op
+//   scaled, the launch moves with it).
+// - A wait for a batch the rank's loader made (its fetch indexed on a worker lane) ends its measured hand-over after
+//   both the rank reached it and the batch's fetch ended. The fetches are replayed too: a worker's batches run one
+//   after another (batch n on worker n mod workers), each no earlier than the batch `slots` before it was taken (the
+//   bounded queue, at least workers x prefetch deep, deeper when the run showed it), after the idle the run showed
+//   beyond both (scheduling, worker start-up).
+// - Any other wait for data that held the rank (longer than kReplayStallNs) ends when it ended; a shorter one is a
+//   hand-over that costs its duration. The ranks advance in lock step: a rank blocked at a wait_comm waits for the
+//   others to reach theirs.
 //
-// Replayed as measured, the chains must give back the measured steps: the per-step error (mean and p90 of |replayed
-// - measured| / measured step time, averaged over ranks) says how far to trust an edit. An edit sets one stage of one
-// rank to what the median rank spent on it in each step.
+// Replayed as measured, the chains give back the measured steps (by construction, up to clamping): the per-step
+// error (mean and p90 of |replayed - measured| / measured step time, averaged over ranks) says how far to trust an
+// edit.
 //
-// What it leaves out: the loader's back-pressure (a worker that waited for a free slot does not start earlier when
-// the consumer speeds up), CPU contention between ranks on one machine, memory bandwidth, the allocator.
+// What it leaves out: CPU contention between ranks and their workers on one machine (more workers do not slow the
+// others down here), memory bandwidth, the allocator; buckets are cut at exact byte counts (DDP cuts them at
+// parameter boundaries).
 #include <cstdint>
-#include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,24 +35,38 @@
 namespace ddp::analysis_detail {
 
 struct ReplayEdit {
-  int rank = 0;  // the rank whose stage changes
+  enum class Kind : uint8_t {
+    stage_as_median,  // `rank`'s `stage` (or its untracked time, `other`) set to the median rank's, step by step
+    workers,          // `value` loader workers per rank (batches dealt round-robin, as DataLoader does)
+    prefetch,         // `value` batches in flight per worker
+    bandwidth,        // each bucket's transfer at `value` bytes/s (its fixed cost kept)
+    bucket_cap,       // buckets re-cut at `value` bytes (the first at most DDP's 1 MB), launched as gradients get ready
+  };
+  Kind kind = Kind::stage_as_median;
+  int rank = 0;
   Stage stage = Stage::forward;
-  bool other = false;  // the untracked time between spans instead of a stage
+  bool other = false;
+  double value = 0;
 };
 
 struct ReplayResult {
   double step_ms = 0;         // mean over the steps of the mean over ranks of the replayed step
   double measured_ms = 0;     // the same, measured
+  double fit_ms = 0;          // the same, replayed as measured
   double error_mean = 0;      // |replayed - measured| / measured, per step, mean (the unedited replay)
   double error_p90 = 0;       //   and 90th percentile
   std::vector<double> steps;  // replayed mean step per analysed step
-  bool ok = false;            // false: nothing to replay (then `why`)
+  // Replayed ms a step per stage name ("other": untracked time), mean over ranks; of the edited replay, and the fit.
+  std::map<std::string, double> stage_ms, fit_stage_ms;
+  // The transfer model the bandwidth and bucket edits use (fitted on every bucket: fixed cost + bytes / bandwidth).
+  double comm_fixed_ms = 0, comm_bytes_per_s = 0;
+  bool ok = false;  // false: nothing to replay, or an edit this run cannot take (then `why`)
   std::string why;
 };
 
-// Replays the steps in `common` (every rank has them); with an edit, the edited replay (its error fields are the
+// Replays the steps in `common` (every rank has them); with edits, the edited replay (its error fields are the
 // unedited replay's fit).
 ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
-                    const std::optional<ReplayEdit>& edit = std::nullopt);
+                    const std::vector<ReplayEdit>& edits = {});
 
 }  // namespace ddp::analysis_detail

@@ -1,6 +1,8 @@
 // The what-if of --analyze: the replay's fit, and per top cause the step predicted without it.
 #include "traces/analysis/replay_what_if.h"
 
+#include <algorithm>
+
 #include "traces/analysis/replay.h"
 #include "traces/base/text_format.h"
 
@@ -14,10 +16,16 @@ constexpr size_t kWhatIfCauses = 5;
 // stage that is a wait (its time is another's) or the collective's.
 std::optional<ReplayEdit> edit_for(const StallCause& c) {
   if (c.rank < 0) return std::nullopt;
-  if (c.stage == "other") return ReplayEdit{c.rank, Stage::step, true};
+  ReplayEdit e;
+  e.rank = c.rank;
+  if (c.stage == "other") {
+    e.other = true;
+    return e;
+  }
   const std::optional<Stage> s = stage_from_name(c.stage);
   if (!s || is_wait(*s) || stage_has(*s, kStageCommunication) || *s == Stage::worker_start) return std::nullopt;
-  return ReplayEdit{c.rank, *s, false};
+  e.stage = *s;
+  return e;
 }
 
 }  // namespace
@@ -42,9 +50,12 @@ void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vect
             "weighs on this run",
             100 * fit.error_mean, 100 * kReplayTrustedError);
   for (size_t i = 0; i < a.causes.size() && i < kWhatIfCauses; ++i) {
-    const std::optional<ReplayEdit> e = edit_for(a.causes[i]);
+    std::optional<ReplayEdit> e = edit_for(a.causes[i]);
     if (!e) continue;
-    const ReplayResult r = replay(data, common, e);
+    auto at = std::find_if(data.begin(), data.end(), [&](const RankData& d) { return d.rank == e->rank; });
+    if (at == data.end()) continue;
+    e->rank = static_cast<int>(at - data.begin());  // the replay's ranks are the traces in the run's order
+    const ReplayResult r = replay(data, common, {*e});
     if (r.ok) a.causes[i].what_if_step_ms = r.step_ms;
   }
 }

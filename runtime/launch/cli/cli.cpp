@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "traces/analysis/what_if.h"
 #include "traces/base/parse_int.h"
 #include "traces/kineto/kineto_map.h"
 
@@ -83,6 +84,7 @@ struct RawOptions {
   std::string steps;
   std::vector<std::string> slow, ckpt;
   std::string fault;
+  std::vector<std::string> what_if;  // EDIT, then the run's inputs
   bool no_record = false, pageable = false, no_shuffle = false, keep_last = false, no_pin = false,
        no_batch_sched = false;
   CLI::Option* format = nullptr;
@@ -108,6 +110,12 @@ void add_mode_options(CLI::App& app, Command& c, RawOptions& raw) {
          "per-rank digests of PyTorch profiler traces into -o DIR, made where the traces lie (one call "
          "per node into one DIR), for --analyze DIR (docs/kineto.md, Digests)");
   g_mode->add_option("--diff", c.diff_dirs, "what changed between two runs")->expected(2);
+  g_mode
+      ->add_option("--what-if", raw.what_if,
+                   "EDIT RUN: the run replayed with EDIT (rank<R>.<stage>=median, workers=N, prefetch=N, "
+                   "bandwidth=X, bucket_cap_mb=X; comma-separated), the predicted step (docs/stalls.md, What if)")
+      ->expected(2, CLI::detail::expected_max_vector_size)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   g_mode->add_flag("--worker", raw.worker, "run as one rank (used by the supervisor and external launchers)");
   g_mode->require_option(1);
 }
@@ -125,14 +133,15 @@ void add_output_options(CLI::App& app, Command& c, RawOptions& raw) {
                                 "PyTorch profiler traces in the folder -o DIR, for HTA) or perfetto (Perfetto's "
                                 "protobuf format, docs/viewer.md)")
                    ->check(CLI::IsMember({"chrome", "kineto", "perfetto"}));
-  g_out->add_flag("--json", c.json, "with --summary/--analyze/--digest: print JSON");
+  g_out->add_flag("--json", c.json, "with --summary/--analyze/--digest/--what-if: print JSON");
   g_out
       ->add_option("--cycle", raw.cycles,
                    "with Kineto traces of several profiling cycles: only cycle N (1-based); "
                    "--diff A B --cycle N M compares A's cycle N with B's cycle M")
       ->expected(1, 2)
       ->check(CLI::PositiveNumber);
-  g_out->add_option("--steps", raw.steps, "with --export/--summary/--analyze: only steps A-B (or one step A)");
+  g_out->add_option("--steps", raw.steps,
+                    "with --export/--summary/--analyze/--what-if: only steps A-B (or one step A)");
   g_out
       ->add_option("--map", c.maps,
                    "with Kineto traces: REGEX=STAGE, events whose name matches are that stage "
@@ -263,6 +272,14 @@ std::string resolve_job(const RawOptions& raw, JobConfig& j) {
 std::string check_mode_rules(const RawOptions& raw, Command& c) {
   // CLI11's expected(2) still accepts one value: the arity is checked here, the one place.
   if (c.mode == Mode::diff && c.diff_dirs.size() != 2) return "--diff takes two run folders: --diff DIR_A DIR_B";
+  if (c.mode == Mode::what_if) {
+    if (raw.what_if.size() < 2) return "--what-if takes the edit and the run: --what-if EDIT RUN";
+    c.what_if = raw.what_if.front();
+    c.inputs.assign(raw.what_if.begin() + 1, raw.what_if.end());
+    std::vector<WhatIfEdit> edits;
+    std::string why;
+    if (!parse_what_if(c.what_if, edits, why)) return why;
+  }
   const bool is_run = c.mode == Mode::record || c.mode == Mode::check || c.mode == Mode::worker;
   c.job_options_given = raw.job_group->count_all() > 0;
   if (!is_run && c.job_options_given) return "job options only apply to --record, --check and --worker";
@@ -274,11 +291,12 @@ std::string check_mode_rules(const RawOptions& raw, Command& c) {
     if (in.size() > 1 && in[0] == '-')
       return "\"" + in + "\" is an option where the traces or folders go: give them first (--analyze TRACES... " +
              "[options]); a file whose name starts with '-' as ./" + in;
-  const bool offline = c.mode == Mode::export_trace || c.mode == Mode::summary || c.mode == Mode::analyze;
+  const bool offline =
+      c.mode == Mode::export_trace || c.mode == Mode::summary || c.mode == Mode::analyze || c.mode == Mode::what_if;
   if (!c.maps.empty() && !offline && c.mode != Mode::digest)
-    return "--map only applies to --export, --summary, --analyze and --digest";
+    return "--map only applies to --export, --summary, --analyze, --what-if and --digest";
   if (!raw.cycles.empty() && !(offline || c.mode == Mode::diff))
-    return "--cycle only applies to --export, --summary, --analyze and --diff";
+    return "--cycle only applies to --export, --summary, --analyze, --what-if and --diff";
   if (raw.cycles.size() == 2 && c.mode != Mode::diff) return "--cycle N M (two cycles) only applies to --diff";
   if (!raw.cycles.empty()) {
     c.cycle = raw.cycles.front();
@@ -286,7 +304,7 @@ std::string check_mode_rules(const RawOptions& raw, Command& c) {
   }
   std::string err;
   if (!raw.steps.empty()) {
-    if (!offline) return "--steps only applies to --export, --summary and --analyze";
+    if (!offline) return "--steps only applies to --export, --summary, --analyze and --what-if";
     if (!parse_step_window(raw.steps, c.steps, err)) return err;
     if (c.export_format == "kineto")
       return "--steps with --format kineto is not supported: export the run whole, or use the Chrome format";
@@ -348,6 +366,8 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
     c.mode = Mode::digest;
   else if (app.count("--diff"))
     c.mode = Mode::diff;
+  else if (app.count("--what-if"))
+    c.mode = Mode::what_if;
   std::string err = resolve_job(raw, c.job);
   if (err.empty()) err = check_mode_rules(raw, c);
   if (!err.empty()) {

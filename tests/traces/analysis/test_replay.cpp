@@ -2,6 +2,7 @@
 // a cause removed by the replay predicts the run that never had it — a planted straggler run against its unplanted
 // twin, the twin's measured step the truth.
 #include "tests/traces/analysis/analysis_sim.h"
+#include "traces/analysis/what_if.h"
 
 using namespace analysis_test;
 
@@ -76,4 +77,118 @@ TEST(Replay, ACauseOfNoSingleRankGetsNoPredictionAndTheJsonSaysSo) {
   EXPECT_TRUE(j["causes"][0]["what_if_step_ms"].is_null()) << j["causes"][0].dump();
   EXPECT_TRUE(j["replay"]["step_error_mean"].is_number()) << j["replay"].dump();
   EXPECT_TRUE(j["replay"]["trusted"].is_boolean());
+}
+
+namespace {
+
+// The planted run replayed with `edit`, against the twin's measured step.
+ddp::WhatIf predict(const Sim& planted, const std::string& edit, const std::string& tag) {
+  ddp::RunTrace run;
+  run_analysis(planted, tag, &run);
+  std::vector<ddp::WhatIfEdit> edits;
+  std::string err;
+  EXPECT_TRUE(ddp::parse_what_if(edit, edits, err)) << err;
+  ddp::WhatIf w;
+  EXPECT_TRUE(ddp::what_if(run, edits, w, err)) << err;
+  if (std::getenv("DDP_ANALYSIS_PRINT")) std::printf("%s", ddp::what_if_text(w).c_str());
+  return w;
+}
+
+void expect_twin(const ddp::WhatIf& w, const Sim& twin, const std::string& tag, double within) {
+  const ddp::Analysis t = run_analysis(twin, tag);
+  ASSERT_TRUE(w.result.ok) << w.result.why;
+  EXPECT_TRUE(w.trusted) << ddp::what_if_text(w);
+  EXPECT_NEAR(w.result.step_ms, t.step_ms, within * t.step_ms) << "the twin measured " << t.step_ms << " ms\n"
+                                                               << ddp::what_if_text(w);
+  EXPECT_LT(std::fabs(w.result.step_ms - t.step_ms), std::fabs(w.result.measured_ms - t.step_ms))
+      << "the prediction must be nearer the twin than the run it edits\n"
+      << ddp::what_if_text(w);
+}
+
+}  // namespace
+
+TEST(WhatIf, MoreWorkersOnALoaderBoundRunPredictTheRunThatHadThem) {
+  Sim twin;
+  twin.rank[0].transform = twin.rank[1].transform = 24;  // 25.5 ms a batch a worker against ~17 ms of compute
+  twin.workers = 3;
+  Sim planted = twin;
+  planted.workers = 1;  // every rank waits ~9 ms a step
+  const ddp::WhatIf w = predict(planted, "workers=3", "workers_planted");
+  expect_twin(w, twin, "workers_twin", 0.20);
+  auto wait = [](const std::map<std::string, double>& m) { return m.count("wait_data") ? m.at("wait_data") : 0.0; };
+  EXPECT_LT(wait(w.result.stage_ms), 0.25 * wait(w.result.fit_stage_ms)) << ddp::what_if_text(w);
+}
+
+TEST(WhatIf, ALinkTwiceAsFastPredictsTheRunThatHadIt) {
+  Sim twin;
+  twin.comm_ms = 3;  // four buckets of 25 MB at 3 ms: the collective dominates
+  Sim planted = twin;
+  planted.comm_ms = 6;
+  // The run's own bandwidth: 25 MB in 6 ms; the edit asks for twice that.
+  const double gbps = 2 * (25.0 * (1 << 20)) / 6e-3 / 1e9;
+  const ddp::WhatIf w = predict(planted, "bandwidth=" + std::to_string(gbps) + "GB/s", "link_planted");
+  expect_twin(w, twin, "link_twin", 0.15);
+}
+
+TEST(WhatIf, BiggerBucketsPredictTheRunThatHadThem) {
+  Sim twin;
+  twin.buckets = 2;
+  twin.bucket_bytes = 50u << 20;
+  twin.comm_ms = 4;  // the same bytes per second as the planted run: fewer, later launches
+  Sim planted;
+  planted.buckets = 8;
+  planted.bucket_bytes = 12800u << 10;
+  planted.comm_ms = 1;
+  const ddp::WhatIf w = predict(planted, "bucket_cap_mb=50", "buckets_planted");
+  expect_twin(w, twin, "buckets_twin", 0.15);
+}
+
+TEST(WhatIf, AStragglersStageAsOnTheMedianRankFromTheCommandLinesEdit) {
+  Sim twin;
+  Sim planted = twin;
+  planted.rank[1].forward = 15;
+  const ddp::WhatIf w = predict(planted, "rank1.forward=median", "median_planted");
+  expect_twin(w, twin, "median_twin", 0.15);
+  EXPECT_EQ(w.assumptions.size(), 1u);
+}
+
+TEST(WhatIf, AnEditTheRunCannotTakeSaysWhy) {
+  Sim sim;
+  sim.loader_spans = false;  // a trace without the data path
+  const ddp::WhatIf w = predict(sim, "workers=4", "no_loader");
+  EXPECT_FALSE(w.result.ok);
+  EXPECT_NE(w.result.why.find("loader"), std::string::npos) << w.result.why;
+  const nlohmann::json j = ddp::what_if_json(w);
+  EXPECT_TRUE(j["step_ms"].is_null());
+  EXPECT_FALSE(j["reason"].get<std::string>().empty());
+}
+
+TEST(WhatIf, EditsAreReadOrRefusedWithTheirForm) {
+  std::vector<ddp::WhatIfEdit> e;
+  std::string err;
+  ASSERT_TRUE(
+      ddp::parse_what_if("workers=4,prefetch=3,bandwidth=10Gb/s,bucket_cap_mb=50,rank1.transform=median", e, err))
+      << err;
+  ASSERT_EQ(e.size(), 5u);
+  EXPECT_DOUBLE_EQ(e[2].edit.value, 10e9 / 8);
+  EXPECT_DOUBLE_EQ(e[3].edit.value, 50.0 * 1024 * 1024);
+  EXPECT_EQ(e[4].edit.rank, 1);
+  for (const char* bad : {"workers=-1", "workers=two", "prefetch=0", "bandwidth=0", "bandwidth=fast",
+                          "bucket_cap_mb=-3", "rank1.forward=3", "rank1.wait_data=median", "rank1.nosuch=median",
+                          "rankx.forward=median", "ranks=64", "workers", "workers=2,workers=3", ""}) {
+    EXPECT_FALSE(ddp::parse_what_if(bad, e, err)) << bad;
+    EXPECT_NE(err.find("--what-if"), std::string::npos) << bad << ": " << err;
+  }
+}
+
+TEST(WhatIf, AnEditOfARankTheRunDoesNotHaveIsRefused) {
+  Sim sim;
+  ddp::RunTrace run;
+  run_analysis(sim, "no_rank", &run);
+  std::vector<ddp::WhatIfEdit> edits;
+  std::string err;
+  ASSERT_TRUE(ddp::parse_what_if("rank7.forward=median", edits, err));
+  ddp::WhatIf w;
+  EXPECT_FALSE(ddp::what_if(run, edits, w, err));
+  EXPECT_NE(err.find("no rank 7"), std::string::npos) << err;
 }

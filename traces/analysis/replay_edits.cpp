@@ -1,0 +1,176 @@
+// The replay's edits (replay.h): what each changes in the plan the replay runs.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "traces/analysis/replay_graph.h"
+
+namespace ddp::analysis_detail::replay_graph {
+namespace {
+
+// The median rank's value; of an even count the lower middle one (of two ranks, the faster: the one not at fault).
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  return v[mid];
+}
+
+bool edits(const Op& o, const ReplayEdit& e) {
+  return o.kind == OpKind::work && (e.other ? o.other : (!o.other && o.stage == e.stage));
+}
+
+// A rank's stage as on the median rank: a loader stage per batch, a main-thread stage (or the untracked time) per step.
+void stage_as_median(Plan& p, const std::vector<Chain>& cs, const ReplayEdit& e) {
+  if (e.rank < 0 || e.rank >= static_cast<int>(cs.size())) return;
+  const size_t R = static_cast<size_t>(e.rank);
+  if (!e.other && stage_has(e.stage, kStageLoaderThread)) {
+    std::vector<std::unordered_map<uint64_t, int64_t>> spent(cs.size());
+    for (size_t r = 0; r < cs.size(); ++r)
+      for (const Batch& b : cs[r].batches) {
+        auto it = b.stages.find(e.stage);
+        spent[r][b.sync] = it == b.stages.end() ? 0 : it->second;
+      }
+    const Chain& c = cs[R];
+    for (size_t i = 0; i < c.batches.size(); ++i) {
+      std::vector<double> per_rank;
+      for (const auto& m : spent)
+        per_rank.push_back(m.count(c.batches[i].sync) ? static_cast<double>(m.at(c.batches[i].sync)) : 0.0);
+      const int64_t saving = std::max<int64_t>(0, spent[R][c.batches[i].sync] - static_cast<int64_t>(median(per_rank)));
+      p.fetch[R][i] -= saving;
+      if (!p.waits_for[R][i])  // fetched on the main thread: its wait is the fetch
+        p.dur[R][c.batches[i].op] = std::max<int64_t>(0, p.dur[R][c.batches[i].op] - saving);
+    }
+    return;
+  }
+  std::vector<std::map<uint32_t, double>> totals(cs.size());
+  for (size_t r = 0; r < cs.size(); ++r)
+    for (const Op& o : cs[r].ops)
+      if (edits(o, e)) totals[r][o.step] += static_cast<double>(o.dur());
+  for (size_t i = 0; i < cs[R].ops.size(); ++i) {
+    const Op& o = cs[R].ops[i];
+    if (!edits(o, e)) continue;
+    std::vector<double> per_rank;
+    for (const auto& t : totals) per_rank.push_back(t.count(o.step) ? t.at(o.step) : 0.0);
+    const double mine = totals[R][o.step];
+    if (mine > 0)
+      p.dur[R][i] = static_cast<int64_t>(std::llround(static_cast<double>(o.dur()) * median(per_rank) / mine));
+  }
+}
+
+// `workers` (or as measured, -1) and `prefetch` (or as measured, -1): batch n on worker n mod workers, after the
+// batch workers x prefetch before it was taken; workers=0: every rank fetches its batches itself.
+void loader_schedule(Plan& p, const std::vector<Chain>& cs, int workers, int prefetch) {
+  for (size_t r = 0; r < cs.size(); ++r) {
+    const Chain& c = cs[r];
+    const int64_t was = std::max(1, c.workers);
+    const int64_t W = workers >= 0 ? workers : c.workers;
+    const int64_t P = prefetch >= 1 ? prefetch : std::max<int64_t>(kReplayPrefetch, (c.slots + was - 1) / was);
+    const int64_t slots = std::max<int64_t>(1, W) * P;
+    for (size_t i = 0; i < c.batches.size(); ++i) {
+      const Batch& b = c.batches[i];
+      const int64_t n = static_cast<int64_t>(i);
+      p.prev[r][i] = W > 0 && n >= W ? n - W : -1;
+      p.behind[r][i] = n >= slots ? n - slots : -1;
+      // The idle the run showed (start-up, scheduling), kept where the batch still follows another on its worker;
+      // a worker's first batch starts with its pass.
+      p.idle[r][i] = p.prev[r][i] >= 0 ? std::max<int64_t>(0, b.idle) : 0;
+      p.waits_for[r][i] = W > 0;
+      if (W == 0) p.dur[r][b.op] = p.fetch[r][i];
+      p.origin[r][i] = INT64_MIN;  // only its pass holds it back
+    }
+  }
+}
+
+// Each bucket's transfer at a new bandwidth: its time per byte replaced, the rest of its measured time kept.
+void bandwidth(Plan& p, const CommModel& m, double bytes_per_s) {
+  for (size_t r = 0; r < p.launches.size(); ++r)
+    for (size_t i = 0; i < p.launches[r].size(); ++i) {
+      const double b = static_cast<double>(p.launches[r][i].bytes);
+      const double t = static_cast<double>(p.transfer[r][i]) - b * m.ns_per_byte + b * 1e9 / bytes_per_s;
+      p.transfer[r][i] = std::max<int64_t>(0, std::llround(t));
+    }
+}
+
+// The buckets re-cut at `cap` bytes: each sync's gradients get ready along its measured launches (linearly between
+// them, from the start of the op of its first launch), a new bucket launches once its last byte is ready, and costs
+// the comm model's fixed cost plus its bytes at `ns_per_byte`.
+void rebucket(Plan& p, const std::vector<Chain>& cs, const CommModel& m, double ns_per_byte, double cap) {
+  for (size_t r = 0; r < cs.size(); ++r) {
+    const Chain& c = cs[r];
+    std::vector<Launch> out;
+    std::vector<int64_t> transfer;
+    for (size_t a = 0; a < p.launches[r].size();) {
+      size_t z = a;
+      while (z < p.launches[r].size() && p.launches[r][z].sync() == p.launches[r][a].sync()) ++z;
+      std::vector<std::pair<int64_t, double>> ready;  // (time, bytes ready by then)
+      std::vector<const Launch*> sorted;
+      for (size_t i = a; i < z; ++i) sorted.push_back(&p.launches[r][i]);
+      auto at = [&](const Launch* l) { return c.ops[l->op].t0 + l->offset; };
+      std::sort(sorted.begin(), sorted.end(), [&](const Launch* x, const Launch* y) { return at(x) < at(y); });
+      ready.push_back({c.ops[sorted.front()->op].t0, 0.0});
+      for (const Launch* l : sorted) ready.push_back({at(l), ready.back().second + static_cast<double>(l->bytes)});
+      const double total = ready.back().second;
+      double cut = 0;
+      for (uint16_t j = 0; cut < total; ++j) {
+        const double from = cut;
+        cut = std::min(total, cut + (j == 0 ? kDdpFirstBucketBytes : cap));
+        size_t k = 1;
+        while (k + 1 < ready.size() && ready[k].second < cut) ++k;
+        const double span = ready[k].second - ready[k - 1].second;
+        const double f = span > 0 ? (cut - ready[k - 1].second) / span : 1.0;
+        const int64_t t =
+            ready[k - 1].first + std::llround(f * static_cast<double>(ready[k].first - ready[k - 1].first));
+        Launch l;
+        l.key = (p.launches[r][a].sync() << 16) | j;
+        l.op = op_at(c, t);
+        l.offset = std::clamp<int64_t>(t - c.ops[l.op].t0, 0, c.ops[l.op].dur());
+        l.bytes = static_cast<uint64_t>(std::llround(cut - from));
+        out.push_back(l);
+        transfer.push_back(std::llround(m.fixed_ns + (cut - from) * ns_per_byte));
+      }
+      a = z;
+    }
+    p.launches[r] = std::move(out);
+    p.transfer[r] = std::move(transfer);
+  }
+}
+
+}  // namespace
+
+std::string edit_plan(Plan& p, const std::vector<Chain>& cs, const std::vector<ReplayEdit>& es,
+                      const CommModel& model) {
+  using K = ReplayEdit::Kind;
+  int workers = -1, prefetch = -1;
+  double bytes_per_s = 0, cap = 0;
+  for (const ReplayEdit& e : es) {
+    if (e.kind == K::stage_as_median) stage_as_median(p, cs, e);
+    if (e.kind == K::workers) workers = static_cast<int>(e.value);
+    if (e.kind == K::prefetch) prefetch = static_cast<int>(e.value);
+    if (e.kind == K::bandwidth) bytes_per_s = e.value;
+    if (e.kind == K::bucket_cap) cap = e.value;
+  }
+  if (workers >= 0 || prefetch >= 0) {
+    bool any = false;
+    for (const Chain& c : cs) any |= !c.batches.empty();
+    if (!any)
+      return "no batch of the run's loader was recorded (a trace without the data path): its workers cannot be "
+             "replayed";
+    loader_schedule(p, cs, workers, prefetch);
+  }
+  if (bytes_per_s > 0 || cap > 0) {
+    bool launches = false, bytes = true;
+    for (const auto& ls : p.launches)
+      for (const Launch& l : ls) launches = true, bytes &= l.bytes > 0;
+    if (!launches) return "the run recorded no bucket's allreduce: nothing to re-time";
+    if (!bytes) return "the run's buckets carry no byte counts: their transfer cannot be re-timed by bytes";
+    const double ns_per_byte = bytes_per_s > 0 ? 1e9 / bytes_per_s : model.ns_per_byte;
+    if (cap > 0)
+      rebucket(p, cs, model, ns_per_byte, cap);
+    else
+      bandwidth(p, model, bytes_per_s);
+  }
+  return {};
+}
+
+}  // namespace ddp::analysis_detail::replay_graph

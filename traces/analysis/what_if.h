@@ -1,0 +1,43 @@
+#pragma once
+// ddp_profile --what-if EDIT RUN: the run's steps replayed (traces/analysis/replay.h) with its edits, the predicted
+// step beside the replay's fit to the measured one, per stage, with the assumptions each edit makes
+// (docs/stalls.md, What if).
+//
+// EDIT is one or more of, comma-separated:
+//   rank<R>.<stage>=median   rank R's stage (or `other`, its untracked time) as on the median rank, step by step
+//   workers=N                N DataLoader workers per rank (0: each rank fetches its own batches)
+//   prefetch=N               N batches in flight per worker
+//   bandwidth=X[GB/s|Gb/s|MB/s]   each bucket's bytes at this link bandwidth (a bare number is GB/s)
+//   bucket_cap_mb=X          DDP's buckets re-cut at X MB
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "traces/analysis/replay.h"
+#include "traces/model/run_trace.h"
+
+namespace ddp {
+
+struct WhatIfEdit {
+  std::string text;  // as the user wrote it
+  analysis_detail::ReplayEdit edit;
+};
+
+struct WhatIf {
+  std::vector<WhatIfEdit> edits;
+  std::vector<std::string> assumptions;  // one line per edit
+  analysis_detail::ReplayResult result;  // ok false: then result.why
+  bool trusted = false;                  // the replay gives the measured steps back within kReplayTrustedError
+  int ranks = 0;
+  size_t steps = 0;
+};
+
+// The edits in `text`; false and `err` (naming the part it could not read) when one is malformed.
+bool parse_what_if(const std::string& text, std::vector<WhatIfEdit>& out, std::string& err);
+// The run replayed with the edits. False and `err` when an edit names a rank the run does not have.
+bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& out, std::string& err);
+nlohmann::json what_if_json(const WhatIf& w);
+std::string what_if_text(const WhatIf& w);
+
+}  // namespace ddp
