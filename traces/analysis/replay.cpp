@@ -172,15 +172,22 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
   const std::vector<Chain> chains = build_chains(data, common);
   const Plan measured = measured_plan(chains);
   const CommModel model = fit_comm(measured);
+  const int world =
+      std::max(static_cast<int>(data.size()), data.front().trace ? static_cast<int>(data.front().trace->world) : 0);
   res.comm_fixed_ms = ms(model.fixed_ns);
-  res.comm_bytes_per_s = model.ns_per_byte > 0 ? 1e9 / model.ns_per_byte : 0;
+  res.comm_bus_bytes_per_s = model.ns_per_byte > 0 ? ring_factor(world) * 1e9 / model.ns_per_byte : 0;
   const Timeline fit = run(chains, measured);
   Timeline what_if = fit;
   if (!edits.empty()) {
-    Plan edited = measured;
-    res.why = edit_plan(edited, chains, edits, model);
+    std::vector<Chain> edited_chains = chains;
+    for (const ReplayEdit& e : edits)
+      if (e.kind == ReplayEdit::Kind::accumulate && e.value > 1)
+        res.why = accumulate(edited_chains, static_cast<int>(e.value));
     if (!res.why.empty()) return res;
-    what_if = run(chains, edited);
+    Plan edited = measured_plan(edited_chains);
+    res.why = edit_plan(edited, edited_chains, edits, model, world);
+    if (!res.why.empty()) return res;
+    what_if = run(edited_chains, edited);
   }
   std::vector<double> errors;
   double replayed_sum = 0, measured_sum = 0, fit_sum = 0;

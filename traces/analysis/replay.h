@@ -41,6 +41,10 @@ struct ReplayEdit {
     prefetch,         // `value` batches in flight per worker
     bandwidth,        // each bucket's transfer at `value` bytes/s (its fixed cost kept)
     bucket_cap,       // buckets re-cut at `value` bytes (the first at most DDP's 1 MB), launched as gradients get ready
+    accumulate,       // `value` micro-steps an optimizer step: the step's data, forward and backward repeated under
+                      //   no_sync, the allreduce and the optimizer once
+    ranks,  // `value` ranks in the ring (each bucket's bytes x 2(n-1)/n over the link, n-1 hops of fixed cost)
+    nodes,  // the ranks on `value` machines: the ring's slowest link is the one between them (`bandwidth`)
   };
   Kind kind = Kind::stage_as_median;
   int rank = 0;
@@ -58,8 +62,9 @@ struct ReplayResult {
   std::vector<double> steps;  // replayed mean step per analysed step
   // Replayed ms a step per stage name ("other": untracked time), mean over ranks; of the edited replay, and the fit.
   std::map<std::string, double> stage_ms, fit_stage_ms;
-  // The transfer model the bandwidth and bucket edits use (fitted on every bucket: fixed cost + bytes / bandwidth).
-  double comm_fixed_ms = 0, comm_bytes_per_s = 0;
+  // The transfer model the collective's edits use, fitted on every bucket: a fixed cost plus the bytes a ring moves
+  // (2(n-1)/n of the bucket) at the bus bandwidth, as nccl-tests reports it.
+  double comm_fixed_ms = 0, comm_bus_bytes_per_s = 0;
   bool ok = false;  // false: nothing to replay, or an edit this run cannot take (then `why`)
   std::string why;
 };

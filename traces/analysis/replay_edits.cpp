@@ -82,20 +82,22 @@ void loader_schedule(Plan& p, const std::vector<Chain>& cs, int workers, int pre
   }
 }
 
-// Each bucket's transfer at a new bandwidth: its time per byte replaced, the rest of its measured time kept.
-void bandwidth(Plan& p, const CommModel& m, double bytes_per_s) {
+// Each bucket's transfer under a new transfer model: what the run's model says of it replaced by what the new one
+// says, the rest of its measured time (its own variation) kept.
+void retime(Plan& p, const CommModel& was, const CommModel& now) {
   for (size_t r = 0; r < p.launches.size(); ++r)
     for (size_t i = 0; i < p.launches[r].size(); ++i) {
       const double b = static_cast<double>(p.launches[r][i].bytes);
-      const double t = static_cast<double>(p.transfer[r][i]) - b * m.ns_per_byte + b * 1e9 / bytes_per_s;
+      const double t = static_cast<double>(p.transfer[r][i]) - was.fixed_ns - b * was.ns_per_byte + now.fixed_ns +
+                       b * now.ns_per_byte;
       p.transfer[r][i] = std::max<int64_t>(0, std::llround(t));
     }
 }
 
 // The buckets re-cut at `cap` bytes: each sync's gradients get ready along its measured launches (linearly between
 // them, from the start of the op of its first launch), a new bucket launches once its last byte is ready, and costs
-// the comm model's fixed cost plus its bytes at `ns_per_byte`.
-void rebucket(Plan& p, const std::vector<Chain>& cs, const CommModel& m, double ns_per_byte, double cap) {
+// what the transfer model `m` says.
+void rebucket(Plan& p, const std::vector<Chain>& cs, const CommModel& m, double cap) {
   for (size_t r = 0; r < cs.size(); ++r) {
     const Chain& c = cs[r];
     std::vector<Launch> out;
@@ -127,7 +129,7 @@ void rebucket(Plan& p, const std::vector<Chain>& cs, const CommModel& m, double 
         l.offset = std::clamp<int64_t>(t - c.ops[l.op].t0, 0, c.ops[l.op].dur());
         l.bytes = static_cast<uint64_t>(std::llround(cut - from));
         out.push_back(l);
-        transfer.push_back(std::llround(m.fixed_ns + (cut - from) * ns_per_byte));
+        transfer.push_back(std::llround(m.fixed_ns + (cut - from) * m.ns_per_byte));
       }
       a = z;
     }
@@ -138,17 +140,19 @@ void rebucket(Plan& p, const std::vector<Chain>& cs, const CommModel& m, double 
 
 }  // namespace
 
-std::string edit_plan(Plan& p, const std::vector<Chain>& cs, const std::vector<ReplayEdit>& es,
-                      const CommModel& model) {
+std::string edit_plan(Plan& p, const std::vector<Chain>& cs, const std::vector<ReplayEdit>& es, const CommModel& model,
+                      int ranks) {
   using K = ReplayEdit::Kind;
   int workers = -1, prefetch = -1;
-  double bytes_per_s = 0, cap = 0;
+  double bus = 0, cap = 0, to_ranks = 0, nodes = 0;
   for (const ReplayEdit& e : es) {
     if (e.kind == K::stage_as_median) stage_as_median(p, cs, e);
     if (e.kind == K::workers) workers = static_cast<int>(e.value);
     if (e.kind == K::prefetch) prefetch = static_cast<int>(e.value);
-    if (e.kind == K::bandwidth) bytes_per_s = e.value;
+    if (e.kind == K::bandwidth) bus = e.value;
     if (e.kind == K::bucket_cap) cap = e.value;
+    if (e.kind == K::ranks) to_ranks = e.value;
+    if (e.kind == K::nodes) nodes = e.value;
   }
   if (workers >= 0 || prefetch >= 0) {
     bool any = false;
@@ -158,18 +162,23 @@ std::string edit_plan(Plan& p, const std::vector<Chain>& cs, const std::vector<R
              "replayed";
     loader_schedule(p, cs, workers, prefetch);
   }
-  if (bytes_per_s > 0 || cap > 0) {
-    bool launches = false, bytes = true;
-    for (const auto& ls : p.launches)
-      for (const Launch& l : ls) launches = true, bytes &= l.bytes > 0;
-    if (!launches) return "the run recorded no bucket's allreduce: nothing to re-time";
-    if (!bytes) return "the run's buckets carry no byte counts: their transfer cannot be re-timed by bytes";
-    const double ns_per_byte = bytes_per_s > 0 ? 1e9 / bytes_per_s : model.ns_per_byte;
-    if (cap > 0)
-      rebucket(p, cs, model, ns_per_byte, cap);
-    else
-      bandwidth(p, model, bytes_per_s);
-  }
+  if (bus <= 0 && cap <= 0 && to_ranks <= 0 && nodes <= 0) return {};
+  bool launches = false, bytes = true;
+  for (const auto& ls : p.launches)
+    for (const Launch& l : ls) launches = true, bytes &= l.bytes > 0;
+  if (!launches || ranks < 2) return "the run recorded no bucket's allreduce between ranks: nothing to re-time";
+  if (!bytes) return "the run's buckets carry no byte counts: their transfer cannot be re-timed by bytes";
+  if (nodes > 1 && bus <= 0) return "nodes=M needs the link between the machines: bandwidth=X";
+  // The ring's bus bandwidth: the run's, the one given, or across machines the slower of the run's and the link's.
+  const double n0 = ranks, n = to_ranks > 0 ? to_ranks : n0;
+  const double bus0 = model.ns_per_byte > 0 ? ring_factor(n0) * 1e9 / model.ns_per_byte : 0;
+  const double bus1 = nodes > 1 ? std::min(bus0 > 0 ? bus0 : bus, bus) : bus > 0 ? bus : bus0;
+  if (bus1 <= 0) return "the run's buckets show no time per byte to scale";
+  const CommModel now{model.fixed_ns * (n - 1) / (n0 - 1), ring_factor(n) * 1e9 / bus1};
+  if (cap > 0)
+    rebucket(p, cs, now, cap);
+  else
+    retime(p, model, now);
   return {};
 }
 

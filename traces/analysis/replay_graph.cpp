@@ -178,6 +178,76 @@ std::vector<Chain> build_chains(const std::vector<RankData>& data, const std::ve
   return chains;
 }
 
+namespace {
+
+// The chain of one rank with its steps' micro-steps repeated (accumulate()).
+Chain accumulated(const Chain& c, int k) {
+  Chain out;
+  out.workers = c.workers;
+  out.slots = c.slots;
+  std::vector<size_t> at(c.ops.size(), 0);  // measured op -> its place in `out`
+  std::vector<size_t> source;               // out's op -> the measured op it copies
+  auto push = [&](size_t q, uint8_t micro, bool copy) {
+    Op o = c.ops[q];
+    if (copy) {
+      o.micro = micro;
+      if (o.kind == OpKind::wait_data && !c.batch_of_op.count(q)) o.kind = OpKind::work;  // no batch: its duration
+    } else {
+      at[q] = out.ops.size();
+    }
+    source.push_back(q);
+    out.ops.push_back(o);
+  };
+  for (size_t i = 0; i < c.ops.size();) {
+    if (c.ops[i].kind != OpKind::step_begin) {
+      push(i++, 0, false);
+      continue;
+    }
+    size_t end = i + 1, last_backward = i;
+    while (end < c.ops.size() && c.ops[end].kind != OpKind::step_end) {
+      if (!c.ops[end].other && c.ops[end].stage == Stage::backward) last_backward = end;
+      ++end;
+    }
+    push(i, 0, false);
+    for (int rep = 1; rep < k && last_backward > i; ++rep)
+      for (size_t q = i + 1; q <= last_backward; ++q) push(q, static_cast<uint8_t>(rep), true);
+    for (size_t q = i + 1; q <= end && q < c.ops.size(); ++q) push(q, 0, false);
+    i = end + 1;
+  }
+  // The batches in the order the ops take them, dealt to the workers again: batch n on worker n mod workers.
+  const int64_t W = c.workers;
+  for (size_t i = 0; i < out.ops.size(); ++i) {
+    auto it = c.batch_of_op.find(source[i]);
+    if (it == c.batch_of_op.end()) continue;
+    Batch b = c.batches[it->second];
+    const int64_t n = static_cast<int64_t>(out.batches.size());
+    b.op = i;
+    b.sync = sync_key(out.ops[i].step, out.ops[i].micro);
+    b.prev = W > 0 && n >= W ? n - W : -1;
+    b.behind = n >= out.slots ? n - out.slots : -1;
+    b.idle = b.prev >= 0 ? std::max<int64_t>(0, b.idle) : 0;
+    b.opens_pass = out.batches.empty() || out.batches.back().pass != b.pass;
+    b.pass_lead = b.pass_start - out.ops[i].t0;
+    out.batch_of_op[i] = static_cast<size_t>(n);
+    out.batches.push_back(std::move(b));
+  }
+  out.launches = c.launches;
+  for (Launch& l : out.launches) l.op = at[l.op];
+  return out;
+}
+
+}  // namespace
+
+std::string accumulate(std::vector<Chain>& cs, int k) {
+  for (const Chain& c : cs)
+    for (const Op& o : c.ops)
+      if (o.micro > 0)
+        return "the run accumulates already (micro-steps under no_sync): accum=K replays a run that syncs every "
+               "batch";
+  for (Chain& c : cs) c = accumulated(c, k);
+  return {};
+}
+
 Plan measured_plan(const std::vector<Chain>& cs) {
   Plan p;
   std::unordered_map<uint64_t, int64_t> latest;  // bucket -> latest launch over the ranks

@@ -88,9 +88,17 @@ struct CommModel {
 std::vector<Chain> build_chains(const std::vector<RankData>& data, const std::vector<uint32_t>& common);
 // The op a moment falls in: a launch at a span's end is that span's, one inside a wait the work's before it.
 size_t op_at(const Chain& c, int64_t t);
+// Each step's micro-step run `k` times: the ops from the step's start to its last backward repeated k - 1 times
+// before it (DDP's no_sync: no bucket launched), each repeat taking a batch as the measured one did (the batches dealt
+// to the workers again); the collective, the optimizer and the rest of the step once. "" or why the run cannot.
+std::string accumulate(std::vector<Chain>& cs, int k);
+// A ring allreduce's bytes on each link for a bucket of one byte: 2(n-1)/n (nccl-tests' bus bandwidth factor).
+inline double ring_factor(double n) { return n > 1 ? 2 * (n - 1) / n : 0; }
 Plan measured_plan(const std::vector<Chain>& cs);
 CommModel fit_comm(const Plan& p);
 // The edits applied to the measured plan; "" or why this run cannot take them.
-std::string edit_plan(Plan& p, const std::vector<Chain>& cs, const std::vector<ReplayEdit>& es, const CommModel& model);
+// `ranks`: the measured run's.
+std::string edit_plan(Plan& p, const std::vector<Chain>& cs, const std::vector<ReplayEdit>& es, const CommModel& model,
+                      int ranks);
 
 }  // namespace ddp::analysis_detail::replay_graph

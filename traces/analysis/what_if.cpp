@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include "traces/analysis/analysis_rank_data.h"
@@ -15,7 +16,8 @@ using analysis_detail::ReplayEdit;
 using Kind = ReplayEdit::Kind;
 
 constexpr const char* kEditForms =
-    "rank<R>.<stage>=median, workers=N, prefetch=N, bandwidth=X[GB/s|Gb/s|MB/s], bucket_cap_mb=X";
+    "rank<R>.<stage>=median, workers=N, prefetch=N, bandwidth=X[GB/s|Gb/s|MB/s], bucket_cap_mb=X, accum=K, "
+    "ranks=N, nodes=M";
 
 bool number(const std::string& s, double& v) {
   if (s.empty()) return false;
@@ -96,12 +98,23 @@ bool parse_one(const std::string& part, WhatIfEdit& out, std::string& err) {
     e.kind = Kind::bandwidth, e.value = v;
   } else if (key == "bucket_cap_mb" && number(val, v) && v > 0 && v <= 1e6) {
     e.kind = Kind::bucket_cap, e.value = v * 1024 * 1024;  // DDP: int(bucket_cap_mb * 1024 * 1024)
-  } else if (key == "workers" || key == "prefetch" || key == "bandwidth" || key == "bucket_cap_mb") {
-    err = "--what-if: " + part + ": " +
-          (key == "workers"     ? "workers takes a count from 0 to 1024"
-           : key == "prefetch"  ? "prefetch takes a count from 1 to 1024"
-           : key == "bandwidth" ? "bandwidth takes a positive number with GB/s, Gb/s or MB/s (bare: GB/s)"
-                                : "bucket_cap_mb takes a positive number of MB");
+  } else if (key == "accum" && count(val, 1, 255, v)) {
+    e.kind = Kind::accumulate, e.value = v;
+  } else if (key == "ranks" && count(val, 2, 1 << 20, v)) {
+    e.kind = Kind::ranks, e.value = v;
+  } else if (key == "nodes" && count(val, 1, 1 << 16, v)) {
+    e.kind = Kind::nodes, e.value = v;
+  } else if (key == "workers" || key == "prefetch" || key == "bandwidth" || key == "bucket_cap_mb" || key == "accum" ||
+             key == "ranks" || key == "nodes") {
+    const std::map<std::string, const char*> takes = {
+        {"workers", "a count from 0 to 1024"},
+        {"prefetch", "a count from 1 to 1024"},
+        {"bandwidth", "a positive number with GB/s, Gb/s or MB/s (bare: GB/s), the link's bus bandwidth"},
+        {"bucket_cap_mb", "a positive number of MB"},
+        {"accum", "a count of micro-steps from 1 to 255"},
+        {"ranks", "a count of ranks from 2"},
+        {"nodes", "a count of machines from 1"}};
+    err = "--what-if: " + part + ": " + key + " takes " + takes.at(key);
     return false;
   } else {
     err = "--what-if: no edit \"" + key + "\" (" + kEditForms + ")";
@@ -127,15 +140,32 @@ std::string assumption(const WhatIfEdit& w, const analysis_detail::ReplayResult&
       return fmt("%.0f batches in flight a worker: the queue holds workers x %.0f", e.value, e.value);
     case Kind::bandwidth:
       return fmt(
-          "each bucket's transfer: its measured time less its bytes at the run's fitted %s, plus its bytes "
-          "at %s (fixed cost %.3f ms a bucket kept)",
-          gbps(r.comm_bytes_per_s).c_str(), gbps(e.value).c_str(), r.comm_fixed_ms);
+          "each bucket's bytes moved as a ring moves them (2(n-1)/n of them over each link) at %s of bus "
+          "bandwidth instead of the run's fitted %s; its fixed cost (%.3f ms) and the rest of its measured "
+          "time kept",
+          gbps(e.value).c_str(), gbps(r.comm_bus_bytes_per_s).c_str(), r.comm_fixed_ms);
     case Kind::bucket_cap:
       return fmt(
           "buckets re-cut at %.3g MB (the first at 1 MB, as DDP does) at byte counts, not parameter "
-          "boundaries; the gradients get ready as the measured buckets did; each bucket %.3f ms + its bytes "
-          "at %s",
-          e.value / (1024 * 1024), r.comm_fixed_ms, gbps(r.comm_bytes_per_s).c_str());
+          "boundaries; the gradients get ready as the measured buckets did; each bucket costs the fitted "
+          "fixed cost plus its ring bytes at the bus bandwidth",
+          e.value / (1024 * 1024));
+    case Kind::accumulate:
+      return fmt(
+          "%.0f micro-steps an optimizer step: each step's data, forward and backward repeated as measured "
+          "under no_sync (no bucket launched), one batch each; the allreduce and the optimizer once (the "
+          "step then holds %.0fx the samples)",
+          e.value, e.value);
+    case Kind::ranks:
+      return fmt(
+          "%.0f ranks in a ring: each bucket's fixed cost x (n-1) hops over the run's, its bytes x 2(n-1)/n; "
+          "every rank as the measured ones (no new stragglers: the slowest measured rank sets the pace)",
+          e.value);
+    case Kind::nodes:
+      return fmt(
+          "the ranks on %.0f machines: the ring crosses the link between them, its bus bandwidth the lower "
+          "of the run's (%s) and the link's",
+          e.value, gbps(r.comm_bus_bytes_per_s).c_str());
   }
   return {};
 }
@@ -213,7 +243,7 @@ nlohmann::json what_if_json(const WhatIf& w) {
       {"replay",
        {{"step_error_mean", when_ok(r.error_mean)}, {"step_error_p90", when_ok(r.error_p90)}, {"trusted", w.trusted}}},
       {"stages", stages},
-      {"comm_model", {{"fixed_ms", r.comm_fixed_ms}, {"bytes_per_s", r.comm_bytes_per_s}}},
+      {"comm_model", {{"fixed_ms", r.comm_fixed_ms}, {"bus_bytes_per_s", r.comm_bus_bytes_per_s}}},
       {"assumptions", w.assumptions}};
 }
 
@@ -228,6 +258,9 @@ std::string what_if_text(const WhatIf& w) {
   out += fmt("  predicted step %.3f ms (%+.1f%%)%s\n", r.step_ms, 100 * (r.step_ms / r.fit_ms - 1),
              w.trusted ? "" : "  UNTRUSTED: the replay misses the measured steps by more than 5%");
   if (!r.why.empty()) out += "  note: " + r.why + "\n";
+  for (const WhatIfEdit& e : w.edits)
+    if (e.edit.kind == Kind::accumulate && e.edit.value > 1)
+      out += fmt("  a micro-batch: %.3f ms (a step of one now: %.3f ms)\n", r.step_ms / e.edit.value, r.fit_ms);
   out += fmt("  %-22s %10s %10s\n", "ms a step, per rank", "replayed", "predicted");
   std::set<std::string> names;
   for (const auto& [name, v] : r.stage_ms) names.insert(name);

@@ -7,8 +7,11 @@
 //   rank<R>.<stage>=median   rank R's stage (or `other`, its untracked time) as on the median rank, step by step
 //   workers=N                N DataLoader workers per rank (0: each rank fetches its own batches)
 //   prefetch=N               N batches in flight per worker
-//   bandwidth=X[GB/s|Gb/s|MB/s]   each bucket's bytes at this link bandwidth (a bare number is GB/s)
+//   bandwidth=X[GB/s|Gb/s|MB/s]   the link's bus bandwidth for each bucket's ring bytes (a bare number is GB/s)
 //   bucket_cap_mb=X          DDP's buckets re-cut at X MB
+//   accum=K                  K micro-steps an optimizer step (no_sync on all but the last)
+//   ranks=N                  N ranks in the ring (its bytes and hops scaled from the run's)
+//   nodes=M                  the ranks on M machines, bandwidth=X the link between them
 #include <string>
 #include <vector>
 

@@ -173,9 +173,10 @@ TEST(WhatIf, EditsAreReadOrRefusedWithTheirForm) {
   EXPECT_DOUBLE_EQ(e[2].edit.value, 10e9 / 8);
   EXPECT_DOUBLE_EQ(e[3].edit.value, 50.0 * 1024 * 1024);
   EXPECT_EQ(e[4].edit.rank, 1);
-  for (const char* bad : {"workers=-1", "workers=two", "prefetch=0", "bandwidth=0", "bandwidth=fast",
-                          "bucket_cap_mb=-3", "rank1.forward=3", "rank1.wait_data=median", "rank1.nosuch=median",
-                          "rankx.forward=median", "ranks=64", "workers", "workers=2,workers=3", ""}) {
+  for (const char* bad :
+       {"workers=-1", "workers=two", "prefetch=0", "bandwidth=0", "bandwidth=fast", "bucket_cap_mb=-3",
+        "rank1.forward=3", "rank1.wait_data=median", "rank1.nosuch=median", "rankx.forward=median", "ranks=1",
+        "accum=0", "nodes=0", "replicas=4", "workers", "workers=2,workers=3", ""}) {
     EXPECT_FALSE(ddp::parse_what_if(bad, e, err)) << bad;
     EXPECT_NE(err.find("--what-if"), std::string::npos) << bad << ": " << err;
   }
@@ -191,4 +192,51 @@ TEST(WhatIf, AnEditOfARankTheRunDoesNotHaveIsRefused) {
   ddp::WhatIf w;
   EXPECT_FALSE(ddp::what_if(run, edits, w, err));
   EXPECT_NE(err.find("no rank 7"), std::string::npos) << err;
+}
+
+TEST(WhatIf, AccumulationPredictsTheRunThatAccumulated) {
+  Sim twin;
+  twin.accum = 4;
+  twin.comm_ms = 2;  // four buckets of 2 ms: the collective once a step instead of four times
+  Sim planted = twin;
+  planted.accum = 1;
+  planted.steps = 40;
+  twin.steps = 10;
+  const ddp::WhatIf w = predict(planted, "accum=4", "accum_planted");
+  expect_twin(w, twin, "accum_twin", 0.15);
+  EXPECT_NE(ddp::what_if_text(w).find("a micro-batch"), std::string::npos);
+}
+
+TEST(WhatIf, MoreRanksCostTheRingsBytesAsALinkThatMuchSlower) {
+  Sim sim;
+  sim.comm_ms = 3;  // comm-bound: the ring's bytes show in the step
+  ddp::RunTrace run;
+  run_analysis(sim, "ranks", &run);
+  auto replayed = [&](const std::string& edit) {
+    std::vector<ddp::WhatIfEdit> edits;
+    std::string err;
+    EXPECT_TRUE(ddp::parse_what_if(edit, edits, err)) << err;
+    ddp::WhatIf w;
+    EXPECT_TRUE(ddp::what_if(run, edits, w, err)) << err;
+    EXPECT_TRUE(w.result.ok) << w.result.why;
+    return w;
+  };
+  const ddp::WhatIf eight = replayed("ranks=8");
+  // A ring of 8 moves 2*7/8 of each bucket over each link where a ring of 2 moves 1: the same as 2 ranks on a link
+  // 1.75x slower (the fitted fixed cost is 0 here: every bucket has the same size).
+  const double bus = eight.result.comm_bus_bytes_per_s;
+  ASSERT_GT(bus, 0);
+  const ddp::WhatIf slower = replayed("bandwidth=" + std::to_string(bus / 1.75 / 1e9) + "GB/s");
+  EXPECT_NEAR(eight.result.step_ms, slower.result.step_ms, 0.01 * slower.result.step_ms);
+  EXPECT_GT(eight.result.step_ms, 1.15 * eight.result.fit_ms) << ddp::what_if_text(eight);
+  // Across two machines the ring's slowest link sets its pace; without that link there is nothing to scale by.
+  const ddp::WhatIf two_nodes = replayed("ranks=8,nodes=2,bandwidth=" + std::to_string(bus / 4 / 1e9) + "GB/s");
+  EXPECT_GT(two_nodes.result.step_ms, eight.result.step_ms) << ddp::what_if_text(two_nodes);
+  std::vector<ddp::WhatIfEdit> edits;
+  std::string err;
+  ASSERT_TRUE(ddp::parse_what_if("nodes=2", edits, err));
+  ddp::WhatIf w;
+  ASSERT_TRUE(ddp::what_if(run, edits, w, err));
+  EXPECT_FALSE(w.result.ok);
+  EXPECT_NE(w.result.why.find("bandwidth="), std::string::npos) << w.result.why;
 }
