@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <new>
 #include <set>
 
@@ -23,12 +25,82 @@ namespace {
 constexpr int kAnalysisNice = 10;  // the analysis of per-rank traces, made while the timeline finishes
 }  // namespace
 
+namespace {
+
+// The first step both runs hold and where it starts on rank 0's clock in each: INT64_MIN when they share none.
+std::pair<int64_t, int64_t> first_common_step(const RunTrace& a, const RunTrace& b) {
+  auto starts = [](const RunTrace& run) {
+    std::map<uint32_t, int64_t> at;
+    for (const RankTrace& t : run.ranks)
+      for (const Event& e : t.events)
+        if (e.is_span() && e.stage_id() == Stage::step) {
+          auto [it, fresh] = at.emplace(e.step, e.t0 + t.clock_offset_ns());
+          if (!fresh) it->second = std::min(it->second, e.t0 + t.clock_offset_ns());
+        }
+    return at;
+  };
+  const auto sa = starts(a), sb = starts(b);
+  for (const auto& [step, t] : sa)
+    if (sb.count(step)) return {t, sb.at(step)};
+  return {INT64_MIN, INT64_MIN};
+}
+
+// The predicted run's ranks added to the measured run's, lane by lane: rank R's predicted lanes follow its own as
+// "predicted <lane>", its events moved onto the measured rank's clock (the predicted run is on rank 0's) and shifted
+// so that the first step both hold starts at once in each (the pair read step against step from there).
+bool add_beside(RunTrace& run, const std::string& dir, const StepWindow& steps, std::string& error) {
+  RunTrace predicted;
+  if (!load_run(dir, predicted, error) || !keep_steps(predicted, steps, error)) {
+    error = "--beside " + dir + ": " + error;
+    return false;
+  }
+  const auto [measured_first, predicted_first] = first_common_step(run, predicted);
+  const int64_t align = measured_first == INT64_MIN ? 0 : measured_first - predicted_first;
+  size_t matched = 0;
+  for (RankTrace& measured : run.ranks)
+    for (const RankTrace& p : predicted.ranks) {
+      if (p.rank != measured.rank) continue;
+      if (measured.lanes.size() + p.lanes.size() > 256) {
+        error = "--beside: rank " + std::to_string(p.rank) + " has too many lanes to draw both";
+        return false;
+      }
+      const auto base = static_cast<uint8_t>(measured.lanes.size());
+      for (const std::string& lane : p.lanes) measured.lanes.push_back("predicted " + lane);
+      const int64_t shift = align + p.clock_offset_ns() - measured.clock_offset_ns();
+      for (Event e : p.events) {
+        e.lane = static_cast<uint8_t>(e.lane + base);
+        e.t0 += shift, e.t1 += shift;
+        measured.events.push_back(e);
+      }
+      ++matched;
+    }
+  if (matched == 0) {
+    error = "--beside " + dir + ": none of its ranks is one of " + run.dir + "'s (is it a prediction of this run?)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool App::load(const std::string& path, std::string& error, const LoadOptions& opts) {
   std::error_code ec;
+  if (!opts.beside.empty() && !(std::filesystem::is_directory(path, ec) && !is_fr_input({path}))) {
+    error = "--beside draws a predicted run with the run folder it predicts: " + path + " is not a run folder";
+    return false;
+  }
   if (std::filesystem::is_directory(path, ec) && !is_fr_input({path})) {
     RunTrace run;
     if (!load_run(path, run, error) || !keep_steps(run, opts.steps, error)) return false;
     try {
+      if (!opts.beside.empty()) {
+        // The stalls panel keeps the measured run's analysis; the timeline holds both.
+        load_stalls_for_run(*this, run);
+        RunTrace both = run;
+        if (!add_beside(both, opts.beside, opts.steps, error)) return false;
+        set_timeline(timeline_from_run(both));
+        return true;
+      }
       set_timeline(timeline_from_run(run));
     } catch (const std::bad_alloc&) {
       error = "out of memory while building the timeline of " + path;
@@ -76,7 +148,11 @@ bool App::load(const std::vector<std::string>& inputs, const KinetoStageMap& map
     stall_source = "Flight Recorder dumps: no stalls; where the ranks part is the first load note";
     return true;
   }
-  if (!opens_as_kineto_run(inputs)) {
+  if (!opts.beside.empty() && inputs.size() != 1) {
+    error = "--beside draws a predicted run with the one run folder it predicts";
+    return false;
+  }
+  if (!opens_as_kineto_run(inputs) || !opts.beside.empty()) {
     if (inputs.empty()) {
       error = "nothing to open";
       return false;

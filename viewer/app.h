@@ -45,6 +45,9 @@ struct Selection {
 struct LoadOptions {
   int cycle = 0;  // 0: every cycle
   StepWindow steps;
+  // A predicted run (ddp_profile --what-if EDIT RUN -o DIR) drawn with the run folder it predicts: each rank's
+  // predicted lanes ("predicted main", ...) under its measured ones, on one clock.
+  std::string beside;
 };
 
 struct Options {

@@ -25,13 +25,16 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ddp_viewer PATH... [--map REGEX=STAGE]... [--cycle N] [--steps A-B] [--screenshot FILE.png] [--frames N]\n"
-    "                  [--width W] [--height H]\n"
+    "usage: ddp_viewer PATH... [--map REGEX=STAGE]... [--cycle N] [--steps A-B] [--beside DIR] [--screenshot "
+    "FILE.png]\n"
+    "                  [--frames N] [--width W] [--height H]\n"
     "  PATH  a run folder (rank<R>.ddpt files) or a Chrome trace JSON (.json or .json.gz; ours or PyTorch profiler);\n"
     "        several PyTorch profiler traces, one per rank (the files, or a folder of them): all ranks on one clock\n"
     "  --map REGEX=STAGE  with PyTorch profiler traces: events whose name matches are that stage (docs/kineto.md)\n"
     "  --cycle N          with per-rank traces of several profiling cycles: only cycle N (1-based)\n"
-    "  --steps A-B        only steps A to B (a run folder or per-rank traces): a big trace a few steps at a time\n";
+    "  --steps A-B        only steps A to B (a run folder or per-rank traces): a big trace a few steps at a time\n"
+    "  --beside DIR       with a run folder: its predicted run (ddp_profile --what-if EDIT RUN -o DIR) drawn under\n"
+    "                     each rank's measured lanes\n";
 
 int usage(const std::string& why) {
   std::fprintf(stderr, "ddp_viewer: %s\n%s", why.c_str(), kUsage);
@@ -131,6 +134,10 @@ int parse_args(int argc, char** argv, ViewerArgs& args) {
       const char* v = value("--steps");
       std::string err;
       if (!v || !ddp::parse_step_window(v, load_opts.steps, err)) return usage(v ? err : "--steps needs A-B");
+    } else if (a == "--beside") {
+      const char* v = value("--beside");
+      if (!v || !*v) return usage("--beside needs the predicted run's folder (ddp_profile --what-if EDIT RUN -o DIR)");
+      load_opts.beside = v;
     } else if (a == "--frames") {
       const char* v = value("--frames");
       if (!v || !parse_int(v, 1, 100000, frames)) return usage("--frames needs a count from 1 to 100000");

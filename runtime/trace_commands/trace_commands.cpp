@@ -237,9 +237,17 @@ int run_what_if(const Command& cmd) {
   RunTrace run;
   if (int rc = load_or_report(cmd, run)) return rc;
   WhatIf w;
-  if (!what_if(run, edits, w, err)) {
+  if (!what_if(run, edits, w, err, !cmd.output_file.empty())) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 2;
+  }
+  if (!cmd.output_file.empty() && w.result.ok) {
+    if (!write_predicted_run(run, w, cmd.output_file, err)) {
+      std::cerr << "ddp_profile: --what-if -o " << cmd.output_file << ": " << err << "\n";
+      return 1;
+    }
+    std::cerr << "ddp_profile: the predicted run is in " << cmd.output_file << " (ddp_viewer " << run.dir
+              << " --beside " << cmd.output_file << ")\n";
   }
   if (cmd.json)
     std::cout << what_if_json(w).dump(2) << "\n";

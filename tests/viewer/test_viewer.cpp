@@ -15,6 +15,8 @@
 #include <set>
 
 #include "tests/support/synthetic_run.h"
+#include "traces/analysis/what_if.h"
+#include "traces/native/load_run.h"
 #include "viewer/app.h"
 #include "viewer/headless.h"
 
@@ -185,6 +187,52 @@ TEST(ViewerFrame, KinetoTraceDraws) {
 
 // Per-rank PyTorch profiler traces open as one run: every rank's lanes, the stalls of their analysis, and a click on
 // the top cause lands on a step where rank 1's input made both ranks wait.
+// A prediction drawn beside the run it predicts (ddp_viewer RUN --beside DIR): each rank's predicted lanes under its
+// measured ones, with spans on them; a folder that is no prediction of the run is refused.
+TEST(ViewerBeside, APredictedRunIsDrawnUnderEachRanksMeasuredLanes) {
+  const std::string dir = make_run("beside_run");
+  const std::string predicted = temp_dir("beside_predicted");
+  fs::remove_all(predicted);
+  RunTrace run;
+  std::string err;
+  ASSERT_TRUE(load_run(dir, run, err)) << err;
+  std::vector<WhatIfEdit> edits;
+  ASSERT_TRUE(parse_what_if("rank1.wait_data=median", edits, err) == false);  // a wait is refused, a stage is not
+  ASSERT_TRUE(parse_what_if("rank1.forward=median,bandwidth=1GB/s", edits, err)) << err;
+  WhatIf w;
+  ASSERT_TRUE(what_if(run, edits, w, err, true)) << err;
+  ASSERT_TRUE(w.result.ok) << w.result.why;
+  ASSERT_TRUE(write_predicted_run(run, w, predicted, err)) << err;
+  EXPECT_FALSE(write_predicted_run(run, w, predicted, err)) << "a folder written before is never overwritten";
+
+  App app;
+  LoadOptions opts;
+  opts.beside = predicted;
+  ASSERT_TRUE(app.load(dir, err, opts)) << err;
+  ASSERT_EQ(app.tl.processes.size(), 2u);
+  for (const auto& p : app.tl.processes) {
+    uint64_t measured = 0, replayed = 0;
+    for (const auto& lane : p.lanes) (lane.name.rfind("predicted ", 0) == 0 ? replayed : measured) += lane.span_count;
+    EXPECT_GT(measured, 0u) << p.name;
+    EXPECT_GT(replayed, 0u) << p.name << ": no predicted spans";
+  }
+  HeadlessImGui ui(1400, 800);
+  for (int i = 0; i < 3; ++i) ui.frame(app);
+  EXPECT_GT(ui.count_vertices(stage_color(Stage::allreduce)), 0u);
+
+  opts.beside = make_run("beside_other");  // a run, not a prediction of this one: same ranks, so it is drawn...
+  App other;
+  EXPECT_TRUE(other.load(dir, err, opts)) << err;
+  opts.beside = temp_dir("beside_empty");  // ...but an empty folder is no run
+  App none;
+  EXPECT_FALSE(none.load(dir, err, opts));
+  EXPECT_NE(err.find("--beside"), std::string::npos) << err;
+  opts.beside = predicted;
+  EXPECT_FALSE(none.load(kKineto, err, opts)) << "a Chrome trace has no ranks to draw a prediction beside";
+  fs::remove_all(dir);
+  fs::remove_all(predicted);
+}
+
 TEST(ViewerStalls, PerRankKinetoTracesAreOneRunWithItsStalls) {
   for (const std::vector<std::string>& inputs :
        {trace_files(kSlowDataRanks), std::vector<std::string>{kSlowDataRanks}}) {

@@ -17,12 +17,20 @@ struct Timeline {
   std::vector<std::map<uint32_t, std::pair<int64_t, int64_t>>> steps;  // per rank: step -> replayed begin, end
   std::array<double, 257> stage_ns{};  // replayed time inside steps per stage (index 256: untracked), all ranks
   size_t forced = 0;                   // waits passed as measured because no rank could move (a trace cut short)
+  // Per rank, replayed [begin, end]: of each op, of each batch's fetch, of each launch's bucket (launch to done).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> ops, fetches, buckets;
 };
 
 Timeline run(const std::vector<Chain>& chains, const Plan& p) {
   const size_t R = chains.size();
   Timeline tl;
   tl.steps.resize(R);
+  tl.ops.resize(R), tl.fetches.resize(R), tl.buckets.resize(R);
+  for (size_t r = 0; r < R; ++r) {
+    tl.ops[r].resize(chains[r].ops.size());
+    tl.fetches[r].resize(chains[r].batches.size());
+    tl.buckets[r].resize(p.launches[r].size());
+  }
   std::vector<size_t> cur(R, 0);
   std::vector<int64_t> t(R, 0);
   std::vector<std::vector<int64_t>> start(R);
@@ -57,7 +65,8 @@ Timeline run(const std::vector<Chain>& chains, const Plan& p) {
     const int64_t prev = p.prev[r][bi], behind = p.behind[r][bi];
     int64_t allowed = std::max(prev >= 0 ? fetched[r][static_cast<size_t>(prev)] : p.origin[r][bi], pass_began[r]);
     if (behind >= 0) allowed = std::max(allowed, taken[r][static_cast<size_t>(behind)]);
-    return fetched[r][bi] = allowed + p.idle[r][bi] + p.fetch[r][bi];
+    tl.fetches[r][bi] = {allowed + p.idle[r][bi], allowed + p.idle[r][bi] + p.fetch[r][bi]};
+    return fetched[r][bi] = tl.fetches[r][bi].second;
   };
   auto launched = [&](size_t r, size_t op) {
     const Op& o = chains[r].ops[op];
@@ -67,6 +76,7 @@ Timeline run(const std::vector<Chain>& chains, const Plan& p) {
       const int64_t at = start[r][op] + static_cast<int64_t>(std::llround(static_cast<double>(l.offset) * scale));
       auto [it, fresh] = replayed_latest.emplace(l.key, at);
       if (!fresh) it->second = std::max(it->second, at);
+      tl.buckets[r][li].first = at;
     }
   };
   auto sync_ready = [&](uint64_t sync) {
@@ -81,7 +91,10 @@ Timeline run(const std::vector<Chain>& chains, const Plan& p) {
     int64_t done = INT64_MIN;
     auto it = of_sync[r].find(sync);
     if (it == of_sync[r].end()) return done;
-    for (size_t li : it->second) done = std::max(replayed_latest[p.launches[r][li].key], done) + p.transfer[r][li];
+    for (size_t li : it->second) {
+      done = std::max(replayed_latest[p.launches[r][li].key], done) + p.transfer[r][li];
+      tl.buckets[r][li].second = done;
+    }
     return done;
   };
   std::vector<uint8_t> in_step(R, 0);
@@ -119,6 +132,7 @@ Timeline run(const std::vector<Chain>& chains, const Plan& p) {
     }
     if (batch != chains[r].batch_of_op.end()) taken[r][batch->second] = t[r];
     if (in_step[r]) tl.stage_ns[o.other ? 256 : static_cast<size_t>(o.stage)] += static_cast<double>(t[r] - before);
+    tl.ops[r][i] = {before, t[r]};
     launched(r, i);
     ++cur[r];
   };
@@ -152,6 +166,78 @@ Timeline run(const std::vector<Chain>& chains, const Plan& p) {
   return tl;
 }
 
+// The replayed timeline of each rank as a trace (ReplayResult::predicted).
+std::vector<RankTrace> as_traces(const std::vector<RankData>& data, const std::vector<Chain>& chains, const Plan& p,
+                                 const Timeline& tl, int world) {
+  std::vector<RankTrace> out;
+  for (size_t r = 0; r < chains.size(); ++r) {
+    const Chain& c = chains[r];
+    RankTrace t;
+    t.rank = static_cast<uint32_t>(data[r].rank);
+    t.world = static_cast<uint32_t>(world);
+    t.complete = true;
+    t.lanes = {"main", "comm"};
+    if (data[r].trace && data[r].trace->meta.count("host")) t.meta["host"] = data[r].trace->meta.at("host");
+    auto span = [&](Stage s, uint8_t lane, int64_t a, int64_t b, uint32_t step, uint8_t micro) -> Event& {
+      t.events.push_back(make_span(s, lane, a, std::max(a, b)));
+      t.events.back().step = step;
+      t.events.back().micro = micro;
+      return t.events.back();
+    };
+    int64_t step_begin = 0;
+    for (size_t i = 0; i < c.ops.size(); ++i) {
+      const Op& o = c.ops[i];
+      const auto [a, b] = tl.ops[r][i];
+      if (o.kind == OpKind::step_begin) step_begin = a;
+      if (o.kind == OpKind::step_end) span(Stage::step, 0, step_begin, a, o.step, 0);
+      if (o.kind == OpKind::step_begin || o.kind == OpKind::step_end || o.other || b <= a) continue;
+      span(o.stage, 0, a, b, o.step, o.micro);
+    }
+    for (size_t li = 0; li < p.launches[r].size(); ++li) {
+      const Launch& l = p.launches[r][li];
+      const auto [a, b] = tl.buckets[r][li];
+      if (b < a) continue;  // its sync was never waited for (a trace cut short)
+      Event& e = span(Stage::allreduce, 1, a, b, static_cast<uint32_t>(l.key >> 24), static_cast<uint8_t>(l.key >> 16));
+      e.bucket = static_cast<uint16_t>(l.key & 0xFFFF);
+      e.value = l.bytes;
+    }
+    // Each batch on the worker that made it: a worker's batches follow each other (Plan::prev), a batch with none
+    // before it starts a worker of its own.
+    std::vector<int> worker(c.batches.size(), -1);
+    int workers = 0;
+    const Stage order[] = {Stage::disk_read, Stage::transform, Stage::collate, Stage::pin};
+    for (size_t bi = 0; bi < c.batches.size(); ++bi) {
+      const Batch& b = c.batches[bi];
+      const Op& o = c.ops[b.op];
+      const int64_t prev = p.prev[r][bi];
+      worker[bi] = prev >= 0 ? worker[static_cast<size_t>(prev)] : workers++;
+      uint8_t lane = 0;
+      if (p.waits_for[r][bi]) {
+        const std::string name = "loader/" + std::to_string(worker[bi]);
+        auto at = std::find(t.lanes.begin(), t.lanes.end(), name);
+        if (at == t.lanes.end() && t.lanes.size() < 255) at = t.lanes.insert(t.lanes.end(), name);
+        lane = static_cast<uint8_t>(at - t.lanes.begin());
+      }
+      const auto [a, z] = tl.fetches[r][bi];
+      const double measured = static_cast<double>(spent(b));
+      const double scale = measured > 0 ? static_cast<double>(z - a) / measured : 0;
+      int64_t cursor = a;
+      for (Stage s : order) {
+        auto it = b.stages.find(s);
+        if (it == b.stages.end()) continue;
+        const int64_t end = cursor + std::llround(static_cast<double>(it->second) * scale);
+        Event& e = span(s, lane, cursor, end, o.step, o.micro);
+        e.item = static_cast<uint32_t>(bi);
+        e.epoch = b.pass;
+        cursor = end;
+      }
+    }
+    std::stable_sort(t.events.begin(), t.events.end(), [](const Event& x, const Event& y) { return x.t0 < y.t0; });
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 std::map<std::string, double> per_stage_ms(const Timeline& tl, double rank_steps) {
   std::map<std::string, double> out;
   for (size_t s = 0; s < tl.stage_ns.size(); ++s)
@@ -163,7 +249,7 @@ std::map<std::string, double> per_stage_ms(const Timeline& tl, double rank_steps
 }  // namespace
 
 ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
-                    const std::vector<ReplayEdit>& edits) {
+                    const std::vector<ReplayEdit>& edits, bool keep_trace) {
   ReplayResult res;
   if (data.empty() || common.empty()) {
     res.why = "no steps in common to replay";
@@ -188,6 +274,9 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
     res.why = edit_plan(edited, edited_chains, edits, model, world);
     if (!res.why.empty()) return res;
     what_if = run(edited_chains, edited);
+    if (keep_trace) res.predicted = as_traces(data, edited_chains, edited, what_if, world);
+  } else if (keep_trace) {
+    res.predicted = as_traces(data, chains, measured, fit, world);
   }
   std::vector<double> errors;
   double replayed_sum = 0, measured_sum = 0, fit_sum = 0;

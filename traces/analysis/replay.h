@@ -31,6 +31,7 @@
 
 #include "traces/analysis/analysis_rank_data.h"
 #include "traces/analysis/analysis_thresholds.h"
+#include "traces/model/rank_trace.h"
 
 namespace ddp::analysis_detail {
 
@@ -67,11 +68,15 @@ struct ReplayResult {
   double comm_fixed_ms = 0, comm_bus_bytes_per_s = 0;
   bool ok = false;  // false: nothing to replay, or an edit this run cannot take (then `why`)
   std::string why;
+  // With keep_trace: the predicted run, one trace per rank on rank 0's clock: its main-thread ops as spans of their
+  // stages, each step, each bucket's allreduce (launch to done) on "comm", each batch's fetch on its worker's lane
+  // (its measured stages in order, scaled to the predicted fetch).
+  std::vector<RankTrace> predicted;
 };
 
 // Replays the steps in `common` (every rank has them); with edits, the edited replay (its error fields are the
 // unedited replay's fit).
 ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
-                    const std::vector<ReplayEdit>& edits = {});
+                    const std::vector<ReplayEdit>& edits = {}, bool keep_trace = false);
 
 }  // namespace ddp::analysis_detail

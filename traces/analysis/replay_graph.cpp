@@ -30,12 +30,6 @@ void gap(Chain& c, uint32_t step, int64_t a, int64_t b) {
   c.ops.push_back(g);
 }
 
-int64_t spent(const Batch& b) {
-  int64_t t = 0;
-  for (const auto& [stage, ns] : b.stages) t += ns;
-  return t;
-}
-
 // The batches the rank's waits for data took, with their fetches: on a worker's lane, or on the main lane (no
 // workers: the rank's own work).
 void index_batches(const RankData& d, Chain& c) {

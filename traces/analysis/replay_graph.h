@@ -56,6 +56,13 @@ struct Batch {
   std::map<Stage, int64_t> stages;  // its time per loader stage
 };
 
+// A batch's time on its lane, all stages.
+inline int64_t spent(const Batch& b) {
+  int64_t t = 0;
+  for (const auto& [stage, ns] : b.stages) t += ns;
+  return t;
+}
+
 struct Chain {
   std::vector<Op> ops;
   std::vector<Batch> batches;                      // in consumption order

@@ -3,11 +3,15 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include "traces/analysis/analysis_rank_data.h"
 #include "traces/base/text_format.h"
+#include "traces/model/run_folder.h"
+#include "traces/native/trace_writer.h"
 
 namespace ddp {
 namespace {
@@ -191,7 +195,8 @@ bool parse_what_if(const std::string& text, std::vector<WhatIfEdit>& out, std::s
   return true;
 }
 
-bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& out, std::string& err) {
+bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& out, std::string& err,
+             bool keep_trace) {
   using namespace analysis_detail;
   std::vector<RankData> data;
   for (const RankTrace& t : run.ranks) data.push_back(prepare(t));
@@ -214,7 +219,7 @@ bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& 
   out.edits = edits;
   out.ranks = static_cast<int>(data.size());
   out.steps = common.size();
-  out.result = replay(data, common, es);
+  out.result = replay(data, common, es, keep_trace);
   out.trusted = out.result.ok && out.result.error_mean <= kReplayTrustedError;
   for (const WhatIfEdit& w : edits) out.assumptions.push_back(assumption(w, out.result));
   return true;
@@ -273,6 +278,37 @@ std::string what_if_text(const WhatIf& w) {
   out += "  assumes:\n";
   for (const std::string& a : w.assumptions) out += "  - " + a + "\n";
   return out;
+}
+
+bool write_predicted_run(const RunTrace& run, const WhatIf& w, const std::string& dir, std::string& err) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec))) {
+    err = dir + " exists and is not an empty folder: the predicted run goes to a new one";
+    return false;
+  }
+  if (!w.result.ok || w.result.predicted.empty()) {
+    err = "nothing predicted to write" + (w.result.why.empty() ? std::string() : ": " + w.result.why);
+    return false;
+  }
+  fs::create_directories(dir, ec);
+  if (ec) {
+    err = "cannot create " + dir + ": " + ec.message();
+    return false;
+  }
+  const uint32_t world = w.result.predicted.front().world;
+  if (!write_native_traces(dir, w.result.predicted, world, err)) return false;
+  nlohmann::json manifest = run.manifest.is_object() ? run.manifest : nlohmann::json::object();
+  manifest["world_size"] = world;
+  manifest["what_if"] = what_if_json(w);
+  manifest["what_if"]["of_run"] = run.dir;
+  std::ofstream out(in_run(dir, kManifestFile));
+  out << manifest.dump(2) << "\n";
+  if (!out) {
+    err = "cannot write " + in_run(dir, kManifestFile);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace ddp

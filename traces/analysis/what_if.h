@@ -38,8 +38,14 @@ struct WhatIf {
 
 // The edits in `text`; false and `err` (naming the part it could not read) when one is malformed.
 bool parse_what_if(const std::string& text, std::vector<WhatIfEdit>& out, std::string& err);
-// The run replayed with the edits. False and `err` when an edit names a rank the run does not have.
-bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& out, std::string& err);
+// The run replayed with the edits (with keep_trace, the predicted run's traces in out.result.predicted). False and
+// `err` when an edit names a rank the run does not have.
+bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& out, std::string& err,
+             bool keep_trace = false);
+// The predicted run as a run folder `dir` (created; it must not exist or be empty): rank<R>.ddpt and a manifest, the
+// run's own with "what_if" (the edits, the predicted and measured step) added. --summary, --analyze, --diff and the
+// viewer read it as any run; `ddp_viewer RUN --beside DIR` draws it under the measured one.
+bool write_predicted_run(const RunTrace& run, const WhatIf& w, const std::string& dir, std::string& err);
 nlohmann::json what_if_json(const WhatIf& w);
 std::string what_if_text(const WhatIf& w);
 

@@ -11,7 +11,6 @@
 
 #include "traces/model/records.h"
 #include "traces/model/run_folder.h"
-#include "traces/native/trace_writer.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -225,34 +224,6 @@ bool import_datapath(const std::string& run_dir, DatapathRun& out, std::string& 
   if (out.ranks.empty()) {
     error = in_run(run_dir, kDatapathDir) + ": no rank's training process recorded its data path";
     return false;
-  }
-  return true;
-}
-
-bool write_native_traces(const std::string& run_dir, const DatapathRun& run, uint32_t world, std::string& error) {
-  for (const RankTrace& t : run.ranks) {
-    const std::string path = in_run(run_dir, rank_trace_file(static_cast<int>(t.rank)));
-    TraceWriter w;
-    if (!w.open(path, t.rank, world, error)) return false;
-    bool ok = true;
-    for (size_t l = 0; l < t.lanes.size(); ++l) ok &= w.write_lane(static_cast<uint8_t>(l), t.lanes[l]);
-    for (const auto& c : t.clocks) ok &= w.write_clock(c);
-    for (const auto& [k, v] : t.meta) ok &= w.write_meta(k, v);
-    // One lane's events per chunk, in time order (the codec codes deltas to the previous event of the chunk).
-    constexpr size_t kChunk = 1 << 14;
-    for (size_t l = 0; l < t.lanes.size(); ++l) {
-      std::vector<Event> lane;
-      for (const Event& e : t.events)
-        if (e.lane == l) lane.push_back(e);
-      for (size_t i = 0; i < lane.size(); i += kChunk)
-        ok &= w.write_events(static_cast<uint8_t>(l), lane.data() + i, std::min(kChunk, lane.size() - i));
-    }
-    ok &= w.write_end(t.events.size(), 0);
-    w.close();
-    if (!ok) {
-      error = "cannot write " + path;
-      return false;
-    }
   }
   return true;
 }

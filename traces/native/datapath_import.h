@@ -31,7 +31,4 @@ bool has_datapath(const std::string& run_dir);
 // Reads run_dir/datapath/. False with `error` set when a header breaks its record or no rank has a training process.
 bool import_datapath(const std::string& run_dir, DatapathRun& out, std::string& error);
 
-// Writes each rank as run_dir/rank<R>.ddpt (the native format), world size `world`.
-bool write_native_traces(const std::string& run_dir, const DatapathRun& run, uint32_t world, std::string& error);
-
 }  // namespace ddp

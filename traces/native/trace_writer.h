@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "traces/model/event.h"
+#include "traces/model/rank_trace.h"
 #include "traces/model/trace_format.h"
 
 struct ZSTD_CCtx_s;
@@ -46,5 +47,10 @@ class TraceWriter {
   // tables each time, on the writer thread that shares the rank's core with training.
   ZSTD_CCtx_s* cctx_ = nullptr;
 };
+
+// Writes each rank as run_dir/rank<R>.ddpt (the native format), world size `world`: its lanes, clocks, meta and
+// events, one lane's events per chunk in time order.
+bool write_native_traces(const std::string& run_dir, const std::vector<RankTrace>& ranks, uint32_t world,
+                         std::string& error);
 
 }  // namespace ddp

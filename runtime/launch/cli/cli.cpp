@@ -124,7 +124,7 @@ void add_output_options(CLI::App& app, Command& c, RawOptions& raw) {
   auto* g_out = app.add_option_group("Output");
   g_out->add_option("--out", c.out_dir, "run folder to write (default: runs/<timestamp>)");
   g_out->add_option("-o,--output", c.output_file,
-                    "with --digest: the folder for the digests; "
+                    "with --digest: the folder for the digests; with --what-if: the predicted run's folder; "
                     "with --export: the JSON file to write (default DIR/trace.json); with --format kineto: the folder; "
                     "with --format perfetto: the trace (default DIR/trace.pftrace), or FILE.tar: one per rank");
   raw.format = g_out
@@ -312,8 +312,8 @@ std::string check_mode_rules(const RawOptions& raw, Command& c) {
   KinetoStageMap map;
   for (const auto& m : c.maps)
     if (!map.add_user_rule(m, err)) return err;
-  if (!c.output_file.empty() && c.mode != Mode::export_trace && c.mode != Mode::digest)
-    return "-o/--output only applies to --export and --digest";
+  if (!c.output_file.empty() && c.mode != Mode::export_trace && c.mode != Mode::digest && c.mode != Mode::what_if)
+    return "-o/--output only applies to --export, --digest and --what-if";
   if (c.mode == Mode::digest && c.output_file.empty())
     return "--digest TRACES... needs -o DIR (the folder for the digests; several nodes may write into one)";
   if (raw.format->count() && c.mode != Mode::export_trace) return "--format only applies to --export";

@@ -16,6 +16,7 @@
 #include "runtime/trace_commands/trace_commands.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/datapath_import.h"
+#include "traces/native/trace_writer.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -50,7 +51,7 @@ bool write_rank_traces(const std::string& out, std::string& err) {
   }
   uint32_t world = manifest.value("world_size", 0u);
   for (const RankTrace& t : dp.ranks) world = std::max(world, t.rank + 1);
-  if (!write_native_traces(out, dp, world, err)) return false;
+  if (!write_native_traces(out, dp.ranks, world, err)) return false;
   manifest["clock"] = clock_json(dp);
   manifest["datapath_notes"] = dp.notes;
   for (const auto& n : dp.notes) std::cerr << "ddp_profile: note: " << n << "\n";

@@ -13,6 +13,7 @@
 #include "traces/model/run_folder.h"
 #include "traces/native/datapath_import.h"
 #include "traces/native/load_run.h"
+#include "traces/native/trace_writer.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -88,7 +89,7 @@ TEST(DatapathImport, TheProcessesOfARankBecomeOneTraceWithItsLoaderSpansInTheirS
   EXPECT_NE(dp.notes[0].find("loaders other than the training loader"), std::string::npos) << dp.notes[0];
 
   // Written as our native traces, the run folder reads back as one of our runs.
-  ASSERT_TRUE(write_native_traces(run, dp, 2, err)) << err;
+  ASSERT_TRUE(write_native_traces(run, dp.ranks, 2, err)) << err;
   RunTrace back;
   ASSERT_TRUE(load_run(run, back, err)) << err;
   ASSERT_EQ(back.ranks.size(), 1u);
