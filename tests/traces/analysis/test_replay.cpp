@@ -240,3 +240,28 @@ TEST(WhatIf, MoreRanksCostTheRingsBytesAsALinkThatMuchSlower) {
   EXPECT_FALSE(w.result.ok);
   EXPECT_NE(w.result.why.find("bandwidth="), std::string::npos) << w.result.why;
 }
+
+TEST(WhatIf, ADeeperQueuePredictsTheRunThatHadIt) {
+  // One worker about as fast as the steps, the steps uneven (every 4th takes 20 ms more): a queue of one batch
+  // cannot bank the slack of the long steps for the short ones; a queue of four can.
+  Sim twin;
+  twin.workers = 1;
+  twin.prefetch = 4;
+  twin.rank[0].transform = twin.rank[1].transform = 19;
+  for (auto& k : twin.rank) k.late_ms = 20, k.late_every = 4;
+  twin.steps = 40;
+  Sim planted = twin;
+  planted.prefetch = 1;
+  const ddp::WhatIf w = predict(planted, "prefetch=4", "prefetch_planted");
+  expect_twin(w, twin, "prefetch_twin", 0.15);
+}
+
+TEST(WhatIf, NoWorkersPutsEveryFetchOnTheRanksOwnThread) {
+  Sim twin;
+  twin.workers = 2;
+  Sim planted = twin;  // the same loader: workers=0 must cost each step its whole fetch
+  const ddp::WhatIf w = predict(planted, "workers=0", "no_workers");
+  ASSERT_TRUE(w.result.ok) << w.result.why;
+  // A fetch is disk_read 1 + transform 1 + pin 0.5 ms: each step pays it on its own thread now.
+  EXPECT_NEAR(w.result.step_ms - w.result.fit_ms, 2.5, 0.6) << ddp::what_if_text(w);
+}
