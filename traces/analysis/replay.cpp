@@ -158,6 +158,7 @@ Timeline run(const std::vector<Chain>& chains, const Plan& p) {
           const size_t i = cur[r]++;
           start[r][i] = t[r];
           t[r] += chains[r].ops[i].dur();
+          tl.ops[r][i] = {start[r][i], t[r]};
           ++tl.forced;
           break;
         }
@@ -216,7 +217,7 @@ std::vector<RankTrace> as_traces(const std::vector<RankData>& data, const std::v
         const std::string name = "loader/" + std::to_string(worker[bi]);
         auto at = std::find(t.lanes.begin(), t.lanes.end(), name);
         if (at == t.lanes.end() && t.lanes.size() < 255) at = t.lanes.insert(t.lanes.end(), name);
-        lane = static_cast<uint8_t>(at - t.lanes.begin());
+        lane = at == t.lanes.end() ? 0 : static_cast<uint8_t>(at - t.lanes.begin());  // past 253 workers: main's
       }
       const auto [a, z] = tl.fetches[r][bi];
       const double measured = static_cast<double>(spent(b));
