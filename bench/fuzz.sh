@@ -15,7 +15,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMP
   -DDDP_PROFILE_FUZZ=ON -DDDP_PROFILE_RUNTIME=OFF -DDDP_PROFILE_VIEWER=OFF -DDDP_PROFILE_BENCH=OFF \
   -DDDP_PROFILE_TESTS=OFF > /dev/null
 # FUZZ_TARGETS="fuzz_dataset fuzz_checkpoint" runs only those.
-targets=(${FUZZ_TARGETS:-fuzz_chrome_json fuzz_chrome_pieces fuzz_kineto_file fuzz_native_trace fuzz_manifest fuzz_fr_dump fuzz_kineto_digest fuzz_dataset fuzz_checkpoint})
+targets=(${FUZZ_TARGETS:-fuzz_chrome_json fuzz_chrome_pieces fuzz_kineto_file fuzz_native_trace fuzz_manifest fuzz_fr_dump fuzz_kineto_digest fuzz_safetensors fuzz_dataset fuzz_checkpoint})
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
 
 seed() {  # target -> seed files
@@ -27,6 +27,7 @@ seed() {  # target -> seed files
     fuzz_fr_dump) find tests/data/flight_recorder -type f \( -name '*.pkl' -o -name '*.json' \) -size -64k ;;
     fuzz_kineto_digest) find tests/data/fuzz/digest -type f ;;
     fuzz_dataset) find tests/data/fuzz/dataset -type f ;;
+    fuzz_safetensors) find tests/data/safetensors -type f -name '*.safetensors' ;;
     fuzz_checkpoint) true ;;
   esac
   if [ -d "tests/data/fuzz/regressions/$1" ]; then find "tests/data/fuzz/regressions/$1" -type f; fi

@@ -35,8 +35,8 @@ def verify_log_file(rank: int, kind: str) -> str:
     return "%s/rank%d.%s.jsonl" % (VERIFY_DIR, rank, kind)
 
 
-def verify_step_file(rank: int, step: int) -> str:
-    return "%s/rank%d_step%d.pt" % (VERIFY_DIR, rank, step)
+def companion_verify_step_file(rank: int, step: int) -> str:
+    return "%s/rank%d_step%d.safetensors" % (VERIFY_DIR, rank, step)
 
 
 def companion_meta_file(rank: int) -> str:
@@ -44,7 +44,7 @@ def companion_meta_file(rank: int) -> str:
 
 
 def reference_step_file(step: int) -> str:
-    return "%s/reference_step%d.pt" % (VERIFY_DIR, step)
+    return "%s/reference_step%d.safetensors" % (VERIFY_DIR, step)
 
 
 def reference_meta_file(step: int) -> str:
@@ -345,7 +345,7 @@ def contract() -> dict:
         "files": {
             "progress": progress_file(3),
             "verify_logs": {k: verify_log_file(3, k) for k in VERIFY_KINDS},
-            "verify_step": verify_step_file(3, 7),
+            "verify_step": companion_verify_step_file(3, 7),
             "meta": companion_meta_file(3),
             "reference_step": reference_step_file(7),
             "reference_meta": reference_meta_file(7),

@@ -139,7 +139,7 @@ class Numerics:
         self.synced_grads = None
         acts = {str(m): a for m, a in sorted(self.acts.items())}
         files.tensors_save(_flat({"params": params, "grads": grads, "acts": acts}),
-                           os.path.join(self.run, layout.verify_step_file(self.rank, step)))
+                           os.path.join(self.run, layout.companion_verify_step_file(self.rank, step)))
         w = self.summaries.write
         for n, t in params.items():
             w({"step": step, "kind": "param", "name": n, "stats": hashing.tensor_summary(t)})

@@ -1,6 +1,6 @@
 #pragma once
-// Reading the tensor files the checks compare (our dumps and checkpoints, the companion's dumps and reference):
-// pickled dicts as torch.save and TorchScript's pickler write them. LibTorch.
+// Reading our job's tensor files the checks compare (its dumps and checkpoints): pickled dicts as torch.save and
+// TorchScript's pickler write them. LibTorch. (The companion's dumps are safetensors: traces/base/safetensors.h.)
 #include <ATen/core/Dict.h>
 #include <ATen/core/Tensor.h>
 

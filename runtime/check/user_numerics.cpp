@@ -1,44 +1,47 @@
 #include "runtime/check/user_numerics.h"
 
-#include <torch/torch.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "runtime/check/judges.h"
-#include "runtime/check/tensor_files.h"
 #include "runtime/data/sampler.h"
 #include "runtime/train/epoch_batches.h"
+#include "traces/base/safetensors.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
 namespace {
-using Dict = TensorDict;
 
-// The companion's tensor files are flat {"grads/<param>": t, "acts/<micro>/<layer>": t, ...} (TorchScript's pickler,
-// docs/python.md): the tensors under `prefix`, in the file's order (the module's forward order).
-using Named = std::vector<std::pair<std::string, at::Tensor>>;
-Named under(const Dict& d, const std::string& prefix) {
+// The companion's tensor files are flat {"grads/<param>": t, "acts/<micro>/<layer>": t, ...} in the safetensors
+// layout (traces/base/safetensors.h, docs/python.md): the tensors under `prefix`, in the file's order (the module's
+// forward order), named without it.
+using Named = std::vector<std::pair<std::string, const PlainTensor*>>;
+Named under(const PlainTensors& d, const std::string& prefix) {
   Named out;
-  for (const auto& kv : d)
-    if (kv.key().isString() && kv.value().isTensor() && kv.key().toStringRef().rfind(prefix, 0) == 0)
-      out.emplace_back(kv.key().toStringRef().substr(prefix.size()), kv.value().toTensor());
+  for (const PlainTensor& t : d)
+    if (t.name.rfind(prefix, 0) == 0) out.emplace_back(t.name.substr(prefix.size()), &t);
   return out;
 }
-const at::Tensor* find(const Named& v, const std::string& name) {
+const PlainTensor* find(const Named& v, const std::string& name) {
   for (const auto& [k, t] : v)
-    if (k == name) return &t;
+    if (k == name) return t;
   return nullptr;
 }
 // Micro-step ids present under acts/, in order.
-std::vector<std::string> micros_of(const Dict& d) {
+std::vector<std::string> micros_of(const PlainTensors& d) {
   std::vector<std::string> out;
   for (const auto& [k, t] : under(d, "acts/")) {
     std::string m = k.substr(0, k.find('/'));
     if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
   }
+  return out;
+}
+PlainTensors load(const std::string& path) {
+  PlainTensors out;
+  std::string error;
+  if (!read_safetensors(path, out, error)) throw std::runtime_error(error);
   return out;
 }
 
@@ -68,13 +71,14 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
   }
   std::vector<NumericsEvidence>& evidence = out.steps;
   const std::vector<std::string> outside = meta0.params_outside_optimizer.value_or(std::vector<std::string>{});
-  std::vector<Dict> previous;  // the ranks' dumps of the step before: a gradient that piles up is this plus that
+  std::vector<PlainTensors>
+      previous;  // the ranks' dumps of the step before: a gradient that piles up is this plus that
   for (int64_t step = 0; step < verify_steps; ++step) {
     const std::string ref_file = in_run(dir, reference_step_file(step));
     if (!fs::exists(ref_file)) break;
-    std::vector<Dict> dumps;
-    for (int r = 0; r < world; ++r) dumps.push_back(load_tensor_dict(in_run(dir, verify_step_file(r, step))));
-    const Dict ref = load_tensor_dict(ref_file);
+    std::vector<PlainTensors> dumps;
+    for (int r = 0; r < world; ++r) dumps.push_back(load(in_run(dir, companion_verify_step_file(r, step))));
+    const PlainTensors ref = load(ref_file);
     std::map<std::string, std::string> kind_of;
     records::reference_meta ref_meta;
     std::string meta_error;
@@ -95,17 +99,16 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
       for (int r = 0; r < world; ++r) rank_acts.push_back(under(dumps[r], prefix));
       size_t l = 0;
       for (const auto& [layer, want] : under(ref, prefix)) {
-        std::vector<at::Tensor> parts;
+        std::vector<double> mine;  // the ranks' outputs concatenated along the batch, as torch.cat does
         for (int r = 0; r < world; ++r) {
-          const at::Tensor* t = find(rank_acts[r], layer);
+          const PlainTensor* t = find(rank_acts[r], layer);
           if (!t)
-            throw std::runtime_error(verify_step_file(r, step) + " lacks micro-step " + micro + "'s output of " +
-                                     layer);
-          parts.push_back(*t);
+            throw std::runtime_error(companion_verify_step_file(r, step) + " lacks micro-step " + micro +
+                                     "'s output of " + layer);
+          mine.insert(mine.end(), t->values.begin(), t->values.end());
         }
-        const at::Tensor mine = at::cat(parts);
-        if (mine.numel() != want.numel()) continue;  // an output that is not per sample (e.g. a reduced loss)
-        TensorCompare c = compare_values(layer, tensor_values(mine), tensor_values(want), kFloat32Rtol, kFloat32Atol);
+        if (mine.size() != want->values.size()) continue;  // an output that is not per sample (e.g. a reduced loss)
+        TensorCompare c = compare_values(layer, mine, want->values, kFloat32Rtol, kFloat32Atol);
         if (l >= act_cmp.size()) {
           act_cmp.push_back(c);
           kinds.push_back(kind_of.count(layer) ? kind_of[layer] : "");
@@ -122,19 +125,17 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
         ev.micro_batches = static_cast<int>(ref_meta.batch_sizes.size());
       const Named grads = under(dumps[r], "grads/");
       for (const auto& [name, want] : ref_grads) {
-        const at::Tensor* g = find(grads, name);
-        if (!g) throw std::runtime_error(verify_step_file(r, step) + " lacks the gradient of " + name);
-        TensorCompare c = compare_values(name, tensor_values(*g), tensor_values(want), kFloat32Rtol, kFloat32Atol);
+        const PlainTensor* g = find(grads, name);
+        if (!g) throw std::runtime_error(companion_verify_step_file(r, step) + " lacks the gradient of " + name);
+        TensorCompare c = compare_values(name, g->values, want->values, kFloat32Rtol, kFloat32Atol);
         if (!c.ok) {
           c.outside_optimizer = std::find(outside.begin(), outside.end(), name) != outside.end();
-          at::Tensor before;
-          if (!previous.empty()) {
-            const Named last = under(previous[r], "grads/");
-            if (const at::Tensor* t = find(last, name)) before = *t;
+          const PlainTensor* before = previous.empty() ? nullptr : find(under(previous[r], "grads/"), name);
+          if (before && before->shape == g->shape) {  // this step's gradient less the last one's
+            std::vector<double> added(g->values.size());
+            for (size_t i = 0; i < added.size(); ++i) added[i] = g->values[i] - before->values[i];
+            c.piles_up = compare_values(name, added, want->values, kFloat32Rtol, kFloat32Atol).ok;
           }
-          c.piles_up =
-              before.defined() && before.sizes() == g->sizes() &&
-              compare_values(name, tensor_values(*g - before), tensor_values(want), kFloat32Rtol, kFloat32Atol).ok;
         }
         ev.grads.push_back(c);
       }

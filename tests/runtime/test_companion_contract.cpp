@@ -60,7 +60,7 @@ TEST(CompanionContract, TheRunFolderNamesAreTheCppOwners) {
   ASSERT_EQ(f["verify_logs"].size(), kinds.size()) << f["verify_logs"].dump();
   for (const auto& [python_kind, kind] : kinds)
     EXPECT_EQ(f["verify_logs"][python_kind], ddp::verify_log_file(3, kind)) << python_kind;
-  EXPECT_EQ(f["verify_step"], ddp::verify_step_file(3, 7));
+  EXPECT_EQ(f["verify_step"], ddp::companion_verify_step_file(3, 7));
   EXPECT_EQ(f["meta"], ddp::companion_meta_file(3));
   EXPECT_EQ(f["reference_step"], ddp::reference_step_file(7));
   EXPECT_EQ(f["reference_meta"], ddp::reference_meta_file(7));

@@ -38,13 +38,16 @@ std::string companion_save_copy_file(int save, int rank) {
   return "checkpoints/save" + std::to_string(save) + "/" + rank_name(rank) + ".pt";
 }
 std::string reference_step_file(int64_t step) {
-  return std::string(kVerifyDir) + "/reference_step" + std::to_string(step) + ".pt";
+  return std::string(kVerifyDir) + "/reference_step" + std::to_string(step) + ".safetensors";
 }
 std::string reference_meta_file(int64_t step) {
   return std::string(kVerifyDir) + "/reference_step" + std::to_string(step) + ".json";
 }
 std::string verify_step_file(int rank, int64_t step) {
   return std::string(kVerifyDir) + "/" + rank_name(rank) + "_step" + std::to_string(step) + ".pt";
+}
+std::string companion_verify_step_file(int rank, int64_t step) {
+  return std::string(kVerifyDir) + "/" + rank_name(rank) + "_step" + std::to_string(step) + ".safetensors";
 }
 bool is_verify_step_file(const std::string& name, int* rank, int64_t* step) {
   static const std::regex kStepFile(R"(rank(\d+)_step(\d+)\.pt)");

@@ -48,12 +48,15 @@ inline const char* kVerifyFinal = "final";
 inline const char* kVerifyTraining = "training";           // per optimizer step: gradients, modes, lr, memory
 inline const char* kVerifyResumePoints = "resume_points";  // the state at the first forward after each save
 std::string companion_meta_file(int rank);  // verify/rank<R>.meta.json: what the companion found (world, sampler...)
-std::string reference_step_file(int64_t step);  // verify/reference_step<S>.pt: the companion's single-process reference
+// verify/reference_step<S>.safetensors: the companion's single-process reference (traces/base/safetensors.h)
+std::string reference_step_file(int64_t step);
 std::string reference_meta_file(int64_t step);  // verify/reference_step<S>.json: its layer kinds and batch sizes
 inline const char* kLaunchLogFile = "logs/launch.log";  // a user's launch command's combined output
 inline const char* kCompanionDir = "companion";  // the companion ddp_profile put first on a user's job's PYTHONPATH
 std::string companion_save_copy_file(int save, int rank);  // checkpoints/save<k>/rank<R>.pt: a script's k-th save
-std::string verify_step_file(int rank, int64_t step);      // verify/rank<R>_step<S>.pt
+std::string verify_step_file(int rank, int64_t step);      // verify/rank<R>_step<S>.pt: our job's (LibTorch's pickler)
+// verify/rank<R>_step<S>.safetensors: a user's rank's, written by the companion (traces/base/safetensors.h)
+std::string companion_verify_step_file(int rank, int64_t step);
 bool is_verify_step_file(const std::string& name, int* rank = nullptr, int64_t* step = nullptr);
 std::string checkpoint_folder(int64_t step);  // checkpoints/step<k>
 std::string checkpoint_rank_file(int rank);   // rank<R>.pt, inside a checkpoint folder

@@ -20,12 +20,25 @@ from conftest import PYDIR, ROOT  # noqa: E402
 
 
 def load_dump(path):
-    """A companion tensor file (TorchScript's pickler: its typed dicts carry torch.jit._pickle.restore_type_tag,
-    which weights_only=True does not allow by default)."""
-    import torch.jit._pickle  # noqa: F401  (a submodule torch does not import by itself)
+    """A companion tensor file: the safetensors layout (an 8-byte header length, a JSON header, the bytes), read here
+    with torch alone (safetensors.torch.load_file reads it too)."""
+    data = open(str(path), "rb").read()
+    (n,) = struct.unpack_from("<Q", data)
+    header = json.loads(data[8:8 + n])
+    dtypes = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+              "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+              "BOOL": torch.bool}
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, z = e["data_offsets"]
+        raw = bytearray(data[8 + n + b:8 + n + z])
+        out[name] = torch.frombuffer(raw, dtype=dtypes[e["dtype"]]).reshape(e["shape"]) if raw else \
+            torch.zeros(e["shape"], dtype=dtypes[e["dtype"]])
+    return out
 
-    with torch.serialization.safe_globals([torch.jit._pickle.restore_type_tag]):
-        return torch.load(str(path), weights_only=True)
+
 from ddp_profile import heartbeat, layout  # noqa: E402
 
 # What the outer ddp_profile sets: the heartbeat format it reads (the companion refuses another).
@@ -71,12 +84,12 @@ def test_check_files(check_run):
         assert meta["sampler"]["is_distributed"] and meta["sampler"]["dataset_size"] == 10000
         assert meta["optimizer"] == "AdamW" and meta["optimizer_steps"] == 79 and meta["epochs"] == 1
         for s in range(3):
-            assert (v / ("rank%d_step%d.pt" % (r, s))).exists()
+            assert (v / ("rank%d_step%d.safetensors" % (r, s))).exists()
         assert len(lines(v / ("rank%d.final.jsonl" % r))) >= 4 + 1
         hb = heartbeat.read(str(check_run / "progress" / ("rank%d.bin" % r)))
         assert hb["state"] == heartbeat.DONE and hb["step"] == 79
-    ref = load_dump(v / "reference_step0.pt")  # flat {"grads/<param>": t, "acts/<micro>/<layer>": t}
-    mine = load_dump(v / "rank0_step0.pt")
+    ref = load_dump(v / "reference_step0.safetensors")  # flat {"grads/<param>": t, "acts/<micro>/<layer>": t}
+    mine = load_dump(v / "rank0_step0.safetensors")
     assert json.loads((v / "reference_step0.json").read_text())["batch_sizes"] == [[64, 64]]
     grads = [k for k in ref if k.startswith("grads/")]
     assert grads and any(k.startswith("acts/0/") for k in ref)
@@ -156,7 +169,7 @@ for x, y in dp.loader(loader):
     s = lines(v / "rank0.samples.jsonl")
     assert sorted(i for x in s for i in x["indices"]) == list(range(40))
     assert lines(v / "rank0.collectives.jsonl")[0]["collectives"] is None
-    ref, mine = load_dump(v / "reference_step0.pt"), load_dump(v / "rank0_step0.pt")
+    ref, mine = load_dump(v / "reference_step0.safetensors"), load_dump(v / "rank0_step0.safetensors")
     grads = [k for k in ref if k.startswith("grads/")]
     assert grads
     for k in grads:  # dropout is off in verified steps, so the reference matches exactly
