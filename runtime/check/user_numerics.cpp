@@ -6,7 +6,6 @@
 
 #include "runtime/check/judges.h"
 #include "runtime/data/sampler.h"
-#include "runtime/train/epoch_batches.h"
 #include "traces/base/safetensors.h"
 #include "traces/model/run_folder.h"
 

@@ -5,11 +5,9 @@
 #include <vector>
 
 #include "runtime/common/job_config.h"
+#include "runtime/data/sampler.h"
 
 namespace ddp {
-// The epoch's order of all n indices, as torch.utils.data.DistributedSampler draws it: randperm(n) from a CPU
-// generator seeded with seed + epoch (identity when not shuffling).
-std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int epoch, bool shuffle);
 
 // The batches `rank` runs in `epoch` (DistributedSampler.set_epoch(epoch), the rank's shard, batch_size with the
 // job's drop_last), cut to whole accumulation windows: a trailing partial window is not run.

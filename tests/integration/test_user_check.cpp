@@ -3,6 +3,7 @@
 // each planted user mistake is named by the check that owns it, 1 and 3 ranks work, bad input exits early.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "integration_support.h"
@@ -145,6 +146,32 @@ TEST_F(UserCheck, AHeartbeatReadHalfWrittenIsNotAHang) {
   EXPECT_EQ(c.code, 0) << c.output;
   EXPECT_EQ(c.status("env.manifest"), "pass") << c.summary("env.manifest");
   EXPECT_EQ(c.output.find("hung"), std::string::npos) << c.output;
+}
+
+// A user's script is checked by ddp_profile alone: copied to a folder without ddp_profile_runtime beside it (what a
+// pip install of the tools holds), it links no LibTorch and runs the ladder; our own job, which trains with LibTorch,
+// says in one line where it runs and how to get it.
+TEST_F(UserCheck, YourScriptIsCheckedWithoutLibTorchAndOurJobSaysWhereItRuns) {
+  const std::string alone = fresh_dir("alone");
+  std::filesystem::create_directories(alone);
+  const std::string exe = alone + "/ddp_profile";
+  std::filesystem::copy_file(kExe, exe);
+  std::filesystem::permissions(exe, std::filesystem::perms::owner_all);
+  auto ldd = ddptest::run({"/usr/bin/ldd", exe}, alone + ".ldd.log", 60);
+  ASSERT_EQ(ldd.code, 0) << ldd.output;
+  for (const char* lib : {"libtorch", "libc10"}) EXPECT_EQ(ldd.output.find(lib), std::string::npos) << ldd.output;
+  const std::string out = alone + "/checked";
+  auto r = ddptest::run({exe, "--check", "--checks", "data.shard_rule,numerics.reference", "--out", out, "--",
+                         torchrun_, "--nproc-per-node", "2", kExamples + "/seed_job.py"},
+                        alone + ".check.log", 600, companion_env(torchrun_));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json checks = read_json(out + "/checks.json");
+  for (const auto& c : checks["checks"]) EXPECT_EQ(c["status"], "pass") << c.dump();
+  EXPECT_EQ(checks["checks"].size(), 2u) << checks.dump();
+  auto ours = ddptest::run({exe, "--record", "--out", alone + "/ours"}, alone + ".ours.log", 60);
+  EXPECT_EQ(ours.code, 1) << ours.output;
+  EXPECT_NE(ours.output.find("ddp_profile_runtime"), std::string::npos) << ours.output;
+  EXPECT_NE(ours.output.find("--check -- torchrun"), std::string::npos) << ours.output;
 }
 
 TEST_F(UserCheck, BadInputEndsEarlyWithOneLine) {

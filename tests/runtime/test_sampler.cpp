@@ -1,5 +1,6 @@
 // DistributedSampler semantics, checked against a direct transcription of torch/utils/data/distributed.py's
 // arithmetic (written independently of runtime/data/sampler.cpp), plus the properties the sharding check relies on.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "runtime/data/sampler.h"
 #include "runtime/train/epoch_batches.h"
+#include "runtime/train/torch_compat.h"
 
 namespace {
 using ddp::shard_indices;
@@ -113,6 +115,17 @@ TEST(Sampler, EpochsReshuffleAndAreReproducible) {
   EXPECT_EQ(ddp::epoch_order(1000, 41, 1, true), e0);
   auto plain = ddp::epoch_order(5, 42, 3, false);
   EXPECT_EQ(plain, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+// Our randperm against LibTorch's, the one DistributedSampler draws: the same permutation for every length and seed
+// (seeds past 2^32 too: the generator keeps their low 32 bits).
+TEST(Sampler, OurRandpermIsLibTorchsValueForValue) {
+  for (int64_t n : {0, 1, 2, 3, 10, 97, 1000, 60000})
+    for (uint64_t seed : {uint64_t{0}, uint64_t{1}, uint64_t{42}, uint64_t{4294967296} + 5, uint64_t{1} << 63}) {
+      at::Tensor p = at::randperm(n, ddp::compat::cpu_generator(seed), at::TensorOptions().dtype(at::kLong));
+      const int64_t* d = p.data_ptr<int64_t>();
+      ASSERT_EQ(ddp::torch_randperm(n, seed), std::vector<int64_t>(d, d + n)) << "n " << n << ", seed " << seed;
+    }
 }
 
 TEST(Sampler, BatchesDropTheShortTail) {
