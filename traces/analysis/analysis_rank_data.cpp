@@ -225,4 +225,10 @@ std::vector<uint32_t> common_steps(const std::vector<RankData>& data) {
   return common;
 }
 
+int rank_index(const std::vector<RankData>& data, int rank) {
+  for (size_t i = 0; i < data.size(); ++i)
+    if (data[i].rank == rank) return static_cast<int>(i);
+  return -1;
+}
+
 }  // namespace ddp::analysis_detail

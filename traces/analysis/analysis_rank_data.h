@@ -90,6 +90,8 @@ struct RankData {
 RankData prepare(const RankTrace& t);
 // Steps every rank analysed.
 std::vector<uint32_t> common_steps(const std::vector<RankData>& data);
+// Where rank `rank` is among `data` (the run's traces, which may be a subset of the ranks), or -1.
+int rank_index(const std::vector<RankData>& data, int rank);
 // Builds the launches of `all` into one PeerLaunches that every rank's data points to (call once all are prepared).
 void index_peer_launches(std::vector<RankData>& all);
 

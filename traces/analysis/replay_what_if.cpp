@@ -1,8 +1,6 @@
 // The what-if of --analyze: the replay's fit, and per top cause the step predicted without it.
 #include "traces/analysis/replay_what_if.h"
 
-#include <algorithm>
-
 #include "traces/analysis/replay.h"
 #include "traces/base/text_format.h"
 
@@ -52,9 +50,8 @@ void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vect
   for (size_t i = 0; i < a.causes.size() && i < kWhatIfCauses; ++i) {
     std::optional<ReplayEdit> e = edit_for(a.causes[i]);
     if (!e) continue;
-    auto at = std::find_if(data.begin(), data.end(), [&](const RankData& d) { return d.rank == e->rank; });
-    if (at == data.end()) continue;
-    e->rank = static_cast<int>(at - data.begin());  // the replay's ranks are the traces in the run's order
+    e->rank = rank_index(data, e->rank);  // the replay's ranks are the traces in the run's order
+    if (e->rank < 0) continue;
     const ReplayResult r = replay(data, common, {*e});
     if (r.ok) a.causes[i].what_if_step_ms = r.step_ms;
   }

@@ -204,14 +204,11 @@ bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& 
   for (const WhatIfEdit& w : edits) {
     ReplayEdit e = w.edit;
     if (e.kind == Kind::stage_as_median) {  // the rank's place among the traces the run holds
-      int at = -1;
-      for (size_t i = 0; i < data.size(); ++i)
-        if (data[i].rank == e.rank) at = static_cast<int>(i);
-      if (at < 0) {
-        err = "--what-if: " + w.text + ": the run has no rank " + std::to_string(e.rank);
+      e.rank = rank_index(data, w.edit.rank);
+      if (e.rank < 0) {
+        err = "--what-if: " + w.text + ": the run has no rank " + std::to_string(w.edit.rank);
         return false;
       }
-      e.rank = at;
     }
     es.push_back(e);
   }
