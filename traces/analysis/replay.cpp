@@ -33,13 +33,11 @@ Timeline run(const std::vector<Chain>& chains, const Plan& p) {
   }
   std::vector<size_t> cur(R, 0);
   std::vector<int64_t> t(R, 0);
-  std::vector<std::vector<int64_t>> start(R);
   std::vector<std::vector<std::vector<size_t>>> at_op(R);                     // per op: its launches
   std::vector<std::unordered_map<uint64_t, std::vector<size_t>>> of_sync(R);  // sync -> its launches, in order
   // Per sync: (rank, op of its latest launch); per bucket: the latest replayed launch over the ranks so far.
   std::unordered_map<uint64_t, std::vector<std::pair<size_t, size_t>>> last_launch_op;
   for (size_t r = 0; r < R; ++r) {
-    start[r].assign(chains[r].ops.size(), 0);
     at_op[r].resize(chains[r].ops.size());
     if (!chains[r].ops.empty()) t[r] = chains[r].ops.front().t0;
     std::unordered_map<uint64_t, size_t> latest;
@@ -73,7 +71,8 @@ Timeline run(const std::vector<Chain>& chains, const Plan& p) {
     const double scale = o.dur() > 0 ? static_cast<double>(p.dur[r][op]) / static_cast<double>(o.dur()) : 1.0;
     for (size_t li : at_op[r][op]) {
       const Launch& l = p.launches[r][li];
-      const int64_t at = start[r][op] + static_cast<int64_t>(std::llround(static_cast<double>(l.offset) * scale));
+      const int64_t at =
+          tl.ops[r][op].first + static_cast<int64_t>(std::llround(static_cast<double>(l.offset) * scale));
       auto [it, fresh] = replayed_latest.emplace(l.key, at);
       if (!fresh) it->second = std::max(it->second, at);
       tl.buckets[r][li].first = at;
@@ -101,7 +100,6 @@ Timeline run(const std::vector<Chain>& chains, const Plan& p) {
   auto advance = [&](size_t r, size_t i) {
     const Op& o = chains[r].ops[i];
     const int64_t before = t[r];
-    start[r][i] = t[r];
     auto batch = chains[r].batch_of_op.find(i);
     if (batch != chains[r].batch_of_op.end() && p.waits_for[r][batch->second]) {
       const size_t bi = batch->second;
@@ -156,9 +154,9 @@ Timeline run(const std::vector<Chain>& chains, const Plan& p) {
       for (size_t r = 0; r < R; ++r)
         if (cur[r] < chains[r].ops.size()) {
           const size_t i = cur[r]++;
-          start[r][i] = t[r];
+          tl.ops[r][i].first = t[r];
           t[r] += chains[r].ops[i].dur();
-          tl.ops[r][i] = {start[r][i], t[r]};
+          tl.ops[r][i].second = t[r];
           ++tl.forced;
           break;
         }
@@ -296,7 +294,6 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
     }
     if (n == 0 || measured_ns <= 0) continue;
     errors.push_back(std::fabs(replayed - measured_ns) / measured_ns);
-    res.steps.push_back(ms(edited / n));
     replayed_sum += edited / n;
     measured_sum += measured_ns / n;
     fit_sum += replayed / n;

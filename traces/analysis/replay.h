@@ -55,12 +55,11 @@ struct ReplayEdit {
 };
 
 struct ReplayResult {
-  double step_ms = 0;         // mean over the steps of the mean over ranks of the replayed step
-  double measured_ms = 0;     // the same, measured
-  double fit_ms = 0;          // the same, replayed as measured
-  double error_mean = 0;      // |replayed - measured| / measured, per step, mean (the unedited replay)
-  double error_p90 = 0;       //   and 90th percentile
-  std::vector<double> steps;  // replayed mean step per analysed step
+  double step_ms = 0;      // mean over the steps of the mean over ranks of the replayed step
+  double measured_ms = 0;  // the same, measured
+  double fit_ms = 0;       // the same, replayed as measured
+  double error_mean = 0;   // |replayed - measured| / measured, per step, mean (the unedited replay)
+  double error_p90 = 0;    //   and 90th percentile
   // Replayed ms a step per stage name ("other": untracked time), mean over ranks; of the edited replay, and the fit.
   std::map<std::string, double> stage_ms, fit_stage_ms;
   // The transfer model the collective's edits use, fitted on every bucket: a fixed cost plus the bytes a ring moves
