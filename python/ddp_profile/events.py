@@ -97,10 +97,16 @@ class EventLog:
         self.flush()
         return True
 
-    def flush(self) -> None:
+    def flush(self, wait: bool = True) -> None:
+        """Writes what is buffered. wait=False (a signal handler, which may have interrupted this thread inside the
+        lock): writes nothing rather than block when the lock is held."""
         self.flushed_at = time.monotonic_ns()
-        with self.lock:
+        if not self.lock.acquire(blocking=wait):
+            return
+        try:
             data, self.buf = bytes(self.buf), bytearray()
+        finally:
+            self.lock.release()
         if data and self.fd >= 0:
             try:
                 os.write(self.fd, data)

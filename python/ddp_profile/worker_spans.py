@@ -68,18 +68,19 @@ def _new_fetcher_is_a_new_pass(original: Callable[..., Any]) -> Callable[..., An
 def _flush_when_terminated(log: events.EventLog) -> None:
     """A worker still alive when its training process exits is terminated (SIGTERM to a daemonic child), which runs
     no finalizer: the batches since its last flush (up to a quarter of a second of them) would be lost. It writes
-    them first, then ends as the signal would have ended it (or as the job's own handler says)."""
+    them first, then ends as the signal would have ended it (or does what the job's own disposition says: its handler,
+    or nothing when it ignored the signal)."""
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_term(signum: int, frame: Any) -> None:
         try:
-            if _worker is not None:
-                _worker.write_steps()
-            log.close()
+            # Nothing that waits for a lock: the signal may have stopped this thread inside one (the header's
+            # Compose totals, rewritten at every timed flush, may lose their last update).
+            log.flush(wait=False)  # not closed: a worker that ignores SIGTERM goes on recording
         finally:
             if callable(previous):
                 previous(signum, frame)
-            else:
+            elif previous != signal.SIG_IGN:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.kill(os.getpid(), signal.SIGTERM)
 

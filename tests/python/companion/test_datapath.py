@@ -217,3 +217,40 @@ def test_a_composes_steps_are_timed_by_class():
     steps = fetch_spans.in_progress.steps
     assert set(steps) == {"Fast", "Slow"} and steps["Slow"] > 4 * 2_500_000 > steps["Fast"]
     assert [p[0] for p in seen[0]].count("transform") == 4
+
+
+_TERMINATED_WORKER = r"""
+import os, signal, sys, time
+from ddp_profile import events, worker_spans
+if sys.argv[2] == "ignored":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+log = events.worker_log(sys.argv[1], 0, 0, 0)
+lane = log.lane("loader/0")
+worker_spans._flush_when_terminated(log)
+log.span("transform", lane, 10, 20, step=3, item=1)  # buffered: a quarter of a second before a timed flush
+print("ready", flush=True)
+time.sleep(30 if sys.argv[2] == "default" else 1)
+print("alive", flush=True)
+"""
+
+
+@pytest.mark.parametrize("disposition", ["default", "ignored"])
+def test_a_terminated_worker_writes_what_it_held_and_keeps_the_jobs_disposition(tmp_path, disposition):
+    """A DataLoader worker terminated at the job's end (SIGTERM, no finalizer) writes its buffered batches first, then
+    dies as SIGTERM would have it; a worker whose job ignores SIGTERM keeps running."""
+    import signal
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
+    p = subprocess.Popen([sys.executable, "-c", _TERMINATED_WORKER, str(tmp_path), disposition],
+                         stdout=subprocess.PIPE, text=True, env=env)
+    assert p.stdout.readline().strip() == "ready"
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=60)
+    if disposition == "default":
+        assert p.returncode == -signal.SIGTERM and "alive" not in out
+    else:
+        assert p.returncode == 0 and "alive" in out
+    evs = read_events(glob.glob(os.path.join(str(tmp_path), layout.DATAPATH_DIR, "rank0.p*.events"))[0])
+    assert [(STAGE_NAME[e["stage"]], e["step"]) for e in evs if e["kind"] == layout.EVENT_SPAN] == [("transform", 3)]
