@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and builds (scripts/setup.sh), then runs every test: unit tests, integration tests with real ranks over
-# Gloo on loopback, viewer tests under Xvfb. Then the LibTorch-free layers (traces/, profiler/: readers, recorder,
-# analysis) again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Gloo on loopback, viewer tests under Xvfb, the companion's tests, the wheel installed into a fresh venv and used
+# there. Then the LibTorch-free layers (traces/, profiler/: readers, recorder, analysis) again under
+# AddressSanitizer + UndefinedBehaviorSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -30,11 +31,19 @@ if [ -x "$venv_python" ]; then
   timeout 900 "$venv_python" -m pytest -q -rs tests/python/companion
   # The Python lint gate (ruff.toml: pyflakes' rules), with PyPI's ruff beside pytest.
   "$venv_python" -m ruff --version > /dev/null 2>&1 || "$venv_python" -m pip install --quiet ruff
-  "$venv_python" -m ruff check --no-cache python tests/python scripts bench examples
+  "$venv_python" -m ruff check --no-cache python tests/python tests/wheel scripts bench examples
 else
   echo "test.sh: no torch venv: the Python lint gate (ruff) is skipped"
 fi
 timeout 900 /usr/bin/python3 -m pytest -q -rs tests/python/companion tests/python/tools
+
+# The wheel as users install it: built, installed into a fresh venv with PyPI's torch alone, used there
+# (scripts/test_wheel.sh, tests/wheel). Its build tools and that venv's packages come from PyPI.
+if [ "${DDP_OFFLINE:-0}" = 1 ]; then
+  echo "test.sh: DDP_OFFLINE=1: SKIPPING the wheel test (its build tools and fresh venv come from PyPI)"
+else
+  bash scripts/test_wheel.sh
+fi
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDP_PROFILE_SANITIZE=ON -DDDP_PROFILE_RUNTIME=OFF \
   -DDDP_PROFILE_VIEWER=OFF -DDDP_PROFILE_BENCH=OFF > /dev/null

@@ -11,24 +11,14 @@
 # Environment: DDP_CACHE (default ~/.cache/ddp_profile), DDP_TORCH_VERSION (2.11.0), DDP_LIGHTNING_VERSION (2.6.*),
 # DDP_ACCELERATE_VERSION (1.15.*), DDP_TRANSFORMERS_VERSION (5.25.*).
 set -euo pipefail
-version=${DDP_TORCH_VERSION:-2.11.0}
 cache=${DDP_CACHE:-$HOME/.cache/ddp_profile}
 V=$cache/torchvenv
 if [ ! -x "$V/bin/torchrun" ]; then
   mkdir -p "$cache"
   rm -rf "$V"
   python3 -m venv "$V"
-  # The same wheel file build_cuda_tier.sh unpacks its LibTorch from: fetched once into the cache, used by both.
-  mkdir -p "$cache/wheels"
-  wheel=$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl 2>/dev/null | head -1 || true)
-  if [ -z "$wheel" ]; then
-    python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
-      --python-version 3.11 --implementation cp "torch==$version" -d "$cache/wheels"
-    wheel=$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl | head -1)
-  fi
-  "$V/bin/pip" install --quiet --no-deps "$wheel"
-  "$V/bin/pip" install --quiet typing_extensions sympy mpmath filelock jinja2 networkx fsspec markupsafe numpy pytest
-  "$V/bin/pip" install --quiet --no-deps nvidia-cusparselt-cu13 nvidia-nvshmem-cu13 "nvidia-cufile==1.15.*"
+  bash "$(dirname "$0")/torch_into_venv.sh" "$V"
+  "$V/bin/pip" install --quiet pytest
 fi
 # The frameworks the unmodified-script tests run (tests/python/user_scripts/{lightning,accelerate}_job.py): without
 # their own dependencies on torch (pip would fetch another torch and its CUDA wheels), with the rest of theirs.

@@ -29,8 +29,7 @@ from .ground import unwrap
 from .record import ProfileRecorder
 from .recorder import Recorder
 from .sampling import first_tensors, own_batch_sampler, sampler_info
-
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def _cpu_name() -> str:

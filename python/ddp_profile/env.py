@@ -65,7 +65,7 @@ def check_format() -> None:
     if theirs != str(layout.HEARTBEAT_FORMAT_VERSION):
         raise FormatMismatch(
             "this ddp_profile companion writes heartbeat format %d, but the ddp_profile running the job reads format "
-            "%s: install the companion of that ddp_profile (pip install <its checkout>/python)"
+            "%s: install the companion of that ddp_profile (pip install the wheel it came in, docs/install.md)"
             % (layout.HEARTBEAT_FORMAT_VERSION, theirs or "unknown (it set no %s)" % layout.ENV_FORMAT))
 
 

@@ -248,10 +248,11 @@ UserLaunchResult run_user_launch(const UserLaunch& given) {
       w.beat = b;
       if (b.format_version != kProgressFormatVersion && !faulted) {
         // A companion of another version: its record would be misread, so the job is refused, naming both.
-        note_fault(r, "rank " + std::to_string(r) + "'s companion writes heartbeat format " +
-                          std::to_string(b.format_version) + (b.format_version == 0 ? " (before versions)" : "") +
-                          ", this ddp_profile reads format " + std::to_string(kProgressFormatVersion) +
-                          ": use the companion of this ddp_profile (pip install python/ from its checkout)");
+        note_fault(r,
+                   "rank " + std::to_string(r) + "'s companion writes heartbeat format " +
+                       std::to_string(b.format_version) + (b.format_version == 0 ? " (before versions)" : "") +
+                       ", this ddp_profile reads format " + std::to_string(kProgressFormatVersion) +
+                       ": use the companion of this ddp_profile (pip install the wheel it came in, docs/install.md)");
         res.killed_by_us = true;
         kill_group();
       }
