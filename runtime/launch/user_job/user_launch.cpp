@@ -71,6 +71,14 @@ struct Watched {
   double gone_after_s = -1;
 };
 
+// A companion of another version: its record would be misread, so the job is refused, naming both formats.
+std::string format_mismatch_message(int rank, int theirs) {
+  return "rank " + std::to_string(rank) + "'s companion writes heartbeat format " + std::to_string(theirs) +
+         (theirs == 0 ? " (before versions)" : "") + ", this ddp_profile reads format " +
+         std::to_string(kProgressFormatVersion) +
+         ": use the companion of this ddp_profile (pip install the wheel it came in, docs/install.md)";
+}
+
 std::string hang_message(std::map<int, Watched>& ranks, int hung, double timeout_s) {
   std::string m = "rank " + std::to_string(hung) + " hung at " + where_of(ranks[hung].beat) + " (no progress for " +
                   std::to_string(static_cast<int>(timeout_s)) + " s";
@@ -247,12 +255,7 @@ UserLaunchResult run_user_launch(const UserLaunch& given) {
       Watched& w = ranks[r];
       w.beat = b;
       if (b.format_version != kProgressFormatVersion && !faulted) {
-        // A companion of another version: its record would be misread, so the job is refused, naming both.
-        note_fault(r,
-                   "rank " + std::to_string(r) + "'s companion writes heartbeat format " +
-                       std::to_string(b.format_version) + (b.format_version == 0 ? " (before versions)" : "") +
-                       ", this ddp_profile reads format " + std::to_string(kProgressFormatVersion) +
-                       ": use the companion of this ddp_profile (pip install the wheel it came in, docs/install.md)");
+        note_fault(r, format_mismatch_message(r, b.format_version));
         res.killed_by_us = true;
         kill_group();
       }
