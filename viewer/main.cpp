@@ -17,6 +17,7 @@
 
 #include "backends/imgui_impl_glfw.h"
 #include "backends/imgui_impl_opengl3.h"
+#include "ddp_profile_version.h"
 #include "traces/base/read_progress.h"
 #include "traces/base/stats.h"
 #include "traces/kineto/kineto_import.h"
@@ -27,7 +28,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: ddp_viewer PATH... [--map REGEX=STAGE]... [--cycle N] [--steps A-B] [--beside DIR] [--screenshot "
     "FILE.png]\n"
-    "                  [--frames N] [--width W] [--height H]\n"
+    "                  [--frames N] [--width W] [--height H]   |   ddp_viewer --version\n"
     "  PATH  a run folder (rank<R>.ddpt files) or a Chrome trace JSON (.json or .json.gz; ours or PyTorch profiler);\n"
     "        several PyTorch profiler traces, one per rank (the files, or a folder of them): all ranks on one clock\n"
     "  --map REGEX=STAGE  with PyTorch profiler traces: events whose name matches are that stage (docs/kineto.md)\n"
@@ -117,6 +118,9 @@ int parse_args(int argc, char** argv, ViewerArgs& args) {
     };
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--version") {
+      std::printf("ddp_viewer %s\n", ddp::kVersion);
       return 0;
     } else if (a == "--screenshot") {
       const char* v = value("--screenshot");

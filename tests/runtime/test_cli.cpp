@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
+#include <sstream>
+
 #include "runtime/launch/cli/cli.h"
 
 namespace {
@@ -107,6 +111,23 @@ TEST(Cli, UsageErrorsExitTwoWithAReason) {
     EXPECT_EQ(r.exit_code, 2) << (args.empty() ? "(none)" : args.back());
     EXPECT_FALSE(r.message.empty());
   }
+}
+
+// --version says the version the wheel and the companion carry (python/ddp_profile/version.py), read here from
+// that file as pip and the wheel's metadata read it.
+TEST(Cli, VersionIsTheWheelsAndExitsZero) {
+  std::ifstream f(std::string(DDP_SOURCE_DIR) + "/python/ddp_profile/version.py");
+  std::stringstream text;
+  text << f.rdbuf();
+  std::smatch m;
+  const std::string s = text.str();
+  ASSERT_TRUE(std::regex_search(s, m, std::regex("__version__ = \"([^\"]+)\"")));
+  auto r = parse({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.message, "ddp_profile " + m[1].str());
+  r = parse({"--version", "--summary", "run"});  // before anything else, as --help
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.message, "ddp_profile " + m[1].str());
 }
 
 TEST(Cli, HelpExitsZero) {

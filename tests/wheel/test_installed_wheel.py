@@ -102,6 +102,9 @@ def test_the_entry_points_run_the_installed_executables():
     # Our own job trains with LibTorch, which the wheel leaves out: one line says where it runs instead.
     code, out = run(["ddp_profile", "--record", "--out", "ours"])
     assert code == 1 and "ddp_profile_runtime" in out and "--check -- torchrun" in out, out
+    version = os.path.basename(os.environ["DDP_WHEEL_FILE"]).split("-")[1]
+    for exe in ("ddp_profile", "ddp_viewer"):
+        assert run([exe, "--version"]) == (0, "%s %s\n" % (exe, version))
     code, out = run(["ddp_viewer", "/no/such/run"])
     assert code != 0 and "/no/such/run" in out, out
 

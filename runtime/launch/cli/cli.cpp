@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ddp_profile_version.h"
 #include "traces/analysis/what_if.h"
 #include "traces/base/parse_int.h"
 #include "traces/kineto/kineto_map.h"
@@ -335,6 +336,7 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
       "right.\nExit codes: 0 success, 1 a run, rank or check failed, 2 usage error.",
       "ddp_profile"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.set_version_flag("--version", std::string("ddp_profile ") + kVersion);
   RawOptions raw;
   add_mode_options(app, c, raw);
   add_output_options(app, c, raw);
@@ -344,6 +346,10 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   } catch (const CLI::CallForHelp& e) {
     r.exit_code = 0;
     r.message = app.help();
+    return r;
+  } catch (const CLI::CallForVersion& e) {
+    r.exit_code = 0;
+    r.message = e.what();
     return r;
   } catch (const CLI::ParseError& e) {
     r.exit_code = 2;
