@@ -28,16 +28,8 @@ if [ -z "$torch_dir" ]; then
   dest=$cache/libtorch-$version
   torch_dir=$dest/torch/share/cmake/Torch
   if [ ! -f "$torch_dir/TorchConfig.cmake" ]; then
-    mkdir -p "$cache/wheels"
-    wheel=$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl 2>/dev/null | head -1 || true)
-    if [ -z "$wheel" ]; then
-      echo "build_cuda_tier: fetching torch==$version from PyPI (about 530 MB)"
-      # A registry that cannot be reached is not a compile failure: exit 3 so callers can tell the two apart.
-      python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
-        --python-version 3.11 --implementation cp "torch==$version" -d "$cache/wheels" ||
-        { echo "build_cuda_tier: could not fetch torch==$version from PyPI; CUDA tier not compiled" >&2; exit 3; }
-      wheel=$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl | head -1)
-    fi
+    # A registry that cannot be reached is not a compile failure: exit 3 so callers can tell the two apart.
+    wheel=$(bash scripts/torch_wheel.sh) || { echo "build_cuda_tier: CUDA tier not compiled" >&2; exit 3; }
     echo "build_cuda_tier: unpacking $(basename "$wheel") into $dest"
     rm -rf "$dest.partial"
     mkdir -p "$dest.partial"
@@ -88,7 +80,7 @@ runtime_libs() {
   [ -n "${dest:-}" ] || return 1  # a LibTorch given by DDP_TORCH_DIR brings its own
   [ -f "$dest/nvidia/.complete" ] && return 0
   local meta pins
-  meta=$(python3 - "$(ls "$cache"/wheels/torch-"$version"-*manylinux*x86_64.whl | head -1)" <<'PY'
+  meta=$(python3 - "$(bash scripts/torch_wheel.sh)" <<'PY'
 import sys, zipfile
 z = zipfile.ZipFile(sys.argv[1])
 meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
