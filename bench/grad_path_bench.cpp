@@ -30,6 +30,7 @@
 #include "runtime/train/dist.h"
 #include "runtime/train/grad_sync.h"
 #include "traces/base/stats.h"
+#include "traces/model/manifest.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -150,17 +151,18 @@ JobSteps job_steps(int nproc, bool record, const std::string& dir) {
   const std::string cmd = exe + " --record" + (record ? "" : " --no-record") + " --nproc " + std::to_string(nproc) +
                           " --max-steps 300 --out " + dir + " > " + dir + ".log 2>&1";
   if (std::system(cmd.c_str()) != 0) return out;
-  std::ifstream in(dir + "/manifest.json");
-  const auto m = nlohmann::json::parse(in, nullptr, false);
-  if (m.is_discarded() || !m.contains("ranks")) return out;
-  for (const auto& r : m["ranks"]) {
-    out.median_ms = std::max(out.median_ms, r.value("step_time_median_ms", -1.0));
-    out.mean_ms = std::max(out.mean_ms, r.value("step_time_mean_ms", -1.0));
-    out.p90_ms = std::max(out.p90_ms, r.value("step_time_p90_ms", -1.0));
-    const double n = r.value("steps", 0.0);
+  ddp::Manifest m;
+  std::string err;
+  if (!ddp::read_manifest(dir, m, err) || !m.fields.ranks) return out;
+  for (const ddp::records::manifest_rank& r : *m.fields.ranks) {
+    if (!r.steps || !r.step_time_median_ms || !r.step_time_mean_ms || !r.step_time_p90_ms || !r.step_time_first_ms)
+      return out;  // not our job's end-of-run entry
+    out.median_ms = std::max(out.median_ms, *r.step_time_median_ms);
+    out.mean_ms = std::max(out.mean_ms, *r.step_time_mean_ms);
+    out.p90_ms = std::max(out.p90_ms, *r.step_time_p90_ms);
+    const double n = static_cast<double>(*r.steps);
     if (n > 1)
-      out.steady_mean_ms = std::max(
-          out.steady_mean_ms, (r.value("step_time_mean_ms", 0.0) * n - r.value("step_time_first_ms", 0.0)) / (n - 1));
+      out.steady_mean_ms = std::max(out.steady_mean_ms, (*r.step_time_mean_ms * n - *r.step_time_first_ms) / (n - 1));
   }
   if (!record) return out;
   const std::string summary = dir + ".summary.json";

@@ -3,11 +3,26 @@
 The C++ owners are traces/model/run_folder.h (file names in a run folder), runtime/launch/user_job/user_job.h (the DDP_PROFILE_*
 switches), runtime/launch/heartbeat/progress.h (the heartbeat record) and traces/model/stages.def (stage ids). This module
 mirrors them, and the C++ test tests/runtime/test_companion_contract.cpp loads it (with no torch: it imports nothing
-of the package) and fails on any difference. Names here are relative to the run folder.
+of the package) and fails on any difference. site_entry.py loads it by path too, at a script's start. Names here are
+relative to the run folder.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 from typing import Any, Callable, Dict, Tuple
+
+
+def _table() -> Any:
+    """records_table.py beside this file (the record table the build writes from traces/model/records.def), loaded by
+    path: this module is loaded so by those who must not import the package, and as part of it by the companion."""
+    spec = importlib.util.spec_from_file_location("_ddp_profile_records_table",
+                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                               "records_table.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 # --- the switches the outer ddp_profile sets (runtime/launch/user_job/user_job.h) ----------------------------------------------
 ENV_RUN = "DDP_PROFILE_RUN"                       # the run folder; unset: the companion does nothing
@@ -80,172 +95,12 @@ def datapath_header_file(rank: int, pid: int) -> str:
 
 
 # --- the records inside those files (traces/model/records.def), field by field ----------------------------------------
-# record -> key -> (type, unit, required). Types are records.def's words; NESTED + name is a record declared here. A
-# writer checks every object against its record (check_record) before writing it: a key the table does not declare,
-# a required one missing or null, or a value of another type is a ContractError, never a line the judges misread.
-REQUIRED, OPTIONAL = True, False
-NESTED = "record:"
-RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
-    "samples": {
-        "epoch": ("Int", "", REQUIRED),
-        "step": ("Int", "steps", REQUIRED),
-        "micro": ("Int", "", REQUIRED),
-        "batch": ("Int", "", REQUIRED),
-        "indices": ("IntList", "", REQUIRED),
-        "sampler_epoch": ("Int", "", OPTIONAL),
-    },
-    "replicas": {
-        "step": ("Int", "steps", REQUIRED),
-        "param_hash": ("String", "", REQUIRED),
-        "state": ("StringPairs", "", OPTIONAL),
-    },
-    "tensor_stats": {
-        "count": ("Int", "elements", REQUIRED),
-        "hash": ("String", "", REQUIRED),
-        "mean": ("Float", "", OPTIONAL),
-        "std": ("Float", "", OPTIONAL),
-        "min": ("Float", "", OPTIONAL),
-        "max": ("Float", "", OPTIONAL),
-        "l2": ("Float", "", OPTIONAL),
-    },
-    "summaries": {
-        "step": ("Int", "steps", REQUIRED),
-        "kind": ("String", "", REQUIRED),
-        "name": ("String", "", REQUIRED),
-        "micro": ("Int", "", OPTIONAL),
-        "stats": (NESTED + "tensor_stats", "", REQUIRED),
-    },
-    "micro_collectives": {
-        "step": ("Int", "steps", REQUIRED),
-        "micro": ("Int", "", REQUIRED),
-        "sync_flag": ("Bool", "", OPTIONAL),
-        "collectives": ("Int", "", OPTIONAL),
-        "bytes": ("Int", "bytes", OPTIONAL),
-    },
-    "checkpoints": {
-        "index": ("Int", "", REQUIRED),
-        "step": ("Int", "steps", REQUIRED),
-        "epoch": ("Int", "", REQUIRED),
-        "path": ("String", "", OPTIONAL),
-        "abs_path": ("String", "", OPTIONAL),
-        "copy": ("String", "", REQUIRED),
-        "expected": ("StringList", "", REQUIRED),
-        "found": ("StringList", "", REQUIRED),
-        "epoch_boundary": ("Bool", "", REQUIRED),
-        "rng_untouched": ("StringList", "", REQUIRED),
-    },
-    "final_state": {
-        "name": ("String", "", REQUIRED),
-        "hash": ("String", "", REQUIRED),
-    },
-    "resume_points": {
-        "after_save": ("Int", "", REQUIRED),
-        "step": ("Int", "steps", REQUIRED),
-        "items": ("StringPairs", "", REQUIRED),
-    },
-    "nonfinite_layer": {
-        "layer": ("String", "", OPTIONAL),
-        "error": ("String", "", OPTIONAL),
-    },
-    "training": {
-        "step": ("Int", "steps", REQUIRED),
-        "rss": ("Int", "bytes", REQUIRED),
-        "heap": ("Int", "bytes", OPTIONAL),
-        "cuda_allocated": ("Int", "bytes", OPTIONAL),
-        "cuda_reserved": ("Int", "bytes", OPTIONAL),
-        "params": ("Int", "", OPTIONAL),
-        "forwards": ("Int", "", OPTIONAL),
-        "output_finite": ("Bool", "", OPTIONAL),
-        "model_in_eval": ("Bool", "", OPTIONAL),
-        "eval_modules": ("StringList", "", OPTIONAL),
-        "grad_zero": ("StringList", "", OPTIONAL),
-        "grad_nonfinite": ("StringList", "", OPTIONAL),
-        "grad_none": ("StringList", "", OPTIONAL),
-        "unchanged": ("StringList", "", OPTIONAL),
-        "lrs": ("FloatList", "", OPTIONAL),
-        "scheduler_steps": ("Int", "", OPTIONAL),
-        "backwards": ("Int", "", OPTIONAL),
-        "stale_grads": ("Bool", "", OPTIONAL),
-        "step_before_backward": ("Bool", "", OPTIONAL),
-        "outside_ddp": ("StringList", "", OPTIONAL),
-        "first_nonfinite_layer": (NESTED + "nonfinite_layer", "", OPTIONAL),
-    },
-    "sampler_info": {
-        "class": ("String", "", OPTIONAL),
-        "is_distributed": ("Bool", "", REQUIRED),
-        "dataset_size": ("Int", "items", OPTIONAL),
-        "shuffle": ("Bool", "", OPTIONAL),
-        "seed": ("Int", "", OPTIONAL),
-        "drop_last": ("Bool", "", OPTIONAL),
-        "num_replicas": ("Int", "", OPTIONAL),
-        "rank": ("Int", "", OPTIONAL),
-    },
-    "probe_info": {
-        "class": ("String", "", OPTIONAL),
-        "size": ("Int", "items", OPTIONAL),
-        "items": ("Json", "", OPTIONAL),
-        "random_items": ("IntList", "", OPTIONAL),
-        "not_probed": ("String", "", OPTIONAL),
-    },
-    "version_info": {
-        "torch": ("String", "", REQUIRED),
-        "python": ("String", "", REQUIRED),
-        "cuda": ("String", "", OPTIONAL),
-        "companion": ("String", "", REQUIRED),
-    },
-    "companion_meta": {
-        "rank": ("Int", "", REQUIRED),
-        "world_size": ("Int", "ranks", REQUIRED),
-        "local_rank": ("Int", "", REQUIRED),
-        "pid": ("Int", "", REQUIRED),
-        "host": ("String", "", REQUIRED),
-        "mode": ("String", "", REQUIRED),
-        "found_by": ("String", "", REQUIRED),
-        "launch": ("Json", "", REQUIRED),
-        "backend": ("String", "", REQUIRED),
-        "device": ("Json", "", REQUIRED),
-        "versions": (NESTED + "version_info", "", REQUIRED),
-        "seeds": ("Json", "", REQUIRED),
-        "config": ("StringList", "", REQUIRED),
-        "start_time": ("String", "", REQUIRED),
-        "batch": ("Json", "", OPTIONAL),
-        "sampler": (NESTED + "sampler_info", "", REQUIRED),
-        "loader": ("Json", "", REQUIRED),
-        "model": ("Json", "", REQUIRED),
-        "optimizer": ("String", "", REQUIRED),
-        "scheduler": ("String", "", OPTIONAL),
-        "scaler": ("Bool", "", REQUIRED),
-        "dropout_off_modules": ("Int", "", REQUIRED),
-        "forward_random_beyond_dropout": ("Bool", "", REQUIRED),
-        "optimizer_steps": ("Int", "steps", REQUIRED),
-        "epochs": ("Int", "", REQUIRED),
-        "loss_fn": ("Bool", "", REQUIRED),
-        "params_outside_optimizer": ("StringList", "", OPTIONAL),
-        "scheduler_steps_per_optimizer_step": ("Int", "", OPTIONAL),
-        "scheduler_rule": ("String", "", OPTIONAL),
-        "dataset_probe": (NESTED + "probe_info", "", OPTIONAL),
-        "reference_error": ("String", "", OPTIONAL),
-        "exit": ("String", "", OPTIONAL),
-    },
-    "reference_meta": {
-        "batch_sizes": ("Json", "", REQUIRED),
-        "kinds": ("Json", "", REQUIRED),
-    },
-    "datapath_process": {
-        "rank": ("Int", "", REQUIRED),
-        "pid": ("Int", "", REQUIRED),
-        "role": ("String", "", REQUIRED),
-        "lanes": ("StringList", "", REQUIRED),
-        "loader": ("Int", "", OPTIONAL),
-        "worker": ("Int", "", OPTIONAL),
-        "train_loader": ("Int", "", OPTIONAL),
-        "clock_offset_ns": ("Int", "ns", OPTIONAL),
-        "clock_uncertainty_ns": ("Int", "ns", OPTIONAL),
-        "clock_rounds": ("Int", "", OPTIONAL),
-        "transform_steps": ("Json", "", OPTIONAL),
-    },
-
-}
+# RECORDS (record -> key -> (type, unit, required)) is records_table.py, which the build writes from records.def and
+# holds to it. Types are records.def's words; NESTED + name is a record, NESTED_LIST + name a list of them. A writer
+# checks every object against its record (check_record) before writing it: a key the table does not declare, a
+# required one missing or null, or a value of another type is a ContractError, never a line the judges misread.
+NESTED, NESTED_LIST = "record:", "records:"
+RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = _table().RECORDS
 # The record each verification log holds, and the two JSON files the companion writes.
 VERIFY_RECORDS = {SAMPLES: "samples", REPLICAS: "replicas", SUMMARIES: "summaries", COLLECTIVES: "micro_collectives",
                   CHECKPOINTS: "checkpoints", FINAL: "final_state", TRAINING: "training",
@@ -264,6 +119,7 @@ def _is_int(v: Any) -> bool:
 
 _TYPES: Dict[str, Callable[[Any], bool]] = {
     "Int": _is_int,
+    "UInt": lambda v: _is_int(v) and v >= 0,
     "Float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "Bool": lambda v: isinstance(v, bool),
     "String": lambda v: isinstance(v, str),
@@ -281,6 +137,8 @@ def check_record(record: str, obj: Dict[str, Any], where: str = "", prefix: str 
     when `obj` is not a `record` as RECORDS declares it."""
     fields = RECORDS[record]
     at = "%s: " % (where or record)
+    if not isinstance(obj, dict):
+        raise ContractError("%sfield '%s': not an object" % (at, prefix.rstrip(".")))
     for k in obj:
         if k not in fields:
             raise ContractError("%sunknown field '%s%s'" % (at, prefix, k))
@@ -290,9 +148,12 @@ def check_record(record: str, obj: Dict[str, Any], where: str = "", prefix: str 
             if required:
                 raise ContractError("%sfield '%s%s': missing" % (at, prefix, k))
             continue
-        if kind.startswith(NESTED):
-            if not isinstance(v, dict):
-                raise ContractError("%sfield '%s%s': not an object" % (at, prefix, k))
+        if kind.startswith(NESTED_LIST):
+            if not isinstance(v, (list, tuple)):
+                raise ContractError("%sfield '%s%s': not a list" % (at, prefix, k))
+            for i, item in enumerate(v):
+                check_record(kind[len(NESTED_LIST):], item, where or record, "%s%s[%d]." % (prefix, k, i))
+        elif kind.startswith(NESTED):
             check_record(kind[len(NESTED):], v, where or record, "%s%s." % (prefix, k))
         elif not _TYPES[kind](v):
             raise ContractError("%sfield '%s%s': not %s (%r)" % (at, prefix, k, kind, v))
@@ -362,8 +223,9 @@ def contract() -> dict:
         "stages": STAGES, "counters": COUNTERS,
         "event": {"format": EVENT_FORMAT, "size": EVENT_SIZE, "fields": list(EVENT_FIELDS), "span": EVENT_SPAN,
                   "counter": EVENT_COUNTER, "no_bucket": NO_BUCKET},
-        "records": {r: {k: {"type": t[len(NESTED):] if t.startswith(NESTED) else t, "nested": t.startswith(NESTED),
-                            "unit": u, "required": req} for k, (t, u, req) in f.items()} for r, f in RECORDS.items()},
+        "records": {r: {k: {"type": t.split(":", 1)[-1], "nested": t.startswith((NESTED, NESTED_LIST)),
+                            "list": t.startswith(NESTED_LIST), "unit": u, "required": req}
+                         for k, (t, u, req) in f.items()} for r, f in RECORDS.items()},
         "verify_records": VERIFY_RECORDS, "meta_record": META_RECORD, "reference_meta_record": REFERENCE_META_RECORD,
         "datapath_record": DATAPATH_RECORD,
     }

@@ -4,15 +4,11 @@
 
 #include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
-#include "traces/native/load_run.h"
 
 namespace ddp {
 namespace {
 
-CheckResult manifest(LadderState& L) {
-  std::vector<std::string> problems;
-  return check_manifest(read_manifest(L.main.dir, problems));
-}
+CheckResult manifest(LadderState& L) { return check_manifest(L.main.manifest, L.main.manifest_error); }
 
 CheckResult shard_rule(LadderState& L) {
   std::vector<std::vector<ConsumedBatch>> per_rank(L.main.world);

@@ -2,6 +2,7 @@
 // The judges of the closed-loop checks, one per check, each a pure function of the evidence (evidence.h) so unit tests
 // feed it planted faults without processes. Both subjects under check (our job, the user's script) are judged by
 // these: a check's verdict and its wording exist once.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 
 #include "runtime/check/check_result.h"
 #include "runtime/check/evidence.h"
+#include "traces/model/manifest.h"
 
 namespace ddp {
 
@@ -23,7 +25,8 @@ inline constexpr double kFloat32Rtol = 1.3e-6, kFloat32Atol = 1e-5;
 inline constexpr double kTensorRtol = 2e-3;
 
 // env.manifest: every field a reader needs to trust the run is present.
-CheckResult check_manifest(const nlohmann::json& manifest);
+// `manifest` as the ladder read it; absent, `unread` says why (missing, not JSON, a field against records.def).
+CheckResult check_manifest(const std::optional<Manifest>& manifest, const std::string& unread);
 
 // data.shard_rule: in every pass of the training loader the ranks' indices partition the data, as far as their
 // sampler's rule allows (judges_shard.cpp); without a DistributedSampler, the ranks' indices are disjoint.

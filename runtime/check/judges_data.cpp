@@ -10,11 +10,13 @@
 
 namespace ddp {
 
-CheckResult check_manifest(const nlohmann::json& m) {
+CheckResult check_manifest(const std::optional<Manifest>& manifest, const std::string& unread) {
   const std::vector<std::string>& required = manifest_required_fields();
   std::vector<std::string> missing;
-  if (!m.is_object())
-    return check_result(check_id::kManifest, CheckStatus::fail, "manifest.json is missing or not valid JSON");
+  if (!manifest) return check_result(check_id::kManifest, CheckStatus::fail, unread);
+  // Read against records.def already (every type checked): what is left is whether each field a reader needs is
+  // there, said field by field.
+  const nlohmann::json m = to_json(*manifest);
   for (const auto& p : required)
     if (!m.contains(nlohmann::json::json_pointer(p))) missing.push_back(p.substr(1));
   if (m.contains("ranks") && m["ranks"].is_array()) {

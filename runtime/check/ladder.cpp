@@ -49,6 +49,8 @@ int run_ladder(CheckSubject& subject, const std::vector<std::string>& wanted_ids
     L.main.dir = in_run(out_dir, kCheckMainRun);
     std::cout << "check run: " << L.main.dir << std::endl;
     if (int stop = subject.run_main(L.main.dir, L.main); stop != kGoOn) return stop;
+    Manifest m;
+    if (read_manifest(L.main.dir, m, L.main.manifest_error)) L.main.manifest = std::move(m);
   }
   std::vector<CheckResult> results;
   for (const CheckEntry& c : check_table()) {

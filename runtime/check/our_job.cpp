@@ -171,13 +171,19 @@ class OurJob final : public CheckSubject {
       e.skipped = "--no-record: no traces to count allreduces in";
       return e;
     }
+    if (!main.manifest) {
+      e.failure = main.manifest_error;
+      return e;
+    }
+    const records::manifest& m = main.manifest->fields;
+    if (!m.gradient_buckets || !m.param_bytes) {
+      e.failure = in_run(main.dir, kManifestFile) + ": no gradient_buckets or param_bytes (the run did not end)";
+      return e;
+    }
     RunTrace run;
-    if (!load_run(main.dir, run, e.failure)) return e;
-    std::vector<std::string> problems;
-    nlohmann::json m = read_manifest(main.dir, problems);
-    if (!m.is_object()) m = nlohmann::json::object();
-    const size_t buckets = m.contains("gradient_buckets") ? m["gradient_buckets"].size() : 0;
-    return no_sync_from_trace(run, cmd_.job.accum_steps, buckets, m.value("param_bytes", uint64_t{0}));
+    run.manifest = main.manifest;
+    if (!load_rank_traces(main.dir, run, e.failure)) return e;
+    return no_sync_from_trace(run, cmd_.job.accum_steps, m.gradient_buckets->size(), *m.param_bytes);
   }
 
   CheckpointEvidence checkpoints(const MainRun& main) override {

@@ -4,12 +4,14 @@
 // Python companion recording). Each runs the main verification run, the resume runs and the fault runs its own way
 // and hands over the evidence as plain data (evidence.h); the one ladder (ladder.h) and the one judge per check
 // (judges.h) decide.
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/check/evidence.h"
+#include "traces/model/manifest.h"
 
 namespace ddp {
 
@@ -22,6 +24,10 @@ struct MainRun {
   int world = 0;
   bool ok = false;      // it ended well: its evidence can be judged
   std::string failure;  // otherwise what happened (every main-run check fails with it)
+  // Its manifest, read once by the ladder after the run for every check that reads it; absent: manifest_error says
+  // why (missing, not JSON, a field against records.def).
+  std::optional<Manifest> manifest;
+  std::string manifest_error;
 };
 
 // Optimizer steps whose tensors every subject dumps and numerics.reference compares (the first ones: the verified

@@ -43,6 +43,14 @@ std::string failure_of(const UserLaunchResult& r) {
   return r.last_error_line.empty() ? r.message : r.message + " (" + r.last_error_line + ")";
 }
 
+// One run of the user's command: how it ended, and its ranks' metas, read once (the run's manifest is written from
+// them). No metas and no error: no rank attached; an error names the meta and the field that broke the contract.
+struct LaunchedRun {
+  UserLaunchResult res;
+  std::vector<records::companion_meta> metas;
+  std::string meta_error;
+};
+
 class UserScript final : public CheckSubject {
  public:
   explicit UserScript(const UserJobCommand& cmd) : cmd_(cmd) {}
@@ -54,16 +62,17 @@ class UserScript final : public CheckSubject {
   nlohmann::json describe() const override { return {{"launch", cmd_.launch}}; }
 
   int run_main(const std::string& dir, MainRun& main) override {
-    UserLaunchResult res = launch(dir, {{kEnvVerifySteps, std::to_string(kVerifySteps)}});
+    LaunchedRun run = launch(dir, {{kEnvVerifySteps, std::to_string(kVerifySteps)}});
+    const UserLaunchResult& res = run.res;
     if (!res.started) {
       std::cerr << "ddp_profile: " << res.error << "\n";
       return 2;
     }
-    std::string meta_error;
-    if (!read_user_metas(dir, metas_, meta_error)) {
-      std::cerr << "ddp_profile: the companion's meta breaks the run folder's contract: " << meta_error << "\n";
+    if (!run.meta_error.empty()) {
+      std::cerr << "ddp_profile: the companion's meta breaks the run folder's contract: " << run.meta_error << "\n";
       return 1;
     }
+    metas_ = std::move(run.metas);
     const std::string log = in_run(dir, kLaunchLogFile);
     // Our own verdict when we ended the job (a hang, a refused companion), else the job's last exception.
     const std::string why = res.killed_by_us || res.last_error_line.empty() ? res.message : res.last_error_line;
@@ -83,6 +92,12 @@ class UserScript final : public CheckSubject {
     if (res.exit_code != 0 && steps_done == 0) {
       std::cerr << "ddp_profile: the job failed before its first step: " << why << " (" << log << ")\n";
       return 1;
+    }
+    // Every rank's meta says what it trained (steps, sampler, dataset): a rank without one cannot be judged.
+    if (static_cast<int>(metas_.size()) < main.world) {
+      main.failure = "rank " + std::to_string(metas_.size()) + " of " + std::to_string(main.world) + " wrote no " +
+                     in_run(dir, companion_meta_file(static_cast<int>(metas_.size()))) + ": " + failure_of(res);
+      return kGoOn;
     }
     main.ok = res.exit_code == 0;
     main.failure = failure_of(res);
@@ -180,15 +195,12 @@ class UserScript final : public CheckSubject {
   std::vector<FaultScenario> faults(const std::string& out, const MainRun& main) override;
 
  private:
-  UserLaunchResult launch(const std::string& dir, std::map<std::string, std::string> env,
-                          const std::vector<std::string>& extra_args = {}, double hang_timeout_s = kMainHangTimeoutS,
-                          std::function<bool()> kill_when = {}) {
+  LaunchedRun launch(const std::string& dir, std::map<std::string, std::string> env,
+                     const std::vector<std::string>& extra_args = {}, double hang_timeout_s = kMainHangTimeoutS,
+                     std::function<bool()> kill_when = {}) {
     std::string err;
-    UserLaunchResult res;
-    if (!prepare_run_folder(dir, err)) {
-      res.error = err;
-      return res;
-    }
+    LaunchedRun run;
+    if (!prepare_run_folder(dir, run.res.error)) return run;
     UserLaunch l;
     l.argv = cmd_.launch;
     l.argv.insert(l.argv.end(), extra_args.begin(), extra_args.end());
@@ -199,10 +211,10 @@ class UserScript final : public CheckSubject {
     l.env = env;
     l.hang_timeout_s = hang_timeout_s;
     l.kill_when = std::move(kill_when);
-    res = run_user_launch(l);
-    std::string merr;
-    if (res.started) write_user_manifest(dir, l.argv, merr);  // a run with no attach has none; said by the caller
-    return res;
+    run.res = run_user_launch(l);
+    if (!run.res.started || !read_user_metas(dir, run.metas, run.meta_error) || run.metas.empty()) return run;
+    if (!write_manifest(dir, user_manifest(run.metas, l.argv), err)) run.meta_error = err;
+    return run;
   }
 
   std::vector<std::map<std::string, std::string>> final_states(const std::string& dir, int world) {
@@ -229,7 +241,7 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
   }
   const std::string straight = in_run(out, kCheckResumeStraight), killed = in_run(out, kCheckResumeKilled),
                     resumed = in_run(out, kCheckResumeResumed);
-  UserLaunchResult a = launch(straight, {});
+  UserLaunchResult a = launch(straight, {}).res;
   if (!a.started || a.exit_code != 0) {
     e.failed = run_failure("straight", a, straight);
     return e;
@@ -248,7 +260,7 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
     return false;
   };
   UserLaunchResult k =
-      launch(killed, {{kEnvHoldAfterSave, std::to_string(kResumeFromSave)}}, {}, kMainHangTimeoutS, saved);
+      launch(killed, {{kEnvHoldAfterSave, std::to_string(kResumeFromSave)}}, {}, kMainHangTimeoutS, saved).res;
   if (!save && !saved() && (!k.started || (k.exit_code != 0 && !k.killed_by_us))) {
     e.failed = run_failure("to-be-killed", k, killed);
     return e;
@@ -266,7 +278,7 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
   const std::string ckpt = fs::absolute(in_run(killed, save->copy)).string();
   std::string arg = cmd_.resume_arg;
   for (size_t p; (p = arg.find("{ckpt}")) != std::string::npos;) arg.replace(p, 6, ckpt);
-  UserLaunchResult c = launch(resumed, {}, split_words(arg));
+  UserLaunchResult c = launch(resumed, {}, split_words(arg)).res;
   if (!c.started || c.exit_code != 0) {
     e.failed = "resuming with '" + arg + "': " + run_failure("resumed", c, resumed);
     return e;
@@ -297,7 +309,8 @@ std::vector<FaultScenario> UserScript::faults(const std::string& out, const Main
     s.rank = rank;
     const std::string dir = in_run(out, check_fault_run(kind));
     UserLaunchResult res = launch(dir, {{kEnvFault, kind + "," + std::to_string(rank) + "," + std::to_string(s.step)}},
-                                  {}, kFaultHangTimeoutS);
+                                  {}, kFaultHangTimeoutS)
+                               .res;
     int64_t steps_done = 0;
     for (const auto& r : res.ranks) steps_done = std::max(steps_done, r.steps);
     if (!res.started || steps_done < s.step)

@@ -74,18 +74,17 @@ void use_device(int index) {
 #endif
 }
 
-nlohmann::json versions(const DeviceInfo& d) {
-  nlohmann::json v = {
-      {"cuda_runtime", nullptr}, {"cudnn", nullptr}, {"device", nullptr}, {"compute_capability", nullptr}};
+records::cuda_versions versions(const DeviceInfo& d) {
+  records::cuda_versions v;
 #if DDP_PROFILE_CUDA
   int rt = 0;
   if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
-    v["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
-  if (at::detail::getCUDAHooks().hasCuDNN()) v["cudnn"] = at::detail::getCUDAHooks().versionCuDNN();
+    v.cuda_runtime = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
+  if (at::detail::getCUDAHooks().hasCuDNN()) v.cudnn = at::detail::getCUDAHooks().versionCuDNN();
   if (d.index >= 0) {
-    v["device"] = d.name;
-    v["compute_capability"] = std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor);
-    v["device_memory_bytes"] = d.total_bytes;
+    v.device = d.name;
+    v.compute_capability = std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor);
+    v.device_memory_bytes = d.total_bytes;
   }
 #else
   (void)d;

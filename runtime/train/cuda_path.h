@@ -14,6 +14,7 @@
 
 #include "runtime/data/loader.h"
 #include "runtime/train/amp.h"
+#include "traces/model/records.h"
 
 namespace ddp::cuda {
 
@@ -34,8 +35,8 @@ DeviceInfo probe(int index = 0);
 // Makes `index` the calling thread's current CUDA device (before creating the NCCL process group). No-op on CPU
 // builds or index < 0.
 void use_device(int index);
-// Versions for the manifest: {"cuda_runtime", "cudnn", "device", "compute_capability"}; nulls on CPU builds.
-nlohmann::json versions(const DeviceInfo& d);
+// The manifest's versions.cuda: the runtime, cuDNN and the device; each absent when unknown (CPU-only builds).
+records::cuda_versions versions(const DeviceInfo& d);
 
 // Staging memory for the loader. pinned: page-locked memory from LibTorch's CUDA caching host allocator (the same
 // pool pin_memory() uses), so non_blocking copies are real DMA; otherwise 64-byte aligned pageable memory

@@ -28,17 +28,28 @@ std::string tensors_hash(const std::vector<at::Tensor>& ts) {
   return d.hex();
 }
 
-nlohmann::json tensor_summary(const at::Tensor& t) {
+records::tensor_stats tensor_summary(const at::Tensor& t) {
   at::Tensor f = t.detach().to(at::kCPU).to(at::kDouble).reshape({-1});
-  nlohmann::json j = {{"count", f.numel()}, {"hash", tensors_hash({t})}};
-  if (f.numel() == 0) return j;
-  j["mean"] = f.mean().item<double>();
-  j["std"] = f.numel() > 1 ? f.std().item<double>() : 0.0;
-  j["min"] = f.min().item<double>();
-  j["max"] = f.max().item<double>();
-  j["l2"] = f.norm().item<double>();
-  return j;
+  records::tensor_stats s;
+  s.count = f.numel();
+  s.hash = tensors_hash({t});
+  if (f.numel() == 0) return s;
+  s.mean = f.mean().item<double>();
+  s.stddev = f.numel() > 1 ? f.std().item<double>() : 0.0;
+  s.min = f.min().item<double>();
+  s.max = f.max().item<double>();
+  s.l2 = f.norm().item<double>();
+  return s;
 }
+
+namespace {
+// One record as one line of its log, flushed: a rank killed after this step still leaves it whole.
+template <class R>
+void write_line(FILE* f, const R& r) {
+  std::fprintf(f, "%s\n", records::to_json(r).dump().c_str());
+  std::fflush(f);
+}
+}  // namespace
 
 VerifyLog::~VerifyLog() {
   for (FILE* f : {samples_, replicas_, summaries_, training_})
@@ -64,15 +75,21 @@ void VerifyLog::open(const std::string& run_dir, int rank, int64_t dump_steps) {
 
 void VerifyLog::batch(int epoch, int64_t step, int micro, int64_t batch, const std::vector<int64_t>& indices) {
   if (!samples_) return;
-  nlohmann::json j = {{"epoch", epoch}, {"step", step}, {"micro", micro}, {"batch", batch}, {"indices", indices}};
-  std::fprintf(samples_, "%s\n", j.dump().c_str());
-  std::fflush(samples_);
+  records::samples r;
+  r.epoch = epoch;
+  r.step = step;
+  r.micro = micro;
+  r.batch = batch;
+  r.indices = indices;
+  write_line(samples_, r);
 }
 
 void VerifyLog::replica(int64_t step, const std::string& param_hash) {
   if (!replicas_) return;
-  std::fprintf(replicas_, "{\"step\":%lld,\"param_hash\":\"%s\"}\n", static_cast<long long>(step), param_hash.c_str());
-  std::fflush(replicas_);
+  records::replicas r;
+  r.step = step;
+  r.param_hash = param_hash;
+  write_line(replicas_, r);
 }
 
 namespace {
@@ -95,10 +112,12 @@ int64_t heap_in_use() {
 
 void VerifyLog::memory(int64_t step, const at::Device& device) {
   if (!training_) return;
-  nlohmann::json j = {{"step", step}, {"rss", resident_bytes()}, {"heap", heap_in_use()}};
-  if (device.is_cuda()) j["cuda_allocated"] = cuda::memory_stats(device.index()).allocated;
-  std::fprintf(training_, "%s\n", j.dump().c_str());
-  std::fflush(training_);
+  records::training r;
+  r.step = step;
+  r.rss = resident_bytes();
+  r.heap = heap_in_use();
+  if (device.is_cuda()) r.cuda_allocated = static_cast<int64_t>(cuda::memory_stats(device.index()).allocated);
+  write_line(training_, r);
 }
 
 void VerifyLog::dump_step(int64_t step, const std::vector<std::pair<std::string, at::Tensor>>& params,
@@ -118,23 +137,20 @@ void VerifyLog::dump_step(int64_t step, const std::vector<std::pair<std::string,
   root.insert("acts", act_by_micro);
   std::vector<char> bytes = pickle_for_python(c10::IValue(root));
   std::ofstream(in_run(dir_, verify_step_file(rank_, step)), std::ios::binary).write(bytes.data(), bytes.size());
-  for (const auto& [k, t] : params)
-    std::fprintf(
-        summaries_, "%s\n",
-        nlohmann::json({{"step", step}, {"kind", "param"}, {"name", k}, {"stats", tensor_summary(t)}}).dump().c_str());
+  auto summary = [&](const std::string& kind, const std::string& name, const at::Tensor& t,
+                     std::optional<int64_t> micro) {
+    records::summaries r;
+    r.step = step;
+    r.kind = kind;
+    r.name = name;
+    r.micro = micro;
+    r.stats = tensor_summary(t);
+    write_line(summaries_, r);
+  };
+  for (const auto& [k, t] : params) summary("param", k, t, std::nullopt);
   for (size_t m = 0; m < acts.size(); ++m)
-    for (const auto& [k, t] : acts[m])
-      std::fprintf(
-          summaries_, "%s\n",
-          nlohmann::json(
-              {{"step", step}, {"micro", m}, {"kind", "activation"}, {"name", k}, {"stats", tensor_summary(t)}})
-              .dump()
-              .c_str());
-  for (const auto& [k, t] : grads)
-    std::fprintf(
-        summaries_, "%s\n",
-        nlohmann::json({{"step", step}, {"kind", "grad"}, {"name", k}, {"stats", tensor_summary(t)}}).dump().c_str());
-  std::fflush(summaries_);
+    for (const auto& [k, t] : acts[m]) summary("activation", k, t, static_cast<int64_t>(m));
+  for (const auto& [k, t] : grads) summary("grad", k, t, std::nullopt);
 }
 
 }  // namespace ddp

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "traces/model/records.h"
 
 namespace ddp {
 
 std::string tensors_hash(const std::vector<at::Tensor>& ts);
-nlohmann::json tensor_summary(const at::Tensor& t);
+records::tensor_stats tensor_summary(const at::Tensor& t);
 
 class VerifyLog {
  public:

@@ -43,6 +43,7 @@
 #include "runtime/train/torch_compat.h"
 #include "runtime/train/verify_log.h"
 #include "runtime/train/worker_exit.h"
+#include "runtime/train/worker_manifest.h"
 #include "runtime/train/worker_setup.h"
 #include "traces/base/stats.h"
 #include "traces/chrome/chrome_export.h"
@@ -162,43 +163,41 @@ class Trainer {
   }
 
   // This rank's entry in the manifest's "ranks".
-  nlohmann::json rank_manifest(const prof::CollectorStats& gpu, const prof::ClockOffset& clock_start,
-                               const prof::ClockOffset& clock_end) const {
+  records::manifest_rank rank_manifest(const prof::CollectorStats& gpu, const prof::ClockOffset& clock_start,
+                                       const prof::ClockOffset& clock_end) const {
     uint64_t param_bytes = 0;
     for (const auto& p : params_) param_bytes += p.numel() * p.element_size();
-    return {{"rank", rank_},
-            {"host", host_name()},
-            {"pid", ::getpid()},
-            {"device", s_.device.str()},
-            {"batch", first_batch_},
-            {"steps", steps_done_},
-            {"step_time_median_ms", median(step_ms_)},
-            {"step_time_mean_ms", mean(step_ms_)},
-            {"step_time_p90_ms", percentile(step_ms_, 0.9)},
-            {"step_time_first_ms", step_ms_.empty() ? 0.0 : step_ms_.front()},  // with one-time costs (warm-up)
-            {"param_bytes", param_bytes},
-            {"param_hash", tensors_hash(model_.parameters())},
-            {"buffer_hash", tensors_hash(model_.buffers())},
-            {"allreduce_calls", sync_.allreduce_calls()},
-            {"allreduce_bytes", sync_.bytes_reduced()},
-            {"cupti",
-             {{"records", gpu.records},
-              {"kernels", gpu.kernels},
-              {"nccl_kernels", gpu.nccl_kernels},
-              {"memcpys", gpu.memcpys},
-              {"gpu_linked", gpu.gpu_linked},
-              {"source_dropped", gpu.source_dropped},
-              {"incomplete", gpu.incomplete},
-              {"memcpy_bytes_pinned", gpu.memcpy_bytes_pinned},
-              {"memcpy_bytes_pageable", gpu.memcpy_bytes_pageable},
-              {"memcpy_ns_pinned", gpu.memcpy_ns_pinned},
-              {"memcpy_ns_pageable", gpu.memcpy_ns_pageable}}},
-            {"loss_scale", scaler_.scale()},
-            {"clock",
-             {{"offset_ns_start", clock_start.peer_minus_local_ns},
-              {"uncertainty_ns_start", clock_start.uncertainty_ns},
-              {"offset_ns_end", clock_end.peer_minus_local_ns},
-              {"uncertainty_ns_end", clock_end.uncertainty_ns}}}};
+    records::manifest_rank r;
+    r.rank = rank_;
+    r.host = host_name();
+    r.pid = ::getpid();
+    r.device = s_.device.str();
+    r.batch = first_batch_;
+    r.steps = steps_done_;
+    r.step_time_median_ms = median(step_ms_);
+    r.step_time_mean_ms = mean(step_ms_);
+    r.step_time_p90_ms = percentile(step_ms_, 0.9);
+    r.step_time_first_ms = step_ms_.empty() ? 0.0 : step_ms_.front();  // with one-time costs (warm-up)
+    r.param_bytes = param_bytes;
+    r.param_hash = tensors_hash(model_.parameters());
+    r.buffer_hash = tensors_hash(model_.buffers());
+    r.allreduce_calls = sync_.allreduce_calls();
+    r.allreduce_bytes = sync_.bytes_reduced();
+    r.cupti = records::cupti_stats{static_cast<int64_t>(gpu.records),
+                                   static_cast<int64_t>(gpu.kernels),
+                                   static_cast<int64_t>(gpu.nccl_kernels),
+                                   static_cast<int64_t>(gpu.memcpys),
+                                   static_cast<int64_t>(gpu.gpu_linked),
+                                   static_cast<int64_t>(gpu.source_dropped),
+                                   static_cast<int64_t>(gpu.incomplete),
+                                   gpu.memcpy_bytes_pinned,
+                                   gpu.memcpy_bytes_pageable,
+                                   gpu.memcpy_ns_pinned,
+                                   gpu.memcpy_ns_pageable};
+    r.loss_scale = scaler_.scale();
+    r.clock = records::rank_clock{clock_start.peer_minus_local_ns, clock_start.uncertainty_ns,
+                                  clock_end.peer_minus_local_ns, clock_end.uncertainty_ns};
+    return r;
   }
   std::vector<uint64_t> bucket_bytes() const { return sync_.bucket_bytes(); }
 
@@ -332,7 +331,7 @@ class Trainer {
     sleep_ms(slow_.h2d);
     stage.span().bytes(b->bytes);
     stage.span().item(static_cast<uint32_t>(b->index));
-    if (first_batch_.is_null()) first_batch_ = batch_json(db.x.sizes().vec(), db.y.size(0));
+    if (!first_batch_) first_batch_ = batch_spec(db.x.sizes().vec(), db.y.size(0));
     return db;
   }
 
@@ -413,13 +412,15 @@ class Trainer {
   torch::nn::functional::CrossEntropyFuncOptions ce_;
   VerifyLog verify_;
   TrainPosition start_;
-  nlohmann::json first_batch_;   // the first batch's shapes as the model saw them (manifest)
+  std::optional<records::batch_spec> first_batch_;  // the first batch's shapes as the model saw them (manifest)
   std::vector<double> step_ms_;  // measured with or without recording: the overhead benchmark compares them
   int64_t steps_done_ = 0;
 };
 
-// After the last step: the clock check, then this rank's facts into the manifest (rank 0 completes it).
-void finish_run(const RunSetup& s, Dist& dist, const Trainer& trainer, const prof::ClockOffset& clock_start) {
+// After the last step: the clock check, then this rank's facts into the manifest (rank 0 completes `manifest`, the
+// one it wrote at the start).
+void finish_run(const RunSetup& s, Dist& dist, const Trainer& trainer, const prof::ClockOffset& clock_start,
+                std::optional<Manifest> manifest) {
   g_progress.stage(Stage::checkpoint);
   // CUPTI hands over only finished work: let the last optimizer kernels finish before the final flush.
   if (s.device.is_cuda()) cuda::synchronize(s.device.index());
@@ -428,43 +429,9 @@ void finish_run(const RunSetup& s, Dist& dist, const Trainer& trainer, const pro
   prof::ClockOffset clock_end = dist.measure_clock_offset(16);
   prof::record_clock(
       {clock_end.peer_minus_local_ns, clock_end.uncertainty_ns, prof::monotonic_ns(), 1, clock_end.rounds});
-  auto all = dist.exchange("meta_end", trainer.rank_manifest(gpu_stats, clock_start, clock_end).dump());
-  if (dist.rank() != 0) return;
-  std::vector<std::string> problems;  // none expected: rank 0 wrote it at the start; else the end fields stand alone
-  nlohmann::json m = read_manifest(s.dir, problems);
-  if (!m.is_object()) m = nlohmann::json::object();
-  std::vector<nlohmann::json> ranks;
-  for (const auto& a : all) ranks.push_back(nlohmann::json::parse(a));
-  complete_manifest(m, ranks, trainer.bucket_bytes());
-  std::string err;
-  if (!write_json_atomic(s.dir + "/" + kManifestFile, m, err)) throw std::runtime_error(err);
-}
-
-// Rank 0, before training: the manifest a crashed run still has.
-void write_start_manifest(const RunSetup& s, const std::vector<int64_t>& sample_shape,
-                          const std::vector<std::string>& rank_metas) {
-  ManifestStart ms;
-  ms.versions = versions_json();
-  ms.versions["cuda"] = cuda::versions(s.gpu);
-  ms.device_type = s.device.is_cuda() ? "cuda" : "cpu";
-  ms.device_name = s.device.is_cuda() ? s.gpu.name : cpu_model_name();
-  ms.device_plan = s.plan.note;
-  ms.shared_gpu = s.plan.shared_gpu;
-  ms.amp_dtype = amp_dtype_name(s.amp.dtype);
-  ms.loss_scaler = s.amp.scaler;
-  ms.amp_reason = s.amp.reason;
-  ms.backend = s.backend;
-  ms.world_size = s.env.world;
-  ms.launch_method = s.env.method;
-  ms.master_addr = s.env.master_addr;
-  ms.rendezvous_from = s.env.rendezvous_from;
-  ms.job = s.job;
-  ms.sample_shape = sample_shape;
-  ms.rank_hosts = nlohmann::json::array();
-  for (const auto& a : rank_metas) ms.rank_hosts.push_back(nlohmann::json::parse(a));
-  ms.clock_source = prof::ticks_are_tsc() ? "tsc->CLOCK_MONOTONIC" : "CLOCK_MONOTONIC";
-  std::string err;
-  if (!write_json_atomic(s.dir + "/" + kManifestFile, manifest_at_start(ms), err)) throw std::runtime_error(err);
+  const records::manifest_rank entry = trainer.rank_manifest(gpu_stats, clock_start, clock_end);
+  auto all = dist.exchange("meta_end", records::to_json(entry).dump());
+  if (manifest) write_end_manifest(s, std::move(*manifest), all, trainer.bucket_bytes());
 }
 
 // A restarted worker group (torchrun --max-restarts, TORCHELASTIC_RESTART_COUNT > 0) continues from the run's latest
@@ -570,20 +537,14 @@ int run_worker(const Command& cmd) {
     std::unique_ptr<Dataset> dataset = open_dataset(s.job, err);
     if (!dataset) throw std::runtime_error(err);
     fit_job_to_dataset(s.job, *dataset);
-    // The cores each rank may run on (a local launch pins each rank to its own share:
-    // runtime/launch/environment/cpu_sets.h) and how many of its threads run SCHED_BATCH (Gloo's, unless
-    // --no-batch-sched), as the kernel reports them.
-    auto metas = dist.exchange("meta_start", nlohmann::json({{"host", host_name()},
-                                                             {"pid", ::getpid()},
-                                                             {"cpus", allowed_cpus()},
-                                                             {"sched_batch_threads", batch_scheduled_threads()}})
-                                                 .dump());
-    if (s.env.rank == 0) write_start_manifest(s, dataset->sample_shape(), metas);
+    auto hosts = dist.exchange("meta_start", records::to_json(this_rank_host()).dump());
+    std::optional<Manifest> manifest;  // rank 0's, completed at the end
+    if (s.env.rank == 0) manifest = write_start_manifest(s, dataset->sample_shape(), hosts);
     g_progress.set_state(RankState::running);
     {
       Trainer trainer(s, dist, *dataset);
       trainer.run();
-      finish_run(s, dist, trainer, clock);
+      finish_run(s, dist, trainer, clock, std::move(manifest));
     }
     prof::RecorderStats st = prof::stop();
     if (st.dropped)

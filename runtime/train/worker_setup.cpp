@@ -2,20 +2,18 @@
 
 #include <torch/torch.h>
 
+#include "ddp_profile_version.h"
 #include "runtime/common/host_info.h"
 
 namespace ddp {
 
-nlohmann::json versions_json() {
-  nlohmann::json v = {{"ddp_profile", "0.1.0"}, {"libtorch", TORCH_VERSION}, {"compiler", compiler_version()}};
-#if DDP_PROFILE_CUDA
-  v["cuda_build"] = true;
-#else
-  v["cuda_build"] = false;
-  v["cuda"] = nullptr;
-  v["nccl"] = nullptr;
-  v["cudnn"] = nullptr;
-#endif
+records::manifest_versions versions_record(const cuda::DeviceInfo& gpu) {
+  records::manifest_versions v;
+  v.ddp_profile = kVersion;
+  v.libtorch = TORCH_VERSION;
+  v.compiler = compiler_version();
+  v.cuda_build = cuda::built_with_cuda();
+  v.cuda = records::to_json(cuda::versions(gpu));
   return v;
 }
 

@@ -32,7 +32,8 @@ struct RunSetup {
   AmpChoice amp;
 };
 
-nlohmann::json versions_json();
+// The manifest's versions: ours, LibTorch's, the compiler's, and CUDA's with the device's (runtime/train/cuda_path.h).
+records::manifest_versions versions_record(const cuda::DeviceInfo& gpu);
 // The same seed everywhere, then rank 0's weights and buffers broadcast (as DDP does at construction).
 Model replicated_model(const RunSetup& s, Dist& dist, const std::vector<int64_t>& sample_shape);
 LossScalerOptions scaler_options(const AmpChoice& amp);

@@ -111,7 +111,8 @@ std::string json_difference(const nlohmann::json& want_in, const nlohmann::json&
 std::string text_difference(const std::string& want, const std::string& got) {
   if (want == got) return "";
   if (want.find('\0') != std::string::npos || got.find('\0') != std::string::npos)
-    return "the bytes differ (" + std::to_string(want.size()) + " expected, " + std::to_string(got.size()) + " written)";
+    return "the bytes differ (" + std::to_string(want.size()) + " expected, " + std::to_string(got.size()) +
+           " written)";
   std::istringstream a(want), b(got);
   std::string la, lb;
   for (int line = 1;; ++line) {

@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "runtime/check/check_table.h"
 #include "runtime/check/judges.h"
+#include "runtime/common/manifest.h"
 #include "runtime/data/sampler.h"
 #include "tests/support/remove_tree.h"
 #include "traces/model/event.h"
@@ -16,28 +18,65 @@
 namespace {
 using namespace ddp;
 
-nlohmann::json good_manifest() {
-  return nlohmann::json::parse(R"({
+nlohmann::json good_manifest_json() {
+  nlohmann::json j = nlohmann::json::parse(R"({
     "versions": {"libtorch": "1.13.0", "compiler": "g++ 12"}, "device": {"type": "cpu", "name": "x"},
     "backend": "gloo", "world_size": 2, "launch": {"method": "supervisor"},
-    "seeds": {"data": 0, "weights": 0, "sampler": 0}, "config": {}, "host": "h", "start_time": "t",
-    "ranks": [{"rank": 0, "host": "h", "device": "cpu", "batch": {"x": {"shape": [64, 128], "dtype": "float32"},
-                                                                  "y": {"shape": [64], "dtype": "int64"}}},
-              {"rank": 1, "host": "h", "device": "cpu", "batch": {"x": {"shape": [64, 128], "dtype": "float32"},
-                                                                  "y": {"shape": [64], "dtype": "int64"}}}]})");
+    "seeds": {"data": 0, "weights": 0, "sampler": 0}, "host": "h", "start_time": "t",
+    "ranks": [{"rank": 0, "host": "h", "pid": 1, "device": "cpu",
+               "batch": {"x": {"shape": [64, 128], "dtype": "float32"}, "y": {"shape": [64], "dtype": "int64"}}},
+              {"rank": 1, "host": "h", "pid": 2, "device": "cpu",
+               "batch": {"x": {"shape": [64, 128], "dtype": "float32"}, "y": {"shape": [64], "dtype": "int64"}}}]})");
+  j["config"] = records::to_json(job_config_record(JobConfig{}));
+  return j;
+}
+
+std::optional<Manifest> good_manifest() {
+  Manifest m;
+  std::string err;
+  EXPECT_TRUE(manifest_from_json(good_manifest_json(), m, err)) << err;
+  return m;
 }
 
 TEST(Checks, ManifestPassesWhenCompleteAndNamesWhatIsMissing) {
-  EXPECT_EQ(check_manifest(good_manifest()).status, CheckStatus::pass);
+  EXPECT_EQ(check_manifest(good_manifest(), "").status, CheckStatus::pass);
   auto m = good_manifest();
-  m["seeds"].erase("sampler");
-  auto r = check_manifest(m);
+  m->fields.seeds->erase("sampler");
+  auto r = check_manifest(m, "");
   EXPECT_EQ(r.status, CheckStatus::fail);
   EXPECT_NE(r.summary.find("seeds/sampler"), std::string::npos) << r.summary;
   m = good_manifest();
-  m["ranks"].erase(1);
-  EXPECT_EQ(check_manifest(m).status, CheckStatus::fail);
-  EXPECT_EQ(check_manifest(nullptr).status, CheckStatus::fail);
+  m->fields.ranks->pop_back();
+  EXPECT_EQ(check_manifest(m, "").status, CheckStatus::fail);
+  r = check_manifest(std::nullopt, "run/manifest.json is missing");
+  EXPECT_EQ(r.status, CheckStatus::fail);
+  EXPECT_EQ(r.summary, "run/manifest.json is missing");
+}
+
+// A manifest whose field was renamed (or mistyped) does not read: env.manifest fails naming the field, never
+// passes on what was left, nor says the file is missing.
+TEST(Checks, AManifestAgainstTheTableFailsNamingTheField) {
+  for (const auto& [from, to, want] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"world_size", "world", "field 'world_size': missing"},
+           {"backend", "backends", "unknown field 'backends'"}}) {
+    nlohmann::json j = good_manifest_json();
+    j[to] = j[from];
+    j.erase(from);
+    Manifest m;
+    std::string err;
+    ASSERT_FALSE(manifest_from_json(j, m, err)) << from;
+    EXPECT_NE(err.find(want), std::string::npos) << err;
+  }
+  nlohmann::json j = good_manifest_json();
+  j["config"]["workers"] = "two";
+  Manifest m;
+  std::string err;
+  ASSERT_FALSE(manifest_from_json(j, m, err));
+  EXPECT_EQ(err, "field 'config.workers': not an integer");
+  j = good_manifest_json();
+  j["ranks"][1].erase("pid");
+  ASSERT_FALSE(manifest_from_json(j, m, err));
+  EXPECT_EQ(err, "field 'ranks[1].pid': missing");
 }
 
 // A toy sampler world: 20 samples, 2 ranks, batches of 4, orders given per epoch.

@@ -26,13 +26,14 @@
 
 namespace {
 
-nlohmann::json python_contract(const std::string& layout = std::string(DDP_SOURCE_DIR) +
-                                                           "/python/ddp_profile/layout.py") {
+// layout.py's contract() as JSON, loaded from `package` (the companion's folder) as ddp_profile.layout without running
+// the package's __init__ (which imports torch): layout imports only its neighbour records_table.
+nlohmann::json python_contract(const std::string& package = std::string(DDP_SOURCE_DIR) + "/python/ddp_profile") {
   const std::string cmd =
-      "python3 -c 'import importlib.util, json, sys; s = importlib.util.spec_from_file_location(\"layout\", "
-      "sys.argv[1]); "
-      "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); print(json.dumps(m.contract()))' '" +
-      layout + "' 2>&1";
+      "python3 -c 'import importlib, json, sys, types; p = types.ModuleType(\"ddp_profile\"); "
+      "p.__path__ = [sys.argv[1]]; sys.modules[\"ddp_profile\"] = p; "
+      "print(json.dumps(importlib.import_module(\"ddp_profile.layout\").contract()))' '" +
+      package + "' 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return nullptr;
   std::string out;
@@ -129,7 +130,7 @@ std::vector<std::string> record_differences(const std::vector<ddp::records::Reco
         continue;
       }
       const nlohmann::json& p = py[f.key];
-      if (p["type"] != f.type || p["nested"] != f.nested)
+      if (p["type"] != f.type || p["nested"] != f.nested || p["list"] != f.list)
         out.push_back(at + ": type " + p["type"].dump() + " vs " + f.type);
       if (p["unit"] != f.unit) out.push_back(at + ": unit " + p["unit"].dump() + " vs \"" + f.unit + "\"");
       if (p["required"] != f.required) out.push_back(at + ": required differs");
@@ -162,15 +163,17 @@ TEST(CompanionContract, TheRecordsAreRecordsDefFieldByField) {
 TEST(CompanionContract, ARenameOnEitherSideIsFound) {
   const std::string dir = std::filesystem::temp_directory_path() / ("ddp_contract_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  std::ifstream in(std::string(DDP_SOURCE_DIR) + "/python/ddp_profile/layout.py");
+  const std::string package = std::string(DDP_SOURCE_DIR) + "/python/ddp_profile";
+  std::filesystem::copy_file(package + "/layout.py", dir + "/layout.py");
+  std::ifstream in(package + "/records_table.py");
   std::stringstream text;
   text << in.rdbuf();
   std::string py = text.str();
   const std::string from = "\"output_finite\": (", to = "\"outputs_finite\": (";
   ASSERT_NE(py.find(from), std::string::npos);
   py.replace(py.find(from), from.size(), to);
-  std::ofstream(dir + "/layout.py") << py;
-  const nlohmann::json renamed = python_contract(dir + "/layout.py");
+  std::ofstream(dir + "/records_table.py") << py;
+  const nlohmann::json renamed = python_contract(dir);
   ddp::testing::remove_tree(dir);
   ASSERT_TRUE(renamed.is_object());
   const auto python_side = record_differences(ddp::records::schema(), renamed["records"]);
@@ -216,7 +219,7 @@ TEST(CompanionContract, TheReaderNamesTheFileTheLineAndTheField) {
   ddp::records::training t;
   EXPECT_FALSE(ddp::records::read(nlohmann::json::parse(R"({"step":0,"rss":1,"first_nonfinite_layer":{"layers":"x"}})"),
                                   t, err));
-  EXPECT_EQ(err, "field 'first_nonfinite_layer': unknown field 'layers'") << "a nested record's own key";
+  EXPECT_EQ(err, "unknown field 'first_nonfinite_layer.layers'") << "a nested record's own key, as Python says it";
   EXPECT_FALSE(
       ddp::records::read(nlohmann::json::parse(R"({"step":0,"rss":1,"first_nonfinite_layer":{"layer":3}})"), t, err));
   EXPECT_EQ(err, "field 'first_nonfinite_layer.layer': not a string");

@@ -22,7 +22,7 @@ TEST(CudaPath, ProbeSaysWhyThereIsNoDevice) {
     EXPECT_NE(d.why_none.find("CPU-only"), std::string::npos);
   }
   auto v = cuda::versions(d);
-  EXPECT_TRUE(v["device"].is_null());
+  EXPECT_FALSE(v.device.has_value());
   EXPECT_EQ(cuda::memory_stats(0).allocated, 0u);
   cuda::record_memory_counters(0);  // no recorder, no device: nothing happens
 }

@@ -222,11 +222,11 @@ TEST(UserResume, EqualFinalStatesPassAndTheFirstDifferenceIsNamed) {
 
 TEST(UserManifest, TheScriptsArgvBecomesConfigOptionsTheDiffCanName) {
   auto c = ddp::config_from_argv({"train.py", "--lr", "3e-4", "--amp", "--epochs=2", "data"});
-  EXPECT_EQ(c["script"], "train.py");
-  EXPECT_EQ(c["args"]["--lr"], "3e-4");
-  EXPECT_EQ(c["args"]["--amp"], true);
-  EXPECT_EQ(c["args"]["--epochs"], "2");
-  EXPECT_EQ(c["args"]["positional.0"], "data");
+  EXPECT_EQ(c.script, "train.py");
+  EXPECT_EQ(c.args["--lr"], "3e-4");
+  EXPECT_EQ(c.args["--amp"], true);
+  EXPECT_EQ(c.args["--epochs"], "2");
+  EXPECT_EQ(c.args["positional.0"], "data");
 }
 
 // An unknown id is a usage error the ladder reports before anything starts (the table owns the ids).

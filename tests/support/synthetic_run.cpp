@@ -4,6 +4,7 @@
 #include <fstream>
 #include <vector>
 
+#include "tests/support/test_manifest.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/trace_writer.h"
 
@@ -98,7 +99,7 @@ int64_t write_synthetic_run(const std::string& dir, const SyntheticRunOptions& o
     w.close();
     total += static_cast<int64_t>(events);
   }
-  std::ofstream(dir + "/manifest.json") << "{\"world\": " << o.ranks << ", \"job\": \"synthetic\"}\n";
+  std::ofstream(dir + "/manifest.json") << ddp::testing::our_job_manifest_json(o.ranks).dump(2) << "\n";
   return total;
 }
 

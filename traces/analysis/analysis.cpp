@@ -15,14 +15,6 @@ namespace {
 
 using namespace analysis_detail;
 
-int world_size(const RunTrace& run) {
-  int world = static_cast<int>(run.ranks.size());
-  if (run.manifest.is_object() && run.manifest.contains("world_size") && run.manifest["world_size"].is_number())
-    world = std::max(world, run.manifest["world_size"].get<int>());
-  if (world == 0 && !run.ranks.empty()) world = static_cast<int>(run.ranks.front().world);
-  return world;
-}
-
 double mean_step_ms(const std::vector<RankAnalysis>& ranks) {
   double sum = 0;
   int n = 0;
@@ -73,15 +65,15 @@ std::string verdict(const Analysis& a) {
 Analysis analyze(const RunTrace& run) {
   Analysis a;
   a.problems = run.problems;
-  const nlohmann::json& cfg = config_of(run);
-  a.world = world_size(run);
+  const records::job_config* job = run.job();
+  a.world = static_cast<int>(run.world_size());
 
   std::vector<RankData> data;
   data.reserve(run.ranks.size());
   for (const RankTrace& t : run.ranks) data.push_back(prepare(t));
   index_peer_launches(data);
   for (const RankData& d : data) {
-    a.ranks.push_back(rank_stats(d, data, std::max(a.world, 1), cfg));
+    a.ranks.push_back(rank_stats(d, data, std::max(a.world, 1), job));
     if (d.steps.empty()) a.problems.push_back("rank " + std::to_string(d.rank) + ": no steps recorded");
   }
 
@@ -91,7 +83,7 @@ Analysis analyze(const RunTrace& run) {
   a.step_ms = mean_step_ms(a.ranks);
   a.causes = attribute_stalls(data, a.ranks, common, a.step_ms, run.origin_ns());
   add_what_if(a, data, common);
-  add_flags(a, data, cfg, manifest_backend(run));
+  add_flags(a, data, job, manifest_backend(run));
   a.gpu = gpu_time(run);
   a.verdict = verdict(a);
   return a;

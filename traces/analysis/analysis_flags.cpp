@@ -74,13 +74,13 @@ void flag_sync_every_micro_step(Analysis& a, const RankData& d, const RankAnalys
               {"early_allreduces_per_step", static_cast<double>(early) / static_cast<double>(r.steps)}});
 }
 
-void flag_tiny_buckets(Analysis& a, const RankAnalysis& r, const nlohmann::json& cfg) {
+void flag_tiny_buckets(Analysis& a, const RankAnalysis& r, const records::job_config* job) {
   if (r.allreduce.syncs_per_step <= 0) return;
   double per_sync = r.allreduce.count_per_step / r.allreduce.syncs_per_step;
   double mb = r.allreduce.mean_bucket_bytes / (1 << 20);
   if (per_sync > kTinyBucketsMaxPerSync || (per_sync >= kTinyBucketsMinPerSync && mb < kTinyBucketMaxMiB)) {
     nlohmann::json ev = {{"buckets_per_sync", per_sync}, {"mean_bucket_bytes", r.allreduce.mean_bucket_bytes}};
-    if (cfg.contains("bucket_mb")) ev["bucket_mb"] = cfg["bucket_mb"];
+    if (job) ev["bucket_mb"] = job->bucket_mb;
     add_flag(a, "tiny_buckets", r.rank,
              fmt("rank %d: %.1f allreduces per sync averaging %.3f MiB; per-call latency dominates (raise "
                  "--bucket-mb)",
@@ -199,11 +199,13 @@ void flag_collective_tail(Analysis& a, const std::vector<RankData>& data, const 
 
 }  // namespace
 
-void add_flags(Analysis& a, const std::vector<RankData>& data, const nlohmann::json& cfg, const std::string& backend) {
+void add_flags(Analysis& a, const std::vector<RankData>& data, const records::job_config* job,
+               const std::string& backend) {
   FlagSettings set;
-  set.pinned = cfg_bool(cfg, "pinned");
-  set.accum_steps = cfg_num(cfg, "accum_steps", 0);
-  set.sync_every_step = cfg_bool(cfg, "sync_every_step");
+  // Of our own job the settings are known; of a user's the flags go by what the spans show (-1, 0: unknown).
+  set.pinned = job ? job->pinned : -1;
+  set.accum_steps = job ? static_cast<double>(job->accum_steps) : 0;
+  set.sync_every_step = job ? job->sync_every_step : -1;
   for (size_t i = 0; i < data.size(); ++i) {
     const RankData& d = data[i];
     const RankAnalysis& r = a.ranks[i];
@@ -211,7 +213,7 @@ void add_flags(Analysis& a, const std::vector<RankData>& data, const nlohmann::j
     if (!r.steps) continue;
     flag_pageable_h2d(a, r, set.pinned);
     flag_sync_every_micro_step(a, d, r, set);
-    flag_tiny_buckets(a, r, cfg);
+    flag_tiny_buckets(a, r, job);
     flag_loader_cannot_keep_up(a, r);
     flag_memory_growth(a, d, Counter::host_rss_bytes);
     flag_memory_growth(a, d, Counter::cuda_allocated_bytes);

@@ -13,6 +13,8 @@ namespace ddp::analysis_detail {
 
 // Appends the flags of every rank to a.flags, rank by rank, then those of the run as a whole; `a.ranks[i]` measures
 // `data[i]`. `backend` is the manifest's ("gloo", "nccl"; empty when unknown), for the advice a flag gives.
-void add_flags(Analysis& a, const std::vector<RankData>& data, const nlohmann::json& cfg, const std::string& backend);
+// `job`: our own job's settings (null for a user's job or profiler traces).
+void add_flags(Analysis& a, const std::vector<RankData>& data, const records::job_config* job,
+               const std::string& backend);
 
 }  // namespace ddp::analysis_detail

@@ -81,7 +81,7 @@ void add_allreduce_measures(RankAnalysis& r, const RankData& d, const std::vecto
 }
 
 // Loader: per-batch stage times of the batches these steps consumed, against the main thread's demand.
-void add_loader_measures(RankAnalysis& r, const RankData& d, const nlohmann::json& cfg) {
+void add_loader_measures(RankAnalysis& r, const RankData& d, const records::job_config* job) {
   LoaderStats& L = r.loader;
   std::vector<uint64_t> batches;
   std::array<double, kStageCount> lt{};
@@ -95,7 +95,8 @@ void add_loader_measures(RankAnalysis& r, const RankData& d, const nlohmann::jso
   std::sort(batches.begin(), batches.end());
   batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
   L.batches = static_cast<double>(batches.size());
-  L.workers = static_cast<int>(cfg_num(cfg, "workers", 0));
+  // Our job says how many workers it ran; of a user's, the lanes that delivered batches are what is known.
+  L.workers = job ? job->workers : 0;
   if (L.workers <= 0) L.workers = static_cast<int>(lanes.size());
   if (!batches.empty()) {
     for (Stage st : kLoaderStages) {
@@ -142,33 +143,12 @@ void add_loader_measures(RankAnalysis& r, const RankData& d, const nlohmann::jso
 
 }  // namespace
 
-const nlohmann::json& config_of(const RunTrace& run) {
-  static const nlohmann::json empty = nlohmann::json::object();
-  if (run.manifest.is_object()) {
-    auto it = run.manifest.find("config");
-    if (it != run.manifest.end() && it->is_object()) return *it;
-  }
-  return empty;
-}
-
 std::string manifest_backend(const RunTrace& run) {
-  if (!run.manifest.is_object()) return "";
-  auto it = run.manifest.find("backend");
-  return it != run.manifest.end() && it->is_string() ? it->get<std::string>() : "";
+  return run.manifest ? run.manifest->fields.backend.value_or("") : "";
 }
 
-double cfg_num(const nlohmann::json& cfg, const char* key, double dflt) {
-  auto it = cfg.find(key);
-  return it != cfg.end() && it->is_number() ? it->get<double>() : dflt;
-}
-
-int cfg_bool(const nlohmann::json& cfg, const char* key) {
-  auto it = cfg.find(key);
-  if (it == cfg.end() || !it->is_boolean()) return -1;
-  return it->get<bool>() ? 1 : 0;
-}
-
-RankAnalysis rank_stats(const RankData& d, const std::vector<RankData>& all, int world, const nlohmann::json& cfg) {
+RankAnalysis rank_stats(const RankData& d, const std::vector<RankData>& all, int world,
+                        const records::job_config* job) {
   RankAnalysis r;
   r.rank = d.rank;
   r.complete = d.trace->complete;
@@ -181,7 +161,7 @@ RankAnalysis rank_stats(const RankData& d, const std::vector<RankData>& all, int
   r.step_ms = ms(step_total) / n;
   add_stage_measures(r, stage_totals(d), n);
   add_allreduce_measures(r, d, all, world, n);
-  add_loader_measures(r, d, cfg);
+  add_loader_measures(r, d, job);
   return r;
 }
 

@@ -13,16 +13,11 @@
 
 namespace ddp::analysis_detail {
 
-// The manifest's "config" object (empty when the run has none).
-const nlohmann::json& config_of(const RunTrace& run);
 // The manifest's process-group backend ("gloo", "nccl"), empty when the run does not say.
 std::string manifest_backend(const RunTrace& run);
-// A number from the config, or `dflt`.
-double cfg_num(const nlohmann::json& cfg, const char* key, double dflt);
-// A boolean from the config: -1 unknown, 0 false, 1 true.
-int cfg_bool(const nlohmann::json& cfg, const char* key);
 
-RankAnalysis rank_stats(const RankData& d, const std::vector<RankData>& all, int world, const nlohmann::json& cfg);
+// `job`: our own job's settings (RunTrace::job), null for a user's job or profiler traces (then what the spans show).
+RankAnalysis rank_stats(const RankData& d, const std::vector<RankData>& all, int world, const records::job_config* job);
 
 // Per-step time of a stage on a rank (0 when it has no spans of it).
 double stage_ms(const RankAnalysis& r, Stage stage);

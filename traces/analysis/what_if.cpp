@@ -295,17 +295,12 @@ bool write_predicted_run(const RunTrace& run, const WhatIf& w, const std::string
   }
   const uint32_t world = w.result.predicted.front().world;
   if (!write_native_traces(dir, w.result.predicted, world, err)) return false;
-  nlohmann::json manifest = run.manifest.is_object() ? run.manifest : nlohmann::json::object();
-  manifest["world_size"] = world;
-  manifest["what_if"] = what_if_json(w);
-  manifest["what_if"]["of_run"] = run.dir;
-  std::ofstream out(in_run(dir, kManifestFile));
-  out << manifest.dump(2) << "\n";
-  if (!out) {
-    err = "cannot write " + in_run(dir, kManifestFile);
-    return false;
-  }
-  return true;
+  // The measured run's manifest, with the predicted world and what was predicted (a run without one: those alone).
+  Manifest m = run.manifest.value_or(Manifest{});
+  m.fields.world_size = world;
+  m.fields.what_if = what_if_json(w);
+  (*m.fields.what_if)["of_run"] = run.dir;
+  return write_manifest(dir, m, err);
 }
 
 }  // namespace ddp

@@ -52,7 +52,7 @@ RunDiff diff_runs(const DiffRun& a, const DiffRun& b, const DiffOptions& opt) {
   d.problems_a = a.problems;
   d.problems_b = b.problems;
   std::set<std::string> changed;
-  d.config = run_diff_detail::diff_config(a.manifest, b.manifest, changed);
+  d.config = run_diff_detail::diff_config(a.compared, b.compared, changed);
   d.distributed_changed = changed_in_order(changed);
   d.warning = ambiguity_warning(d.distributed_changed, other_changed_options(d.config));
   d.timing = run_diff_detail::diff_timing(a, b);

@@ -80,7 +80,14 @@ bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
     return false;
   }
   fs::path root(dir);
-  run.manifest = read_manifest(dir, run.problems);
+  Manifest m;
+  std::string why;
+  if (read_manifest(dir, m, why)) {
+    run.manifest = std::move(m);
+    run.compared = to_json(*run.manifest);
+  } else {
+    run.problems.push_back(why);
+  }
   if (has_rank_trace(root)) {
     RunTrace trace;
     std::string err;
@@ -111,7 +118,7 @@ bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
     for (const auto& l : read_lenient<records::replicas>(path, run.problems)) recs.push_back({l.step, l.param_hash});
     if (!recs.empty()) run.replicas[rank] = std::move(recs);
   }
-  if (run.manifest.is_null() && !run.has_traces && run.summaries.empty() && run.replicas.empty()) {
+  if (!run.manifest && !run.has_traces && run.summaries.empty() && run.replicas.empty()) {
     error = "nothing to compare in " + dir + " (no readable manifest.json, rank traces or verify/ summaries)";
     return false;
   }
@@ -125,11 +132,13 @@ DiffRun diff_run_of_traces(const RunTrace& run, int cycle) {
   d.traces = summarize(run);
   d.problems = run.problems;
   // Not the import report: its files, offsets and notes differ between any two cycles of one job.
-  d.manifest = {{"source", run.manifest.value("source", "")}, {"world_size", run.manifest.value("world_size", 0)}};
-  if (run.manifest.contains("backend")) d.manifest["backend"] = run.manifest["backend"];
+  d.manifest = run.manifest;
+  d.compared = {{"source", run.manifest ? run.manifest->fields.source.value_or("") : ""},
+                {"world_size", run.world_size()}};
+  if (run.manifest && run.manifest->fields.backend) d.compared["backend"] = *run.manifest->fields.backend;
   uint32_t first = 0, last = 0;
-  if (step_range(run, first, last)) d.manifest["steps"] = std::to_string(first) + "-" + std::to_string(last);
-  if (cycle > 0) d.manifest["cycle"] = cycle;
+  if (step_range(run, first, last)) d.compared["steps"] = std::to_string(first) + "-" + std::to_string(last);
+  if (cycle > 0) d.compared["cycle"] = cycle;
   return d;
 }
 

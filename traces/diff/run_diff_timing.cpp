@@ -32,18 +32,12 @@ std::map<int, RankTiming> timing_from_traces(const DiffRun& r) {
 
 std::map<int, RankTiming> timing_from_manifest(const DiffRun& r) {
   std::map<int, RankTiming> out;
-  if (!r.manifest.is_object()) return out;
-  auto it = r.manifest.find("ranks");
-  if (it == r.manifest.end() || !it->is_array()) return out;
-  for (size_t i = 0; i < it->size(); ++i) {
-    const auto& rk = (*it)[i];
-    if (!rk.is_object()) continue;
-    int rank = rk.contains("rank") && rk["rank"].is_number_integer() ? rk["rank"].get<int>() : static_cast<int>(i);
+  if (!r.manifest || !r.manifest->fields.ranks) return out;
+  for (const records::manifest_rank& rk : *r.manifest->fields.ranks) {
     RankTiming t;
-    if (rk.contains("step_time_median_ms") && rk["step_time_median_ms"].is_number())
-      t.step_median_ms = rk["step_time_median_ms"].get<double>();
-    if (rk.contains("steps") && rk["steps"].is_number()) t.steps = rk["steps"].get<double>();
-    if (t.step_median_ms) out[rank] = t;
+    t.step_median_ms = rk.step_time_median_ms.value_or(0);
+    t.steps = static_cast<double>(rk.steps.value_or(0));
+    if (t.step_median_ms) out[static_cast<int>(rk.rank)] = t;
   }
   return out;
 }

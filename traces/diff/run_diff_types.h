@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "traces/analysis/summary.h"
+#include "traces/model/manifest.h"
 
 namespace ddp {
 
@@ -31,7 +32,10 @@ struct ReplicaRecord {
 // What --diff reads from one run folder.
 struct DiffRun {
   std::string dir;
-  nlohmann::json manifest;                             // null when missing or unreadable
+  std::optional<Manifest> manifest;  // read once; absent when missing or unreadable (`problems`)
+  // What the configuration comparison compares: the manifest as written (null without one); of profiler traces
+  // their source, world size, backend, steps and cycle.
+  nlohmann::json compared;
   bool has_traces = false;                             // at least one rank trace could be read
   std::vector<RankSummary> traces;                     // summarize() of the rank traces
   std::map<int, std::vector<TensorRecord>> summaries;  // by rank, in file order

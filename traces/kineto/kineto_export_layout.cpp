@@ -10,34 +10,26 @@ constexpr int64_t kNanosPerSecond = 1'000'000'000;
 // A rank whose pid the manifest does not say: far above any GPU index, so its threads never share a GPU's pid.
 constexpr int64_t kPidWithoutManifest = 1'000'000;
 
-std::string text_at(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-// versions.cuda {"device", "compute_capability": "8.0", "device_memory_bytes"} of a GPU run.
-std::optional<GpuFacts> gpu_facts(const nlohmann::json& manifest) {
-  if (!manifest.is_object() || !manifest.contains("versions")) return std::nullopt;
-  const nlohmann::json& v = manifest["versions"];
-  if (!v.is_object() || !v.contains("cuda") || !v["cuda"].is_object()) return std::nullopt;
-  const nlohmann::json& c = v["cuda"];
+// versions.cuda of a GPU run of our job (records.def's cuda_versions; a user's is a string, with no device facts).
+std::optional<GpuFacts> gpu_facts(const RunTrace& run) {
+  if (!run.manifest || !run.manifest->fields.versions || !run.manifest->fields.versions->cuda) return std::nullopt;
+  const nlohmann::json& cuda = *run.manifest->fields.versions->cuda;
+  records::cuda_versions c;
+  std::string why;
+  if (!cuda.is_object() || !records::read(cuda, c, why) || !c.device || c.device->empty()) return std::nullopt;
   GpuFacts g;
-  g.name = text_at(c, "device");
-  if (g.name.empty()) return std::nullopt;
-  const std::string cc = text_at(c, "compute_capability");
+  g.name = *c.device;
+  const std::string cc = c.compute_capability.value_or("");
   if (std::sscanf(cc.c_str(), "%d.%d", &g.cc_major, &g.cc_minor) != 2) g.cc_major = g.cc_minor = 0;
-  if (auto m = c.find("device_memory_bytes"); m != c.end() && m->is_number_unsigned())
-    g.total_bytes = m->get<uint64_t>();
+  if (c.device_memory_bytes) g.total_bytes = *c.device_memory_bytes;
   return g;
 }
 
-std::vector<std::pair<uint32_t, int64_t>> rank_pids(const nlohmann::json& manifest) {
+std::vector<std::pair<uint32_t, int64_t>> rank_pids(const RunTrace& run) {
   std::vector<std::pair<uint32_t, int64_t>> out;
-  if (!manifest.is_object() || !manifest.contains("ranks") || !manifest["ranks"].is_array()) return out;
-  for (const nlohmann::json& r : manifest["ranks"])
-    if (r.is_object() && r.contains("rank") && r["rank"].is_number_unsigned() && r.contains("pid") &&
-        r["pid"].is_number_integer())
-      out.emplace_back(r["rank"].get<uint32_t>(), r["pid"].get<int64_t>());
+  if (!run.manifest || !run.manifest->fields.ranks) return out;
+  for (const records::manifest_rank& r : *run.manifest->fields.ranks)
+    if (r.rank >= 0) out.emplace_back(static_cast<uint32_t>(r.rank), r.pid);
   return out;
 }
 
@@ -67,24 +59,16 @@ int64_t RunFacts::pid(uint32_t rank) const {
 RunFacts run_facts(const RunTrace& run) {
   RunFacts f;
   f.dir = run.dir;
-  const nlohmann::json& m = run.manifest;
-  if (m.is_object()) {
-    if (std::string b = text_at(m, "backend"); !b.empty()) f.backend = b;
-    if (m.contains("config") && m["config"].is_object())
-      if (std::string o = text_at(m["config"], "optimizer"); !o.empty()) f.optimizer = o;
-    if (m.contains("world_size") && m["world_size"].is_number_unsigned()) f.world = m["world_size"].get<uint32_t>();
-  }
-  for (const RankTrace& r : run.ranks) f.world = std::max({f.world, r.world, r.rank + 1});
-  if (f.world > kMaxWorldSize) {  // a damaged manifest or header: the ranks present are what is known
-    f.world = 0;
-    for (const RankTrace& r : run.ranks) f.world = std::max(f.world, r.rank + 1);
-  }
-  f.gpu = gpu_facts(m);
+  if (run.manifest && run.manifest->fields.backend && !run.manifest->fields.backend->empty())
+    f.backend = *run.manifest->fields.backend;
+  if (const records::job_config* job = run.job(); job && !job->optimizer.empty()) f.optimizer = job->optimizer;
+  f.world = run.world_size();
+  f.gpu = gpu_facts(run);
   f.backend_config = (f.backend == "nccl" ? "cuda:" : "cpu:") + f.backend;
   f.group_ranks = "[";
   for (uint32_t i = 0; i < f.world; ++i) f.group_ranks += (i ? ", " : "") + std::to_string(i);
   f.group_ranks += "]";
-  f.pids = rank_pids(m);
+  f.pids = rank_pids(run);
   const int64_t start_unix = run.ranks.empty() ? 0 : run.ranks.front().created_unix_ns;
   f.base_ns = start_unix > 0 ? start_unix / kNanosPerSecond * kNanosPerSecond : 0;
   f.ts_shift_ns = (start_unix > 0 ? start_unix - f.base_ns : 0) - run.origin_ns();

@@ -186,16 +186,17 @@ std::string mixed_formats_note(const std::map<std::string, std::vector<int>>& fo
          "sizes, the DataLoader's span) can differ between ranks for that reason alone";
 }
 
-nlohmann::json alignment_json(const ClockEstimate& e) {
-  nlohmann::json j = {{"rank", e.rank},
-                      {"offset_ms", e.offset_ns / 1e6},
-                      {"uncertainty_ms", e.mad_ns / 1e6},
-                      {"uncertainty", "median absolute deviation of the end-time differences"},
-                      {"collectives", e.matched},
-                      {"measured", e.measured},
-                      {"clamped_to_bounds", e.clamped}};
-  j["bounds_ms"] = e.bounded ? nlohmann::json::array({e.min_ns / 1e6, e.max_ns / 1e6}) : nlohmann::json(nullptr);
-  return j;
+records::clock_alignment alignment_record(const ClockEstimate& e) {
+  records::clock_alignment a;
+  a.rank = e.rank;
+  a.offset_ms = e.offset_ns / 1e6;
+  a.uncertainty_ms = e.mad_ns / 1e6;
+  a.uncertainty = "median absolute deviation of the end-time differences";
+  a.collectives = static_cast<int64_t>(e.matched);
+  a.measured = e.measured;
+  a.clamped_to_bounds = e.clamped;
+  if (e.bounded) a.bounds_ms = std::vector<double>{e.min_ns / 1e6, e.max_ns / 1e6};
+  return a;
 }
 
 // What a CPU-side Kineto trace of the training process cannot show; said, not guessed.
@@ -321,7 +322,7 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
     c.phase = 0;
     c.rounds = static_cast<uint32_t>(e.matched);
     b.trace.clocks.push_back(c);
-    report.clock_alignment.push_back(alignment_json(e));
+    report.clock_alignment.push_back(alignment_record(e));
     run.ranks.push_back(std::move(b.trace));
   }
   for (const std::string& n : limits_of(run)) notes.push_back(n);
@@ -335,8 +336,10 @@ bool load_kineto_run(const std::vector<std::string>& inputs, const KinetoStageMa
   report.reference_rank = run.ranks.front().rank;
   if (!cycles.empty()) report.cycles = cycles;
   run.kineto = std::move(report);
-  run.manifest = {{"source", "kineto"}, {"world_size", world}};
-  if (backends.size() == 1) run.manifest["backend"] = *backends.begin();
+  run.manifest.emplace();
+  run.manifest->fields.source = "kineto";
+  run.manifest->fields.world_size = world;
+  if (backends.size() == 1) run.manifest->fields.backend = *backends.begin();
   return true;
 }
 
@@ -391,23 +394,23 @@ nlohmann::json kineto_report_json(const RunTrace& run) {
 
 namespace {
 // At many ranks the alignment is a distribution and the per-rank notes are grouped by what they say.
-std::string clock_alignment_summary(const nlohmann::json& alignment) {
+std::string clock_alignment_summary(const std::vector<records::clock_alignment>& alignment) {
   std::vector<double> offsets, uncertainties;
   std::vector<int> unmeasured, clamped;
   int far = -1, loose = -1;
   double far_ms = 0, loose_ms = 0;
-  for (const auto& a : alignment) {
-    const int rank = a.value("rank", 0);
-    if (!a.value("measured", false)) {
+  for (const records::clock_alignment& a : alignment) {
+    const int rank = static_cast<int>(a.rank);
+    if (!a.measured) {
       unmeasured.push_back(rank);
       continue;
     }
-    const double off = a.value("offset_ms", 0.0), unc = a.value("uncertainty_ms", 0.0);
+    const double off = a.offset_ms, unc = a.uncertainty_ms;
     offsets.push_back(std::abs(off));
     uncertainties.push_back(unc);
     if (far < 0 || std::abs(off) > far_ms) far = rank, far_ms = std::abs(off);
     if (loose < 0 || unc > loose_ms) loose = rank, loose_ms = unc;
-    if (a.value("clamped_to_bounds", false)) clamped.push_back(rank);
+    if (a.clamped_to_bounds) clamped.push_back(rank);
   }
   auto median = [](std::vector<double> v) {
     if (v.empty()) return 0.0;
@@ -423,11 +426,10 @@ std::string clock_alignment_summary(const nlohmann::json& alignment) {
   return out;
 }
 
-std::string notes_grouped(const nlohmann::json& notes) {
+std::string notes_grouped(const std::vector<std::string>& notes) {
   std::map<std::string, std::vector<int>> by_text;  // "rank R: text" -> text's ranks
   std::vector<std::string> order;
-  for (const auto& n : notes) {
-    std::string text = n.get<std::string>();
+  for (std::string text : notes) {
     int rank = -1;
     if (text.rfind("rank ", 0) == 0 && text.find(": ") != std::string::npos) {
       rank = std::atoi(text.c_str() + 5);
@@ -444,36 +446,35 @@ std::string notes_grouped(const nlohmann::json& notes) {
 }  // namespace
 
 std::string kineto_report_text(const RunTrace& run) {
-  const nlohmann::json r = kineto_report_json(run);
-  if (r.is_null()) return {};
-  const bool many = r["clock_alignment"].size() > static_cast<size_t>(kRanksListedInFull);
+  if (!run.kineto) return {};
+  const KinetoImportReport& r = *run.kineto;
+  const bool many = r.clock_alignment.size() > static_cast<size_t>(kRanksListedInFull);
   std::string out =
       fmt("clock alignment (offset of each rank's clock from rank %d's, median of matched collectives' "
           "end-time differences ± their median absolute deviation%s):\n",
-          r.value("reference_rank", 0), many ? "; each rank's in --json" : "");
+          static_cast<int>(r.reference_rank), many ? "; each rank's in --json" : "");
   if (many) {
-    out += clock_alignment_summary(r["clock_alignment"]);
+    out += clock_alignment_summary(r.clock_alignment);
   } else {
-    for (const auto& a : r["clock_alignment"]) {
-      if (!a.value("measured", false)) {
-        out += fmt("  rank %d: not measured (no collective matched)\n", a.value("rank", 0));
+    for (const records::clock_alignment& a : r.clock_alignment) {
+      if (!a.measured) {
+        out += fmt("  rank %d: not measured (no collective matched)\n", static_cast<int>(a.rank));
         continue;
       }
       std::string bounds;
-      if (a["bounds_ms"].is_array() && a.value("rank", 0) != r.value("reference_rank", 0))
-        bounds = fmt(", certainly within [%+.2f, %+.2f] ms%s", a["bounds_ms"][0].get<double>(),
-                     a["bounds_ms"][1].get<double>(), a.value("clamped_to_bounds", false) ? " (median clamped)" : "");
-      out +=
-          fmt("  rank %d: %+.2f ms ± %.2f ms from %zu collectives%s\n", a.value("rank", 0), a.value("offset_ms", 0.0),
-              a.value("uncertainty_ms", 0.0), a.value("collectives", size_t{0}), bounds.c_str());
+      if (a.bounds_ms && a.bounds_ms->size() == 2 && a.rank != r.reference_rank)
+        bounds = fmt(", certainly within [%+.2f, %+.2f] ms%s", (*a.bounds_ms)[0], (*a.bounds_ms)[1],
+                     a.clamped_to_bounds ? " (median clamped)" : "");
+      out += fmt("  rank %d: %+.2f ms ± %.2f ms from %zu collectives%s\n", static_cast<int>(a.rank), a.offset_ms,
+                 a.uncertainty_ms, static_cast<size_t>(a.collectives), bounds.c_str());
     }
   }
-  if (!r["notes"].empty()) {
+  if (!r.notes.empty()) {
     out += "notes:\n";
     if (many) {
-      out += notes_grouped(r["notes"]);
+      out += notes_grouped(r.notes);
     } else {
-      for (const auto& n : r["notes"]) out += "  " + n.get<std::string>() + "\n";
+      for (const auto& n : r.notes) out += "  " + n + "\n";
     }
   }
   return out;

@@ -22,8 +22,8 @@ bool is_kineto_input(const std::vector<std::string>& inputs);
 // Loads the traces `inputs` name: trace files (.json, .json.gz) or folders of them. A damaged or unreadable file is
 // listed in run.problems with the rank it would have been, and the other ranks load. Returns false with `error` set
 // (naming the files) when no rank loads, when a file's rank cannot be known, when two files claim the same rank or
-// when their world sizes disagree. run.manifest holds {"source": "kineto", "world_size", "kineto": report}, the report
-// being what kineto_report_json returns.
+// when their world sizes disagree. run.manifest holds source "kineto", the world size and the backend the files agree
+// on; run.kineto the import report (kineto_report_json).
 // Several files of one rank are its profiling cycles (traces/kineto/kineto_cycles.h): all analysed as one run, or
 // only cycle `cycle` (1-based) when > 0; the report adds "cycles" and a note saying what was found.
 // `each_file`, when set, is asked for a callback for every file it reads (its path), which then sees each of the
@@ -57,8 +57,8 @@ struct KinetoRankFile {
   }
 };
 std::vector<KinetoRankFile> kineto_rank_files(const RunTrace& run, int64_t origin_ns);
-// The import report: {"files": [...], "reference_rank", "clock_alignment": [{"rank", "offset_ms", "uncertainty_ms",
-// "uncertainty", "collectives", "measured"}], "notes": [...]}; null for our own runs.
+// The import report: {"files": [...], "reference_rank", "clock_alignment": [records.def's clock_alignment per rank],
+// "notes": [...]}; null for our own runs.
 nlohmann::json kineto_report_json(const RunTrace& run);
 // The same as text: one line per rank's clock ("rank 1: +7.31 ms ± 0.12 ms from 96 collectives") and the notes.
 std::string kineto_report_text(const RunTrace& run);

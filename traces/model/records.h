@@ -1,7 +1,8 @@
 #pragma once
-// The run folder's records as typed structs, one per row group of traces/model/records.def, and one reader per
-// record: a required field absent, null or of another type, or a key the table does not declare, is an error naming
-// the file, the line and the key; an optional field's absence is an empty std::optional the judge decides about.
+// The run folder's records as typed structs, one per row group of traces/model/records.def, one reader and one writer
+// per record. Reading: a required field absent, null or of another type, or a key the table does not declare, is an
+// error naming the file, the line and the key; an optional field's absence is an empty std::optional the reader's
+// caller decides about. Writing: every field under its table key, an empty optional left out.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@ namespace records {
 
 // The field types of records.def, as C++ types.
 using Int = int64_t;
+using UInt = uint64_t;  // a count or size that may pass 2^63 (a seed, bytes)
 using Float = double;
 using Bool = bool;
 using String = std::string;
@@ -31,6 +33,7 @@ using optional = std::optional<T>;
 #define DDP_RECORD(rec, doc) struct rec {
 #define DDP_FIELD(rec, member, key, type, unit, presence, meaning) presence<type> member{};
 #define DDP_NESTED(rec, member, key, sub, presence, meaning) presence<sub> member{};
+#define DDP_NESTED_LIST(rec, member, key, sub, presence, meaning) presence<std::vector<sub>> member{};
 #define DDP_RECORD_END(rec) \
   }                         \
   ;
@@ -41,6 +44,14 @@ using optional = std::optional<T>;
 #define DDP_RECORD(rec, doc) bool read(const nlohmann::json& j, rec& out, std::string& error);
 #include "traces/model/records.def"
 
+// A reader's error `why` (a field's: "field 'b': missing", or a value's: "not an integer") as the error of field
+// `key` that holds it: "field 'a.b': missing", "field 'a': not an integer"; a list's items are keys "[i]".
+std::string under_field(const std::string& key, const std::string& why);
+
+// One record as one JSON object, every key from the table (what every C++ writer of the run folder writes).
+#define DDP_RECORD(rec, doc) nlohmann::json to_json(const rec& r);
+#include "traces/model/records.def"
+
 // A field of the table, as the contract test compares it with python/ddp_profile/layout.py.
 struct FieldSchema {
   std::string key;
@@ -48,9 +59,12 @@ struct FieldSchema {
   std::string unit;
   bool required = true;
   bool nested = false;
+  bool list = false;  // a list of the nested record (DDP_NESTED_LIST)
+  std::string meaning;
 };
 struct RecordSchema {
   std::string name;
+  std::string doc;
   std::vector<FieldSchema> fields;
 };
 const std::vector<RecordSchema>& schema();

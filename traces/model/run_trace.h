@@ -8,7 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "traces/model/manifest.h"
 #include "traces/model/rank_trace.h"
+#include "traces/model/records.h"
 
 namespace ddp {
 
@@ -29,7 +31,7 @@ struct KinetoFileRead {
 struct KinetoImportReport {
   std::vector<KinetoFileRead> files;
   uint32_t reference_rank = 0;
-  nlohmann::json clock_alignment = nlohmann::json::array();  // per rank: kineto_import.cpp alignment_json
+  std::vector<records::clock_alignment> clock_alignment;  // per rank, as kineto_import.cpp measured it
   std::vector<std::string> notes;
   nlohmann::json cycles;  // null with one cycle per rank
   // The report as --analyze --json and the exports show it ("kineto": files, reference_rank, clock_alignment, ...).
@@ -43,13 +45,20 @@ struct KeptSteps {
 
 struct RunTrace {
   std::string dir;
-  nlohmann::json manifest;  // the run folder's manifest.json as written; null when the folder has none (e.g. a run
-                            // killed before rank 0 wrote it); for profiler traces the importer's facts (source, world)
+  // The run folder's manifest.json, read once (traces/model/manifest.h); absent when the folder has none or it does
+  // not read (a run killed before rank 0 wrote it; `problems` says which). For profiler traces the importer's facts:
+  // source "kineto", world_size and the backend the files agree on.
+  std::optional<Manifest> manifest;
   std::optional<KinetoImportReport> kineto;  // loaded from profiler traces: what the importer found
   std::optional<KeptSteps> step_window;      // cut to a window of steps
   std::vector<RankTrace> ranks;              // sorted by rank
   std::vector<std::string> problems;         // damaged or missing pieces, one line each
   bool from_kineto = false;  // loaded by load_kineto_run (traces/kineto/kineto_import.h), not from a run folder
+  // How many ranks the run had: the largest of the manifest's world size, every rank trace's header and the ranks
+  // present (a run cut short still had its world; a rank beyond the manifest's is still a rank).
+  uint32_t world_size() const;
+  // Our own job's settings (config), when the run is ours and its manifest read.
+  const records::job_config* job() const { return manifest && manifest->job ? &*manifest->job : nullptr; }
   // Earliest timestamp over all ranks after clock alignment; exporters start their time axis here.
   int64_t origin_ns() const;
   // The manifest as exports write it: the file's, with the import report ("kineto") and the step window added.

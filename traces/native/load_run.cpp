@@ -5,34 +5,11 @@
 #include <fstream>
 
 #include "traces/base/read_progress.h"
+#include "traces/model/manifest.h"
 #include "traces/native/trace_reader.h"
 
 namespace ddp {
 namespace fs = std::filesystem;
-
-nlohmann::json read_manifest(const std::string& dir, std::vector<std::string>& problems) {
-  const fs::path path = fs::path(dir) / kManifestFile;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    problems.push_back(std::string(kManifestFile) + " is missing");
-    return nullptr;
-  }
-  std::ifstream in(path);
-  if (!in) {
-    problems.push_back(std::string("cannot read ") + kManifestFile);
-    return nullptr;
-  }
-  nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (m.is_discarded()) {
-    problems.push_back(std::string(kManifestFile) + " is not valid JSON");
-    return nullptr;
-  }
-  if (!m.is_object()) {
-    problems.push_back(std::string(kManifestFile) + " is not a JSON object");
-    return nullptr;
-  }
-  return m;
-}
 
 bool load_run(const std::string& dir, RunTrace& run, std::string& error) {
   run = RunTrace{};
@@ -42,7 +19,12 @@ bool load_run(const std::string& dir, RunTrace& run, std::string& error) {
     error = dir + " is not a directory";
     return false;
   }
-  run.manifest = read_manifest(dir, run.problems);
+  Manifest m;
+  std::string why;
+  if (read_manifest(dir, m, why))
+    run.manifest = std::move(m);
+  else
+    run.problems.push_back(why);
   return load_rank_traces(dir, run, error);
 }
 

@@ -118,8 +118,7 @@ void RankWatch::poll(bool interrupt_requested) {
   reap_exits();
   if (!failure_seen_ && !terminating_) watch_heartbeats();
   if (failure_seen_ && !terminating_) end_after_failure();
-  if (terminating_ && !killed_ &&
-      clock::now() - terminate_sent_ > std::chrono::duration<double>(kKillAfterS)) {
+  if (terminating_ && !killed_ && clock::now() - terminate_sent_ > std::chrono::duration<double>(kKillAfterS)) {
     killed_ = true;
     signal_alive(SIGKILL);
   }

@@ -2,7 +2,6 @@
 
 #include <filesystem>
 
-#include "runtime/common/json_file.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {
@@ -19,7 +18,7 @@ bool read_user_metas(const std::string& run_dir, std::vector<records::companion_
   return true;
 }
 
-nlohmann::json config_from_argv(const std::vector<std::string>& argv) {
+records::script_config config_from_argv(const std::vector<std::string>& argv) {
   nlohmann::json args = nlohmann::json::object();
   std::string joined;
   for (const auto& a : argv) joined += (joined.empty() ? "" : " ") + a;
@@ -38,72 +37,52 @@ nlohmann::json config_from_argv(const std::vector<std::string>& argv) {
       args["positional." + std::to_string(positional++)] = a;
     }
   }
-  return {{"script", argv.empty() ? "" : argv[0]}, {"args", args}, {"argv", joined}};
+  return {argv.empty() ? "" : argv[0], args, joined};
 }
 
-namespace {
-nlohmann::json json_of(const records::sampler_info& s) {
-  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-  return {{"class", opt(s.class_name)},
-          {"is_distributed", s.is_distributed},
-          {"dataset_size", opt(s.dataset_size)},
-          {"shuffle", opt(s.shuffle)},
-          {"seed", opt(s.seed)},
-          {"drop_last", opt(s.drop_last)},
-          {"num_replicas", opt(s.num_replicas)},
-          {"rank", opt(s.rank)}};
-}
-}  // namespace
-
-nlohmann::json user_manifest(const std::vector<records::companion_meta>& metas,
-                             const std::vector<std::string>& launch) {
+Manifest user_manifest(const std::vector<records::companion_meta>& metas, const std::vector<std::string>& launch) {
   const records::companion_meta& m0 = metas.front();
+  Manifest m;
+  records::manifest& f = m.fields;
+  f.source = "companion";
   // The fields our own manifest names: the framework's version stands where LibTorch's does, the interpreter where
   // the compiler does.
   const records::version_info& v = m0.versions;
-  nlohmann::json versions = {{"torch", v.torch},
-                             {"python", v.python},
-                             {"companion", v.companion},
-                             {"libtorch", v.torch},
-                             {"compiler", "python " + v.python},
-                             {"cuda", v.cuda ? nlohmann::json(*v.cuda) : nlohmann::json()}};
-  nlohmann::json ranks = nlohmann::json::array();
-  for (const auto& m : metas)
-    ranks.push_back({{"rank", m.rank},
-                     {"host", m.host},
-                     {"pid", m.pid},
-                     {"device", m.device},
-                     {"batch", m.batch ? *m.batch : nlohmann::json()}});
-  nlohmann::json launch_j = m0.launch.is_object() ? m0.launch : nlohmann::json::object();
-  launch_j["command"] = launch;
-  return {{"source", "companion"},
-          {"versions", versions},
-          {"device", m0.device},
-          {"backend", m0.backend},
-          {"world_size", m0.world_size},
-          {"launch", launch_j},
-          {"seeds", m0.seeds},
-          {"config", config_from_argv(m0.config)},
-          {"host", m0.host},
-          {"start_time", m0.start_time},
-          {"sampler", json_of(m0.sampler)},
-          {"loader", m0.loader},
-          {"model", m0.model},
-          {"optimizer", m0.optimizer},
-          {"scheduler", m0.scheduler ? nlohmann::json(*m0.scheduler) : nlohmann::json()},
-          {"scaler", m0.scaler},
-          {"optimizer_steps", m0.optimizer_steps},
-          {"ranks", ranks}};
-}
-
-bool write_user_manifest(const std::string& run_dir, const std::vector<std::string>& launch, std::string& error) {
-  std::vector<records::companion_meta> metas;
-  if (!read_user_metas(run_dir, metas, error)) return false;
-  if (metas.empty()) {
-    error = "no rank called ddp_profile.attach";
-    return false;
+  records::manifest_versions versions;
+  versions.torch = v.torch;
+  versions.python = v.python;
+  versions.companion = v.companion;
+  versions.libtorch = v.torch;
+  versions.compiler = "python " + v.python;
+  if (v.cuda) versions.cuda = nlohmann::json(*v.cuda);
+  f.versions = versions;
+  f.device = m0.device;
+  f.backend = m0.backend;
+  f.world_size = m0.world_size;
+  f.launch = m0.launch;
+  f.launch->command = launch;
+  f.seeds = m0.seeds;
+  f.host = m0.host;
+  f.start_time = m0.start_time;
+  f.sampler = m0.sampler;
+  f.loader = m0.loader;
+  f.model = m0.model;
+  f.optimizer = m0.optimizer;
+  f.scheduler = m0.scheduler;
+  f.scaler = m0.scaler;
+  f.optimizer_steps = m0.optimizer_steps;
+  f.ranks.emplace();
+  for (const auto& r : metas) {
+    records::manifest_rank e;
+    e.rank = r.rank;
+    e.host = r.host;
+    e.pid = r.pid;
+    e.device = records::to_json(r.device);
+    e.batch = r.batch;
+    f.ranks->push_back(std::move(e));
   }
-  return write_json_atomic(in_run(run_dir, kManifestFile), user_manifest(metas, launch), error);
+  m.script = config_from_argv(m0.config);
+  return m;
 }
 
 }  // namespace ddp

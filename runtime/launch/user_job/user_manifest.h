@@ -5,8 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "traces/model/manifest.h"
 #include "traces/model/records.h"
 
 namespace ddp {
@@ -15,9 +14,8 @@ namespace ddp {
 // naming the file and the field when one breaks the contract.
 bool read_user_metas(const std::string& run_dir, std::vector<records::companion_meta>& out, std::string& error);
 // The script's argv as config: {"script", "args": {"--lr": "3e-4", ...}, "argv"}, so --diff names an option.
-nlohmann::json config_from_argv(const std::vector<std::string>& argv);
-nlohmann::json user_manifest(const std::vector<records::companion_meta>& metas, const std::vector<std::string>& launch);
-// Writes DIR/manifest.json from the metas; false with `error` when no rank attached or a meta does not read.
-bool write_user_manifest(const std::string& run_dir, const std::vector<std::string>& launch, std::string& error);
+records::script_config config_from_argv(const std::vector<std::string>& argv);
+// The manifest of a user's run from its ranks' metas (not empty) and the launch command.
+Manifest user_manifest(const std::vector<records::companion_meta>& metas, const std::vector<std::string>& launch);
 
 }  // namespace ddp

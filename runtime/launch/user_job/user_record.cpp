@@ -4,10 +4,8 @@
 // own runs are. A job whose companion recorded no data path (an older companion) is analysed from its Kineto traces.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
-#include "runtime/common/json_file.h"
 #include "runtime/common/run_folder_setup.h"
 #include "runtime/launch/cli/cli.h"
 #include "runtime/launch/user_job/user_job.h"
@@ -22,40 +20,38 @@ namespace ddp {
 namespace fs = std::filesystem;
 
 // The clock handshake of each rank, into the manifest: what the analysis aligned the ranks with, and how well.
-nlohmann::json clock_json(const DatapathRun& dp) {
-  nlohmann::json ranks = nlohmann::json::array();
+records::manifest_clock clock_record(const DatapathRun& dp) {
+  records::manifest_clock c;
+  c.source = "handshake";
+  c.sync = "collective exit times over the process group, median of the rounds";
+  c.ranks.emplace();
   for (const RankTrace& t : dp.ranks) {
-    nlohmann::json r = {{"rank", t.rank}};
+    records::handshake_clock r;
+    r.rank = t.rank;
     if (t.clocks.empty()) {
-      r["measured"] = false;
+      r.measured = false;
     } else {
-      r["offset_ms"] = static_cast<double>(t.clocks.front().offset_ns) / 1e6;
-      r["uncertainty_ms"] = static_cast<double>(t.clocks.front().uncertainty_ns) / 1e6;
-      r["rounds"] = t.clocks.front().rounds;
+      r.offset_ms = static_cast<double>(t.clocks.front().offset_ns) / 1e6;
+      r.uncertainty_ms = static_cast<double>(t.clocks.front().uncertainty_ns) / 1e6;
+      r.rounds = t.clocks.front().rounds;
     }
-    ranks.push_back(r);
+    c.ranks->push_back(r);
   }
-  return {{"source", "handshake"},
-          {"sync", "collective exit times over the process group, median of the rounds"},
-          {"ranks", ranks}};
+  return c;
 }
 
-// datapath/ into rank<R>.ddpt and the clock into the manifest. False with `err` when the data path does not read.
-bool write_rank_traces(const std::string& out, std::string& err) {
+// datapath/ into rank<R>.ddpt, and the clock and the import's notes into the manifest. False with `err` when the
+// data path does not read.
+bool write_rank_traces(const std::string& out, Manifest& manifest, std::string& err) {
   DatapathRun dp;
   if (!import_datapath(out, dp, err)) return false;
-  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(in_run(out, kManifestFile)), nullptr, false);
-  if (!manifest.is_object()) {
-    err = in_run(out, kManifestFile) + ": not readable";
-    return false;
-  }
-  uint32_t world = manifest.value("world_size", 0u);
+  uint32_t world = static_cast<uint32_t>(std::max<int64_t>(manifest.fields.world_size, 0));
   for (const RankTrace& t : dp.ranks) world = std::max(world, t.rank + 1);
   if (!write_native_traces(out, dp.ranks, world, err)) return false;
-  manifest["clock"] = clock_json(dp);
-  manifest["datapath_notes"] = dp.notes;
+  manifest.fields.clock = clock_record(dp);
+  manifest.fields.datapath_notes = dp.notes;
   for (const auto& n : dp.notes) std::cerr << "ddp_profile: note: " << n << "\n";
-  return write_json_atomic(in_run(out, kManifestFile), manifest, err);
+  return true;
 }
 
 int run_user_record(const UserJobCommand& cmd) {
@@ -77,20 +73,31 @@ int run_user_record(const UserJobCommand& cmd) {
     std::cerr << "ddp_profile: " << res.error << "\n";
     return 2;
   }
-  if (!write_user_manifest(out, cmd.launch, err)) {
-    std::cerr << "ddp_profile: " << kNoCompanionMessage << "\n";
-    return res.exit_code != 0 ? 1 : 2;
+  std::vector<records::companion_meta> metas;
+  if (!read_user_metas(out, metas, err) || metas.empty()) {
+    std::cerr << "ddp_profile: " << (err.empty() ? kNoCompanionMessage : err) << "\n";
+    return res.exit_code != 0 || !err.empty() ? 1 : 2;
   }
+  Manifest manifest = user_manifest(metas, cmd.launch);
   if (res.exit_code != 0)
     std::cerr << "ddp_profile: the job exited " << res.exit_code
               << (res.last_error_line.empty() ? "" : " (" + res.last_error_line + ")") << "\n";
   Command analyze;
   analyze.mode = Mode::analyze;
-  if (has_datapath(out)) {
-    if (!write_rank_traces(out, err)) {
-      std::cerr << "ddp_profile: " << err << "\n";
-      return 1;
-    }
+  // The manifest is written once, whole: with the clock when the data path reads, without it when not (what was
+  // recorded is kept either way).
+  const bool datapath = has_datapath(out);
+  std::string datapath_err;
+  const bool traced = datapath && write_rank_traces(out, manifest, datapath_err);
+  if (!write_manifest(out, manifest, err)) {
+    std::cerr << "ddp_profile: " << err << "\n";
+    return 1;
+  }
+  if (datapath && !traced) {
+    std::cerr << "ddp_profile: " << datapath_err << "\n";
+    return 1;
+  }
+  if (traced) {
     analyze.inputs = {out};
   } else {
     std::error_code ec;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/test_manifest.h"
 #include "traces/analysis/analysis.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/load_run.h"
@@ -55,7 +56,7 @@ struct Sim {
   int comm_tail_every = 0;
   std::string backend;  // the manifest's "backend" (none when empty)
   bool sync_every_step = false;
-  std::optional<bool> pinned = true;
+  bool pinned = true;
   bool manifest = true;
   bool step_spans = true;
   bool loader_spans = true;
@@ -231,14 +232,18 @@ inline void simulate(const Sim& sim, const std::string& dir) {
     tw.close();
   }
   if (sim.manifest) {
-    nlohmann::json cfg = {{"batch_size", 32},
-                          {"accum_steps", sim.accum},
-                          {"bucket_mb", static_cast<double>(sim.bucket_bytes) / (1 << 20)},
-                          {"workers", sim.workers},
-                          {"sync_every_step", sim.sync_every_step}};
-    if (sim.pinned) cfg["pinned"] = *sim.pinned;
-    nlohmann::json manifest = {{"world_size", W}, {"config", cfg}};
-    if (!sim.backend.empty()) manifest["backend"] = sim.backend;
+    nlohmann::json manifest = ddp::testing::our_job_manifest_json(W);
+    nlohmann::json& cfg = manifest["config"];
+    cfg["batch_size"] = 32;
+    cfg["accum_steps"] = sim.accum;
+    cfg["bucket_mb"] = static_cast<double>(sim.bucket_bytes) / (1 << 20);
+    cfg["workers"] = sim.workers;
+    cfg["sync_every_step"] = sim.sync_every_step;
+    cfg["pinned"] = sim.pinned;
+    if (sim.backend.empty())
+      manifest.erase("backend");
+    else
+      manifest["backend"] = sim.backend;
     std::ofstream(fs::path(dir) / ddp::kManifestFile) << manifest.dump(2);
   }
 }

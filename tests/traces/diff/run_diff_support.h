@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/test_manifest.h"
 #include "traces/diff/run_diff.h"
 #include "traces/native/trace_writer.h"
 
@@ -43,44 +44,21 @@ struct TempDir {
   }
 };
 
-// A manifest shaped like the one the runtime writes.
+// A manifest shaped like the one the runtime writes: two ranks, their step times and hashes as our job records them.
 inline json base_manifest() {
-  json ranks = json::array();
-  for (int r = 0; r < 2; ++r)
-    ranks.push_back({{"rank", r},
-                     {"host", "vm"},
-                     {"pid", 1000 + r},
-                     {"device", "cpu"},
-                     {"batch", {{"x", {{"shape", {64, 128}}, {"dtype", "float32"}}}}},
-                     {"steps", 10},
-                     {"step_time_median_ms", 8.0 + r},
-                     {"param_hash", "abc"},
-                     {"clock", {{"offset_ns_start", 10 * r}}}});
-  return {{"tool", "ddp_profile"},
-          {"versions", {{"libtorch", "1.13.0"}, {"ddp_profile", "0.1.0"}, {"cuda", nullptr}}},
-          {"device", {{"type", "cpu"}, {"name", "Some CPU"}}},
-          {"backend", "gloo"},
-          {"world_size", 2},
-          {"launch", {{"method", "supervisor"}, {"master_addr", "127.0.0.1"}}},
-          {"seeds", {{"data", 0}, {"weights", 0}, {"sampler", 0}}},
-          {"config",
-           {{"batch_size", 64},
-            {"accum_steps", 1},
-            {"amp", "auto"},
-            {"bucket_mb", 25.0},
-            {"seed", 0},
-            {"nproc", 2},
-            {"backend", "auto"},
-            {"workers", 2},
-            {"lr", 0.001},
-            {"model", "mlp"},
-            {"checkpoint_steps", {0, 3}}}},
-          {"host", "vm"},
-          {"start_time", "2026-01-01T00:00:00Z"},
-          {"end_time", "2026-01-01T00:01:00Z"},
-          {"status", "completed"},
-          {"rank_hosts", {{{"host", "vm"}, {"pid", 1000}}}},
-          {"ranks", ranks}};
+  json m = ddp::testing::our_job_manifest_json(2);
+  m["versions"]["cuda"] = nullptr;
+  m["rank_hosts"] = {{{"host", "vm"}, {"pid", 1000}, {"cpus", {0}}, {"sched_batch_threads", 0}}};
+  m["config"]["checkpoint_steps"] = {0, 3};
+  for (int r = 0; r < 2; ++r) {
+    json& rank = m["ranks"][r];
+    rank["steps"] = 10;
+    rank["step_time_median_ms"] = 8.0 + r;
+    rank["param_hash"] = "abc";
+    rank["clock"] = {
+        {"offset_ns_start", 10 * r}, {"uncertainty_ns_start", 0}, {"offset_ns_end", 10 * r}, {"uncertainty_ns_end", 0}};
+  }
+  return m;
 }
 
 inline void write_manifest(const std::string& dir, const json& m) {

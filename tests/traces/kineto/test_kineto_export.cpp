@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/test_manifest.h"
 #include "traces/kineto/kineto_export.h"
 #include "traces/kineto/kineto_import.h"
 #include "traces/native/load_run.h"
@@ -95,12 +96,12 @@ void write_cpu_rank(const std::string& dir, uint32_t rank) {
   w.close();
 }
 
+// Our job's manifest with the ranks' pids 4242 and 4343 and `extra` merged in (RFC 7386).
 void write_manifest(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object()) {
-  nlohmann::json m = {{"backend", "gloo"},
-                      {"world_size", 2},
-                      {"config", {{"optimizer", "AdamW"}}},
-                      {"ranks", {{{"rank", 0}, {"pid", 4242}}, {{"rank", 1}, {"pid", 4343}}}}};
-  m.update(extra);
+  nlohmann::json m = ddp::testing::our_job_manifest_json(2);
+  m["ranks"][0]["pid"] = 4242;
+  m["ranks"][1]["pid"] = 4343;
+  m.merge_patch(extra);
   std::ofstream(dir + "/" + kManifestFile) << m.dump(2);
 }
 

@@ -103,7 +103,8 @@ TEST(KinetoImport, RealTracePairBecomesTheRunModel) {
   ASSERT_EQ(run.ranks.size(), 2u);
   EXPECT_TRUE(run.problems.empty()) << run.problems.front();
   EXPECT_TRUE(is_kineto_run(run));
-  EXPECT_EQ(run.manifest["backend"], "gloo") << "from the files' distributedInfo";
+  ASSERT_TRUE(run.manifest.has_value());
+  EXPECT_EQ(run.manifest->fields.backend, "gloo") << "from the files' distributedInfo";
   for (const RankTrace& r : run.ranks) {
     EXPECT_EQ(r.world, 2u);
     EXPECT_EQ(count(r, Stage::step), 30u);  // ProfilerStep#2..#31
