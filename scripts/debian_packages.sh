@@ -14,7 +14,7 @@ full_packages=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-torch python3-pytest
-  protobuf-compiler clang-format
+  protobuf-compiler clang-format universal-ctags
   slurmctld slurmd slurm-client munge nftables
 )
 

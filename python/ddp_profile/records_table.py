@@ -1,4 +1,4 @@
-"""The run folder's records, field by field: generated from traces/model/records.def by the build
+"""The run folder's records, field by field: @generated from traces/model/records.def by the build
 (traces/model/records_table_py.cpp). Do not edit: change records.def and rebuild (a stale copy fails the
 build and says how to write it anew)."""
 from typing import Dict, Tuple

@@ -24,7 +24,7 @@ std::string python_type(const ddp::records::FieldSchema& f) {
 
 std::string module_text() {
   std::ostringstream o;
-  o << "\"\"\"The run folder's records, field by field: generated from traces/model/records.def by the build\n"
+  o << "\"\"\"The run folder's records, field by field: @generated from traces/model/records.def by the build\n"
        "(traces/model/records_table_py.cpp). Do not edit: change records.def and rebuild (a stale copy fails the\n"
        "build and says how to write it anew).\"\"\"\n"
        "from typing import Dict, Tuple\n\n"
