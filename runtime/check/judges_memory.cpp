@@ -8,6 +8,7 @@
 
 #include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
+#include "traces/base/stats.h"
 #include "traces/base/text_format.h"
 
 namespace ddp {
@@ -44,12 +45,9 @@ double bytes_of(const TrainingStep& t, Measure m) {
 
 LeakMarks marks_for(Measure m) { return m == Measure::rss ? kLeakResident : kLeakHeld; }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
+// The medians here are by nearest rank (percentile 0.5: of an even count the upper middle), as judges.h's marks were
+// measured with.
+//
 // Bytes per step, Theil-Sen: the median of the slopes between every two steps. A one-time rise (the first
 // checkpoint's save, a cache filled once: +285 KB at once on a Trainer's rank 0) moves a least-squares fit by its
 // whole size over the window; it moves the median of the pairwise slopes hardly at all, while a leak moves every
@@ -64,7 +62,7 @@ double slope(const std::vector<double>& y) {
   slopes.reserve(n * (n - 1) / 2);
   for (size_t a = 0; a < n; ++a)
     for (size_t b = a + 1; b < n; ++b) slopes.push_back((y[at[b]] - y[at[a]]) / static_cast<double>(at[b] - at[a]));
-  return median(std::move(slopes));
+  return percentile(std::move(slopes), 0.5);
 }
 
 std::string mb(double bytes) { return fmt("%.1f MB", bytes / 1e6); }
@@ -96,8 +94,8 @@ CheckResult judge_memory(const TrainingEvidence& e) {
     window = std::min(window, s.bytes.size());
     const size_t q = std::max<size_t>(s.bytes.size() / 4, 1);
     const double rise = s.bytes.size() < 2 ? 0
-                                           : median({s.bytes.end() - q, s.bytes.end()}) -
-                                                 median({s.bytes.begin(), s.bytes.begin() + q});
+                                           : percentile({s.bytes.end() - q, s.bytes.end()}, 0.5) -
+                                                 percentile({s.bytes.begin(), s.bytes.begin() + q}, 0.5);
     d["ranks"].push_back({{"rank", r},
                           {"measure", key(s.measure)},
                           {"leak_bytes_per_step", marks_for(s.measure).per_step},
@@ -107,7 +105,7 @@ CheckResult judge_memory(const TrainingEvidence& e) {
                           {"steps", s.bytes.size()},
                           {"bytes_per_step", slope(s.bytes)},
                           {"rise_bytes", rise},
-                          {"median_bytes", median(s.bytes)}});
+                          {"median_bytes", percentile(s.bytes, 0.5)}});
   }
   if (ranks.empty() || window < kMemoryMinSteps)
     return check_result(id, CheckStatus::warn,

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "traces/analysis/replay_graph.h"
+#include "traces/base/stats.h"
 
 namespace ddp::analysis_detail {
 namespace {
@@ -312,11 +313,8 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
   res.step_ms = ms(replayed_sum / static_cast<double>(errors.size()));
   res.measured_ms = ms(measured_sum / static_cast<double>(errors.size()));
   res.fit_ms = ms(fit_sum / static_cast<double>(errors.size()));
-  double sum = 0;
-  for (double e : errors) sum += e;
-  res.error_mean = sum / static_cast<double>(errors.size());
-  std::sort(errors.begin(), errors.end());
-  res.error_p90 = errors[std::min(errors.size() - 1, static_cast<size_t>(std::ceil(0.9 * errors.size())) - 1)];
+  res.error_mean = mean(errors);
+  res.error_p90 = covering_percentile(errors, 0.9);
   return res;
 }
 
