@@ -7,9 +7,8 @@
 namespace ddp {
 
 // ---- steps ----
-// A rank with at least this many steps has its first one skipped: it holds one-time costs (first batch, allocator,
-// autotuning) that are not stalls of the steady state. With fewer steps there would be too little left to analyse.
-inline constexpr uint64_t kWarmupMinSteps = 3;
+// kWarmupMinSteps, the steps a rank needs before its first is skipped as warm-up, is in traces/rank_data/rank_data.h:
+// the replay skips the same.
 
 // ---- causes and verdict ----
 // A cause at or above this share of step time is "dominant": it names the verdict. Below it, no single fix would

@@ -29,11 +29,13 @@
 #include <string>
 #include <vector>
 
-#include "traces/analysis/analysis_rank_data.h"
 #include "traces/analysis/analysis_thresholds.h"
 #include "traces/model/rank_trace.h"
+#include "traces/rank_data/rank_data.h"
 
 namespace ddp::analysis_detail {
+
+using namespace rank_data;  // the analysis reads the ranks as traces/rank_data prepared them
 
 struct ReplayEdit {
   enum class Kind : uint8_t {

@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "traces/analysis/analysis_rank_data.h"
 #include "traces/analysis/replay.h"
+#include "traces/rank_data/rank_data.h"
 
 namespace ddp::analysis_detail::replay_graph {
 

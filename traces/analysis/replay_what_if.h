@@ -3,10 +3,12 @@
 // predicted without it.
 #include <vector>
 
-#include "traces/analysis/analysis_rank_data.h"
 #include "traces/analysis/analysis_types.h"
+#include "traces/rank_data/rank_data.h"
 
 namespace ddp::analysis_detail {
+
+using namespace rank_data;  // the analysis reads the ranks as traces/rank_data prepared them
 
 // Fills a.replay and, for the first causes, StallCause::what_if_step_ms (the cause's stage on its rank set to the
 // median rank's, step by step).

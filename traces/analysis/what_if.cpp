@@ -8,10 +8,10 @@
 #include <map>
 #include <set>
 
-#include "traces/analysis/analysis_rank_data.h"
 #include "traces/base/text_format.h"
 #include "traces/model/run_folder.h"
 #include "traces/native/trace_writer.h"
+#include "traces/rank_data/rank_data.h"
 
 namespace ddp {
 namespace {
