@@ -13,8 +13,8 @@
 
 #include "tests/support/remove_tree.h"
 #include "tests/support/synthetic_run.h"
-#include "traces/analysis/what_if.h"
 #include "traces/native/load_run.h"
+#include "traces/replay/what_if.h"
 
 namespace {
 

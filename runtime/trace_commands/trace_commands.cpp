@@ -8,7 +8,6 @@
 #include "runtime/trace_commands/read_progress_bar.h"
 #include "traces/analysis/analysis.h"
 #include "traces/analysis/summary.h"
-#include "traces/analysis/what_if.h"
 #include "traces/base/rank_set.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/diff/run_diff.h"
@@ -21,6 +20,7 @@
 #include "traces/model/step_window.h"
 #include "traces/native/load_run.h"
 #include "traces/perfetto/perfetto_export.h"
+#include "traces/replay/what_if.h"
 
 namespace ddp {
 namespace {

@@ -15,8 +15,8 @@
 #include <set>
 
 #include "tests/support/synthetic_run.h"
-#include "traces/analysis/what_if.h"
 #include "traces/native/load_run.h"
+#include "traces/replay/what_if.h"
 #include "viewer/app.h"
 #include "viewer/headless.h"
 

@@ -1,8 +1,8 @@
 // The what-if of --analyze: the replay's fit, and per top cause the step predicted without it.
 #include "traces/analysis/replay_what_if.h"
 
-#include "traces/analysis/replay.h"
 #include "traces/base/text_format.h"
+#include "traces/replay/replay.h"
 
 namespace ddp::analysis_detail {
 namespace {

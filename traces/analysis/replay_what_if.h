@@ -1,6 +1,6 @@
 #pragma once
-// The what-if of --analyze (replay.h): the replay's fit and, per top cause that is one rank's stage, the step
-// predicted without it.
+// The what-if of --analyze (traces/replay/replay.h): the replay's fit and, per top cause that is one rank's stage, the
+// step predicted without it.
 #include <vector>
 
 #include "traces/analysis/analysis_types.h"

@@ -6,9 +6,9 @@
 #include <CLI/CLI.hpp>
 
 #include "ddp_profile_version.h"
-#include "traces/analysis/what_if.h"
 #include "traces/base/parse_int.h"
 #include "traces/kineto/kineto_map.h"
+#include "traces/replay/what_if.h"
 
 namespace ddp {
 namespace {

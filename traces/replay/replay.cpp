@@ -1,15 +1,15 @@
 // The replay of replay.h: the chains run in lock step at the collectives, as measured and with the edits.
-#include "traces/analysis/replay.h"
+#include "traces/replay/replay.h"
 
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
 
-#include "traces/analysis/replay_graph.h"
 #include "traces/base/stats.h"
+#include "traces/replay/replay_graph.h"
 
-namespace ddp::analysis_detail {
+namespace ddp {
 namespace {
 
 using namespace replay_graph;
@@ -318,4 +318,4 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
   return res;
 }
 
-}  // namespace ddp::analysis_detail
+}  // namespace ddp

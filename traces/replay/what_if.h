@@ -1,5 +1,5 @@
 #pragma once
-// ddp_profile --what-if EDIT RUN: the run's steps replayed (traces/analysis/replay.h) with its edits, the predicted
+// ddp_profile --what-if EDIT RUN: the run's steps replayed (traces/replay/replay.h) with its edits, the predicted
 // step beside the replay's fit to the measured one, per stage, with the assumptions each edit makes
 // (docs/stalls.md, What if).
 //
@@ -17,20 +17,20 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/analysis/replay.h"
 #include "traces/model/run_trace.h"
+#include "traces/replay/replay.h"
 
 namespace ddp {
 
 struct WhatIfEdit {
   std::string text;  // as the user wrote it
-  analysis_detail::ReplayEdit edit;
+  ReplayEdit edit;
 };
 
 struct WhatIf {
   std::vector<WhatIfEdit> edits;
   std::vector<std::string> assumptions;  // one line per edit
-  analysis_detail::ReplayResult result;  // ok false: then result.why
+  ReplayResult result;                   // ok false: then result.why
   bool trusted = false;                  // the replay gives the measured steps back within kReplayTrustedError
   int ranks = 0;
   size_t steps = 0;

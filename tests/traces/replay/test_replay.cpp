@@ -1,8 +1,8 @@
-// The what-if replay (traces/analysis/replay.h) on simulated runs: replayed as measured it gives the steps back, and
+// The what-if replay (traces/replay/replay.h) on simulated runs: replayed as measured it gives the steps back, and
 // a cause removed by the replay predicts the run that never had it — a planted straggler run against its unplanted
 // twin, the twin's measured step the truth.
 #include "tests/traces/analysis/analysis_sim.h"
-#include "traces/analysis/what_if.h"
+#include "traces/replay/what_if.h"
 
 using namespace analysis_test;
 

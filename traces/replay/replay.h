@@ -29,13 +29,11 @@
 #include <string>
 #include <vector>
 
-#include "traces/analysis/analysis_thresholds.h"
 #include "traces/model/rank_trace.h"
 #include "traces/rank_data/rank_data.h"
+#include "traces/replay/replay_thresholds.h"
 
-namespace ddp::analysis_detail {
-
-using namespace rank_data;  // the analysis reads the ranks as traces/rank_data prepared them
+namespace ddp {
 
 struct ReplayEdit {
   enum class Kind : uint8_t {
@@ -77,7 +75,7 @@ struct ReplayResult {
 
 // Replays the steps in `common` (every rank has them); with edits, the edited replay (its error fields are the
 // unedited replay's fit).
-ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
+ReplayResult replay(const std::vector<rank_data::RankData>& data, const std::vector<uint32_t>& common,
                     const std::vector<ReplayEdit>& edits = {}, bool keep_trace = false);
 
-}  // namespace ddp::analysis_detail
+}  // namespace ddp

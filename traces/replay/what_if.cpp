@@ -1,5 +1,5 @@
 // --what-if: the edits read from the command line, the run replayed with them, the report.
-#include "traces/analysis/what_if.h"
+#include "traces/replay/what_if.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -16,7 +16,6 @@
 namespace ddp {
 namespace {
 
-using analysis_detail::ReplayEdit;
 using Kind = ReplayEdit::Kind;
 
 constexpr const char* kEditForms =
@@ -129,7 +128,7 @@ bool parse_one(const std::string& part, WhatIfEdit& out, std::string& err) {
 
 std::string gbps(double bytes_per_s) { return fmt("%.3g GB/s", bytes_per_s / 1e9); }
 
-std::string assumption(const WhatIfEdit& w, const analysis_detail::ReplayResult& r) {
+std::string assumption(const WhatIfEdit& w, const ReplayResult& r) {
   const ReplayEdit& e = w.edit;
   switch (e.kind) {
     case Kind::stage_as_median:
@@ -197,7 +196,7 @@ bool parse_what_if(const std::string& text, std::vector<WhatIfEdit>& out, std::s
 
 bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& out, std::string& err,
              bool keep_trace) {
-  using namespace analysis_detail;
+  using namespace rank_data;
   std::vector<RankData> data;
   for (const RankTrace& t : run.ranks) data.push_back(prepare(t));
   std::vector<ReplayEdit> es;

@@ -3,10 +3,10 @@
 #include <climits>
 #include <cmath>
 
-#include "traces/analysis/replay_graph.h"
 #include "traces/base/stats.h"
+#include "traces/replay/replay_graph.h"
 
-namespace ddp::analysis_detail::replay_graph {
+namespace ddp::replay_graph {
 namespace {
 
 bool edits(const Op& o, const ReplayEdit& e) {
@@ -177,4 +177,4 @@ std::string edit_plan(Plan& p, const std::vector<Chain>& cs, const std::vector<R
   return {};
 }
 
-}  // namespace ddp::analysis_detail::replay_graph
+}  // namespace ddp::replay_graph
