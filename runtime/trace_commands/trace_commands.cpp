@@ -254,7 +254,7 @@ int run_what_if(const Command& cmd) {
   else
     std::cout << what_if_text(w);
   if (!w.result.ok) {
-    std::cerr << "ddp_profile: --what-if " << cmd.what_if << ": " << w.result.why << "\n";
+    std::cerr << "ddp_profile: --what-if " << cmd.what_if << ": " << w.result.error << "\n";
     return 1;
   }
   return 0;

@@ -41,12 +41,13 @@ struct StallCause {
 
 // How well the replay of the run's dependency graph gives back its measured steps (traces/replay/replay.h).
 struct ReplayFit {
-  bool ok = false;              // false: nothing replayable (then `reason`)
-  double step_error_mean = 0;   // |replayed - measured| / measured step, mean over the analysed steps
-  double step_error_p90 = 0;    //   its 90th percentile
-  double replayed_step_ms = 0;  // mean replayed step
-  bool trusted = false;         // step_error_mean within kReplayTrustedError
-  std::string reason;           // why not ok, or why not trusted
+  bool ok = false;               // false: nothing replayable (then `error`)
+  std::string error;             // why not ok
+  double step_error_mean = 0;    // |replayed - measured| / measured step, mean over the analysed steps
+  double step_error_p90 = 0;     //   its 90th percentile
+  double replayed_step_ms = 0;   // mean replayed step
+  bool trusted = false;          // traces/replay/replay_trust.h's rule, --what-if's too
+  std::string untrusted_reason;  // with ok and not trusted: why (its notes, or how far it misses the steps)
 };
 
 struct StallFlag {

@@ -1,8 +1,8 @@
 // The what-if of --analyze: the replay's fit, and per top cause the step predicted without it.
 #include "traces/analysis/replay_what_if.h"
 
-#include "traces/base/text_format.h"
 #include "traces/replay/replay.h"
+#include "traces/replay/replay_trust.h"
 
 namespace ddp::analysis_detail {
 namespace {
@@ -32,21 +32,14 @@ void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vect
   const ReplayResult fit = replay(data, common);
   a.replay.ok = fit.ok;
   if (!fit.ok) {
-    a.replay.reason = fit.why;
+    a.replay.error = fit.error;
     return;
   }
   a.replay.step_error_mean = fit.error_mean;
   a.replay.step_error_p90 = fit.error_p90;
   a.replay.replayed_step_ms = fit.step_ms;
-  a.replay.trusted = fit.error_mean <= kReplayTrustedError && fit.why.empty();
-  if (!fit.why.empty())
-    a.replay.reason = fit.why;
-  else if (!a.replay.trusted)
-    a.replay.reason =
-        fmt("the replay misses the measured steps by %.1f%% on average (more than %.0f%%): what it "
-            "leaves out (CPU contention between ranks, the loader's back-pressure, memory bandwidth) "
-            "weighs on this run",
-            100 * fit.error_mean, 100 * kReplayTrustedError);
+  a.replay.trusted = trusted(fit);
+  a.replay.untrusted_reason = distrust_reason(fit);
   for (size_t i = 0; i < a.causes.size() && i < kWhatIfCauses; ++i) {
     std::optional<ReplayEdit> e = edit_for(a.causes[i]);
     if (!e) continue;

@@ -252,7 +252,7 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
                     const std::vector<ReplayEdit>& edits, bool keep_trace) {
   ReplayResult res;
   if (data.empty() || common.empty()) {
-    res.why = "no steps in common to replay";
+    res.error = "no steps in common to replay";
     return res;
   }
   const std::vector<Chain> chains = build_chains(data, common);
@@ -268,11 +268,11 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
     std::vector<Chain> edited_chains = chains;
     for (const ReplayEdit& e : edits)
       if (e.kind == ReplayEdit::Kind::accumulate && e.value > 1)
-        res.why = accumulate(edited_chains, static_cast<int>(e.value));
-    if (!res.why.empty()) return res;
+        res.error = accumulate(edited_chains, static_cast<int>(e.value));
+    if (!res.error.empty()) return res;
     Plan edited = measured_plan(edited_chains);
-    res.why = edit_plan(edited, edited_chains, edits, model, world);
-    if (!res.why.empty()) return res;
+    res.error = edit_plan(edited, edited_chains, edits, model, world);
+    if (!res.error.empty()) return res;
     what_if = run(edited_chains, edited);
     if (keep_trace) res.predicted = as_traces(data, edited_chains, edited, what_if, world);
   } else if (keep_trace) {
@@ -300,13 +300,13 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
     fit_sum += replayed / n;
   }
   if (errors.empty()) {
-    res.why = "no step was recorded on every rank";
+    res.error = "no step was recorded on every rank";
     return res;
   }
   res.ok = true;
   if (fit.forced > 0)
-    res.why =
-        std::to_string(fit.forced) + " wait(s) for a collective some rank never reached were replayed as measured";
+    res.notes.push_back(std::to_string(fit.forced) +
+                        " wait(s) for a collective some rank never reached were replayed as measured");
   const double rank_steps = static_cast<double>(errors.size() * data.size());
   res.stage_ms = per_stage_ms(what_if, rank_steps);
   res.fit_stage_ms = per_stage_ms(fit, rank_steps);

@@ -65,8 +65,11 @@ struct ReplayResult {
   // The transfer model the collective's edits use, fitted on every bucket: a fixed cost plus the bytes a ring moves
   // (2(n-1)/n of the bucket) at the bus bandwidth, as nccl-tests reports it.
   double comm_fixed_ms = 0, comm_bus_bytes_per_s = 0;
-  bool ok = false;  // false: nothing to replay, or an edit this run cannot take (then `why`)
-  std::string why;
+  bool ok = false;    // false: nothing to replay, or an edit this run cannot take (then `error`)
+  std::string error;  // why not ok
+  // With ok: what the fit passed as measured instead of by the model (a wait for a collective some rank never reached,
+  // in a trace cut short). Each note makes the fit untrusted (replay_trust.h): it gives those steps back by fiat.
+  std::vector<std::string> notes;
   // With keep_trace: the predicted run, one trace per rank on rank 0's clock: its main-thread ops as spans of their
   // stages, each step, each bucket's allreduce (launch to done) on "comm", each batch's fetch on its worker's lane
   // (its measured stages in order, scaled to the predicted fetch).

@@ -12,6 +12,7 @@
 #include "traces/model/run_folder.h"
 #include "traces/native/trace_writer.h"
 #include "traces/rank_data/rank_data.h"
+#include "traces/replay/replay_trust.h"
 
 namespace ddp {
 namespace {
@@ -216,7 +217,7 @@ bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& 
   out.ranks = static_cast<int>(data.size());
   out.steps = common.size();
   out.result = replay(data, common, es, keep_trace);
-  out.trusted = out.result.ok && out.result.error_mean <= kReplayTrustedError;
+  out.trusted = trusted(out.result);
   for (const WhatIfEdit& w : edits) out.assumptions.push_back(assumption(w, out.result));
   return true;
 }
@@ -237,7 +238,7 @@ nlohmann::json what_if_json(const WhatIf& w) {
       {"ranks", w.ranks},
       {"steps", w.steps},
       {"ok", r.ok},
-      {"reason", r.why},
+      {"reason", r.ok ? notes_line(r) : r.error},
       {"step_ms", when_ok(r.step_ms)},
       {"measured_step_ms", when_ok(r.measured_ms)},
       {"replayed_step_ms", when_ok(r.fit_ms)},
@@ -253,12 +254,11 @@ std::string what_if_text(const WhatIf& w) {
   std::string edits;
   for (const WhatIfEdit& e : w.edits) edits += (edits.empty() ? "" : ", ") + e.text;
   std::string out = fmt("what if %s (%d ranks, %zu steps replayed):\n", edits.c_str(), w.ranks, w.steps);
-  if (!r.ok) return out + "  cannot be replayed: " + r.why + "\n";
+  if (!r.ok) return out + "  cannot be replayed: " + r.error + "\n";
   out += fmt("  measured step %.3f ms; replayed as measured %.3f ms (error %.1f%% mean, %.1f%% p90)\n", r.measured_ms,
              r.fit_ms, 100 * r.error_mean, 100 * r.error_p90);
   out += fmt("  predicted step %.3f ms (%+.1f%%)%s\n", r.step_ms, 100 * (r.step_ms / r.fit_ms - 1),
-             w.trusted ? "" : "  UNTRUSTED: the replay misses the measured steps by more than 5%");
-  if (!r.why.empty()) out += "  note: " + r.why + "\n";
+             w.trusted ? "" : ("  UNTRUSTED: " + distrust_reason(r)).c_str());
   for (const WhatIfEdit& e : w.edits)
     if (e.edit.kind == Kind::accumulate && e.edit.value > 1)
       out += fmt("  a micro-batch: %.3f ms (a step of one now: %.3f ms)\n", r.step_ms / e.edit.value, r.fit_ms);
@@ -284,7 +284,7 @@ bool write_predicted_run(const RunTrace& run, const WhatIf& w, const std::string
     return false;
   }
   if (!w.result.ok || w.result.predicted.empty()) {
-    err = "nothing predicted to write" + (w.result.why.empty() ? std::string() : ": " + w.result.why);
+    err = "nothing predicted to write" + (w.result.error.empty() ? std::string() : ": " + w.result.error);
     return false;
   }
   fs::create_directories(dir, ec);

@@ -30,8 +30,8 @@ struct WhatIfEdit {
 struct WhatIf {
   std::vector<WhatIfEdit> edits;
   std::vector<std::string> assumptions;  // one line per edit
-  ReplayResult result;                   // ok false: then result.why
-  bool trusted = false;                  // the replay gives the measured steps back within kReplayTrustedError
+  ReplayResult result;                   // ok false: then result.error
+  bool trusted = false;                  // replay_trust.h's rule, --analyze's too
   int ranks = 0;
   size_t steps = 0;
 };
