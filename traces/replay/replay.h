@@ -32,27 +32,9 @@
 #include "traces/model/rank_trace.h"
 #include "traces/rank_data/rank_data.h"
 #include "traces/replay/replay_thresholds.h"
+#include "traces/replay/what_if_edits.h"
 
 namespace ddp {
-
-struct ReplayEdit {
-  enum class Kind : uint8_t {
-    stage_as_median,  // `rank`'s `stage` (or its untracked time, `other`) set to the median rank's, step by step
-    workers,          // `value` loader workers per rank (batches dealt round-robin, as DataLoader does)
-    prefetch,         // `value` batches in flight per worker
-    bandwidth,        // each bucket's transfer at `value` bytes/s (its fixed cost kept)
-    bucket_cap,       // buckets re-cut at `value` bytes (the first at most DDP's 1 MB), launched as gradients get ready
-    accumulate,       // `value` micro-steps an optimizer step: the step's data, forward and backward repeated under
-                      //   no_sync, the allreduce and the optimizer once
-    ranks,  // `value` ranks in the ring (each bucket's bytes x 2(n-1)/n over the link, n-1 hops of fixed cost)
-    nodes,  // the ranks on `value` machines: the ring's slowest link is the one between them (`bandwidth`)
-  };
-  Kind kind = Kind::stage_as_median;
-  int rank = 0;
-  Stage stage = Stage::forward;
-  bool other = false;
-  double value = 0;
-};
 
 struct ReplayResult {
   double step_ms = 0;      // mean over the steps of the mean over ranks of the replayed step

@@ -1,17 +1,7 @@
 #pragma once
 // ddp_profile --what-if EDIT RUN: the run's steps replayed (traces/replay/replay.h) with its edits, the predicted
 // step beside the replay's fit to the measured one, per stage, with the assumptions each edit makes
-// (docs/stalls.md, What if).
-//
-// EDIT is one or more of, comma-separated:
-//   rank<R>.<stage>=median   rank R's stage (or `other`, its untracked time) as on the median rank, step by step
-//   workers=N                N DataLoader workers per rank (0: each rank fetches its own batches)
-//   prefetch=N               N batches in flight per worker
-//   bandwidth=X[GB/s|Gb/s|MB/s]   the link's bus bandwidth for each bucket's ring bytes (a bare number is GB/s)
-//   bucket_cap_mb=X          DDP's buckets re-cut at X MB
-//   accum=K                  K micro-steps an optimizer step (no_sync on all but the last)
-//   ranks=N                  N ranks in the ring (its bytes and hops scaled from the run's)
-//   nodes=M                  the ranks on M machines, bandwidth=X the link between them
+// (docs/stalls.md, What if). The edits and their forms: what_if_edits.h.
 #include <string>
 #include <vector>
 
@@ -19,13 +9,9 @@
 
 #include "traces/model/run_trace.h"
 #include "traces/replay/replay.h"
+#include "traces/replay/what_if_edits.h"
 
 namespace ddp {
-
-struct WhatIfEdit {
-  std::string text;  // as the user wrote it
-  ReplayEdit edit;
-};
 
 struct WhatIf {
   std::vector<WhatIfEdit> edits;
@@ -36,8 +22,6 @@ struct WhatIf {
   size_t steps = 0;
 };
 
-// The edits in `text`; false and `err` (naming the part it could not read) when one is malformed.
-bool parse_what_if(const std::string& text, std::vector<WhatIfEdit>& out, std::string& err);
 // The run replayed with the edits (with keep_trace, the predicted run's traces in out.result.predicted). False and
 // `err` when an edit names a rank the run does not have.
 bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& out, std::string& err,
