@@ -11,7 +11,7 @@ namespace {
 constexpr size_t kWhatIfCauses = 5;
 
 // The edit that removes a cause: its rank's stage as on the median rank; none for a cause of no single rank, or of a
-// stage that is a wait (its time is another's) or the collective's.
+// stage the replay does not run as time of its own (editable(): a wait, the collective, worker_start).
 std::optional<ReplayEdit> edit_for(const StallCause& c) {
   if (c.rank < 0) return std::nullopt;
   ReplayEdit e;
@@ -21,7 +21,7 @@ std::optional<ReplayEdit> edit_for(const StallCause& c) {
     return e;
   }
   const std::optional<Stage> s = stage_from_name(c.stage);
-  if (!s || is_wait(*s) || stage_has(*s, kStageCommunication) || *s == Stage::worker_start) return std::nullopt;
+  if (!s || !editable(*s)) return std::nullopt;
   e.stage = *s;
   return e;
 }

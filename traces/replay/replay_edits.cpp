@@ -9,6 +9,8 @@
 namespace ddp::replay_graph {
 namespace {
 
+// The ops a stage_as_median edit sets: the main thread's work of the edit's stage (or its untracked time). With each
+// batch's loader stages, what editable() (what_if_edits.h) promises has effect.
 bool edits(const Op& o, const ReplayEdit& e) {
   return o.kind == OpKind::work && (e.other ? o.other : (!o.other && o.stage == e.stage));
 }

@@ -45,6 +45,46 @@ bool bandwidth(std::string s, double& bytes_per_s) {
   return true;
 }
 
+// rank<R>.<stage>=median, its key `rank<R>.<stage>`: a rank's stage set as on the median rank, where the replay runs
+// that stage (editable()).
+bool parse_stage_edit(const std::string& key, const std::string& val, ReplayEdit& e, std::string& err) {
+  const size_t dot = key.find('.');
+  const std::string stage = key.substr(dot + 1);
+  double v = 0;
+  if (!count(key.substr(4, dot - 4), 0, 1 << 20, v)) {
+    err = "--what-if: \"" + key + "\" names no rank (rank<R>.<stage>, e.g. rank1.forward)";
+    return false;
+  }
+  e.kind = Kind::stage_as_median;
+  e.rank = static_cast<int>(v);
+  if (val != "median") {
+    err = "--what-if: " + key + " can be set to the median rank's (" + key + "=median), not to \"" + val + "\"";
+    return false;
+  }
+  if (stage == "other") {
+    e.other = true;
+    return true;
+  }
+  const std::optional<Stage> s = stage_from_name(stage);
+  if (!s) {
+    err = "--what-if: no stage \"" + stage + "\" (editable: " + editable_stage_names() + ")";
+    return false;
+  }
+  if (is_wait(*s) || stage_has(*s, kStageCommunication)) {
+    err = "--what-if: " + stage +
+          " is time spent waiting for another stage or rank: edit that one (or the link: "
+          "bandwidth=X)";
+    return false;
+  }
+  if (!editable(*s)) {
+    err = "--what-if: the replay does not run " + stage +
+          " as time of its own: setting it would change nothing (editable: " + editable_stage_names() + ")";
+    return false;
+  }
+  e.stage = *s;
+  return true;
+}
+
 bool parse_one(const std::string& part, WhatIfEdit& out, std::string& err) {
   out.text = part;
   const size_t eq = part.find('=');
@@ -55,38 +95,7 @@ bool parse_one(const std::string& part, WhatIfEdit& out, std::string& err) {
   const std::string key = part.substr(0, eq), val = part.substr(eq + 1);
   ReplayEdit& e = out.edit;
   double v = 0;
-  if (key.rfind("rank", 0) == 0 && key.find('.') != std::string::npos) {
-    const size_t dot = key.find('.');
-    const std::string stage = key.substr(dot + 1);
-    if (!count(key.substr(4, dot - 4), 0, 1 << 20, v)) {
-      err = "--what-if: \"" + key + "\" names no rank (rank<R>.<stage>, e.g. rank1.forward)";
-      return false;
-    }
-    e.kind = Kind::stage_as_median;
-    e.rank = static_cast<int>(v);
-    if (val != "median") {
-      err = "--what-if: " + key + " can be set to the median rank's (" + key + "=median), not to \"" + val + "\"";
-      return false;
-    }
-    if (stage == "other") {
-      e.other = true;
-      return true;
-    }
-    const std::optional<Stage> s = stage_from_name(stage);
-    if (!s) {
-      err = "--what-if: no stage \"" + stage + "\" (stages: " + stage_names_with(kStageMainThread) + ", " +
-            stage_names_with(kStageLoaderThread) + ", other)";
-      return false;
-    }
-    if (is_wait(*s) || stage_has(*s, kStageCommunication)) {
-      err = "--what-if: " + stage +
-            " is time spent waiting for another stage or rank: edit that one (or the link: "
-            "bandwidth=X)";
-      return false;
-    }
-    e.stage = *s;
-    return true;
-  }
+  if (key.rfind("rank", 0) == 0 && key.find('.') != std::string::npos) return parse_stage_edit(key, val, e, err);
   if (key == "workers" && count(val, 0, 1024, v)) {
     e.kind = Kind::workers, e.value = v;
   } else if (key == "prefetch" && count(val, 1, 1024, v)) {
@@ -121,6 +130,15 @@ bool parse_one(const std::string& part, WhatIfEdit& out, std::string& err) {
 }
 
 }  // namespace
+
+bool editable(Stage s) { return !is_wait(s) && (stage_has(s, kStageMainThread) || stage_has(s, kStageLoaderThread)); }
+
+std::string editable_stage_names() {
+  std::string out;
+  for (int i = 0; i < kStageCount; ++i)
+    if (editable(static_cast<Stage>(i))) out += std::string(stage_name(static_cast<Stage>(i))) + ", ";
+  return out + "other";
+}
 
 bool parse_what_if(const std::string& text, std::vector<WhatIfEdit>& out, std::string& err) {
   out.clear();

@@ -39,6 +39,15 @@ struct ReplayEdit {
   double value = 0;
 };
 
+// The stages an edit may set (rank<R>.<stage>=median): the work of a rank's main thread or of its loader's workers,
+// its waits excepted. Those the replay runs as time of their own (replay_edits.cpp: the main thread's work ops, each
+// batch's loader stages); setting any other would change nothing: a wait's time is another stage's or rank's, the
+// collective's is the link's (bandwidth=X), and worker_start, the step, GPU and CUDA activity are not replayed. A
+// rank's untracked main-thread time (`other`, ReplayEdit::other) may be set too.
+bool editable(Stage s);
+// The editable stages by name in id order, then `other`: what --what-if lists when it refuses a stage.
+std::string editable_stage_names();
+
 struct WhatIfEdit {
   std::string text;  // as the user wrote it
   ReplayEdit edit;

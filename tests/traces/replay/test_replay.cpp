@@ -265,3 +265,35 @@ TEST(WhatIf, NoWorkersPutsEveryFetchOnTheRanksOwnThread) {
   // A fetch is disk_read 1 + transform 1 + pin 0.5 ms: each step pays it on its own thread now.
   EXPECT_NEAR(w.result.step_ms - w.result.fit_ms, 2.5, 0.6) << ddp::what_if_text(w);
 }
+
+// One rule for the stages an edit may set (editable()): --what-if refuses the rest, naming the ones it takes, and
+// every stage it takes moves the prediction when it is a rank's straggler.
+TEST(WhatIf, OnlyAStageTheReplayRunsCanBeSet) {
+  EXPECT_EQ(ddp::editable_stage_names(),
+            "disk_read, transform, pin, h2d, forward, backward, optimizer, checkpoint, collate, other");
+  std::vector<ddp::WhatIfEdit> e;
+  std::string err;
+  for (const char* stage : {"worker_start", "step", "kernel", "cuda_api", "sync", "memcpy_h2d", "wait_gpu", "nccl"}) {
+    EXPECT_FALSE(ddp::parse_what_if(std::string("rank1.") + stage + "=median", e, err)) << stage;
+    EXPECT_NE(err.find("--what-if"), std::string::npos) << stage << ": " << err;
+    const bool waits = std::string(stage) == "wait_gpu" || std::string(stage) == "nccl";  // told to edit another
+    if (!waits) {
+      EXPECT_NE(err.find("(editable: disk_read, "), std::string::npos) << stage << ": " << err;
+    }
+  }
+  EXPECT_FALSE(ddp::parse_what_if("rank1.nosuch=median", e, err));
+  EXPECT_NE(err.find("(editable: disk_read, "), std::string::npos) << err;
+  for (const char* stage : {"h2d", "forward", "backward", "optimizer", "checkpoint", "transform"}) {
+    Sim planted;
+    planted.steps = 12;
+    if (std::string(stage) == "h2d") planted.rank[1].h2d = 10;
+    if (std::string(stage) == "forward") planted.rank[1].forward = 15;
+    if (std::string(stage) == "backward") planted.rank[1].backward = 25;
+    if (std::string(stage) == "optimizer") planted.rank[1].optimizer = 12;
+    if (std::string(stage) == "checkpoint") planted.rank[1].checkpoint = 20;
+    if (std::string(stage) == "transform") planted.workers = 1, planted.rank[1].transform = 30;
+    const ddp::WhatIf w = predict(planted, std::string("rank1.") + stage + "=median", std::string("editable_") + stage);
+    ASSERT_TRUE(w.result.ok) << stage << ": " << w.result.error;
+    EXPECT_LT(w.result.step_ms, 0.95 * w.result.fit_ms) << stage << "\n" << ddp::what_if_text(w);
+  }
+}
