@@ -42,9 +42,8 @@ void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vect
   a.replay.untrusted_reason = distrust_reason(fit);
   for (size_t i = 0; i < a.causes.size() && i < kWhatIfCauses; ++i) {
     std::optional<ReplayEdit> e = edit_for(a.causes[i]);
+    if (e) e = edit_for_traces(*e, data);
     if (!e) continue;
-    e->rank = rank_index(data, e->rank);  // the replay's ranks are the traces in the run's order
-    if (e->rank < 0) continue;
     const ReplayResult r = replay(data, common, {*e});
     if (r.ok) a.causes[i].what_if_step_ms = r.step_ms;
   }

@@ -248,6 +248,14 @@ std::map<std::string, double> per_stage_ms(const Timeline& tl, double rank_steps
 
 }  // namespace
 
+std::optional<ReplayEdit> edit_for_traces(const ReplayEdit& e, const std::vector<RankData>& data) {
+  if (e.kind != ReplayEdit::Kind::stage_as_median) return e;
+  ReplayEdit on_traces = e;
+  on_traces.rank = rank_index(data, e.rank);
+  if (on_traces.rank < 0) return std::nullopt;
+  return on_traces;
+}
+
 ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
                     const std::vector<ReplayEdit>& edits, bool keep_trace) {
   ReplayResult res;

@@ -26,6 +26,7 @@
 // parameter boundaries).
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ struct ReplayResult {
   // (its measured stages in order, scaled to the predicted fetch).
   std::vector<RankTrace> predicted;
 };
+
+// `e` as the replay takes it: a stage edit's rank number made that rank's place among `data` (the run's traces, in the
+// run's order, which may be a subset of the ranks); nullopt when the run has no such rank. Other edits name no rank.
+std::optional<ReplayEdit> edit_for_traces(const ReplayEdit& e, const std::vector<rank_data::RankData>& data);
 
 // Replays the steps in `common` (every rank has them); with edits, the edited replay (its error fields are the
 // unedited replay's fit).

@@ -72,15 +72,12 @@ bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& 
   for (const RankTrace& t : run.ranks) data.push_back(prepare(t));
   std::vector<ReplayEdit> es;
   for (const WhatIfEdit& w : edits) {
-    ReplayEdit e = w.edit;
-    if (e.kind == Kind::stage_as_median) {  // the rank's place among the traces the run holds
-      e.rank = rank_index(data, w.edit.rank);
-      if (e.rank < 0) {
-        err = "--what-if: " + w.text + ": the run has no rank " + std::to_string(w.edit.rank);
-        return false;
-      }
+    const std::optional<ReplayEdit> e = edit_for_traces(w.edit, data);
+    if (!e) {
+      err = "--what-if: " + w.text + ": the run has no rank " + std::to_string(w.edit.rank);
+      return false;
     }
-    es.push_back(e);
+    es.push_back(*e);
   }
   const std::vector<uint32_t> common = common_steps(data);
   out.edits = edits;
