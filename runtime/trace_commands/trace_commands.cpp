@@ -228,16 +228,11 @@ int run_analyze(const Command& cmd) {
 
 // --what-if EDIT RUN (docs/stalls.md, What if): the run replayed with the edits; 1 when the run cannot take them.
 int run_what_if(const Command& cmd) {
-  std::vector<WhatIfEdit> edits;
   std::string err;
-  if (!parse_what_if(cmd.what_if, edits, err)) {  // checked when the command line was parsed
-    std::cerr << "ddp_profile: " << err << "\n";
-    return 2;
-  }
   RunTrace run;
   if (int rc = load_or_report(cmd, run)) return rc;
   WhatIf w;
-  if (!what_if(run, edits, w, err, !cmd.output_file.empty())) {
+  if (!what_if(run, cmd.what_if_edits, w, err, !cmd.output_file.empty())) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 2;
   }
