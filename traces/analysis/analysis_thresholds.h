@@ -62,15 +62,8 @@ inline constexpr double kLoaderMaxUtilization = 1.0;
 inline constexpr double kLoaderQueueEmptyFraction = 0.5;
 
 // ---- flag memory_growth ----
-// Fewer samples than this cannot show a trend.
-inline constexpr size_t kMemoryMinSamples = 8;
-// The first 1/kMemoryWarmupParts of the sampled time is warm-up (allocator pools, first batches) and is dropped.
-inline constexpr int64_t kMemoryWarmupParts = 10;
-// After warm-up, fewer samples than this make thirds too small for a median.
-inline constexpr size_t kMemoryMinSamplesAfterWarmup = 6;
-// Growth must exceed both of these: 50 MiB ignores allocator noise in small runs, 10 % ignores it in large ones.
-inline constexpr double kMemoryGrowthMinBytes = 50.0 * (1 << 20);
-inline constexpr double kMemoryGrowthMinFraction = 0.10;
+// Its rule and marks (kMemoryMinSamples, kMemoryWarmupParts, kMemoryMinSamplesAfterWarmup, kCounterGrowth) are in
+// traces/analysis/memory_growth.h, one rule with the check memory.steady's.
 
 // ---- flag collective_tail ----
 // A collective's own time is measured from the last rank's launch to the first rank's completion, when every rank
