@@ -13,8 +13,8 @@
 
 #include "tests/support/remove_tree.h"
 #include "tests/support/synthetic_run.h"
-#include "traces/analysis/what_if.h"
 #include "traces/native/load_run.h"
+#include "traces/replay/what_if.h"
 
 namespace {
 
@@ -58,7 +58,7 @@ int main() {
     t0 = std::chrono::steady_clock::now();
     ddp::WhatIf w;
     if (!ddp::what_if(run, edits, w, err) || !w.result.ok) {
-      std::fprintf(stderr, "replay_bench: %s: %s%s\n", edit, err.c_str(), w.result.why.c_str());
+      std::fprintf(stderr, "replay_bench: %s: %s%s\n", edit, err.c_str(), w.result.error.c_str());
       rc = 1;
       continue;
     }

@@ -77,22 +77,9 @@ CheckResult judge_schedule(const TrainingEvidence& evidence);
 // training forward and its backward, finds its gradients zeroed since the last step, and runs after the backward.
 CheckResult judge_iteration(const TrainingEvidence& evidence);
 
-// memory.steady: after warm-up, a rank that grows at least `per_step` a step (the median of the slopes between every
-// two steps: a one-time rise is no growth per step), and `total` in all (the median of the window's last quarter
-// over its first), leaks.
-struct LeakMarks {
-  double per_step, total;
-};
-// The heap in use and CUDA's allocated bytes count what is held, not the pages an allocator keeps. Correct scripts
-// here still creep (a CNN with BatchNorm, a loop, a Trainer class, Lightning, accelerate; 48-120 steps): 1.4-4.3 KB
-// a step and at most 0.43 MB in all, of which ~1.3 KB a step without the companion (torch's own, below Python).
-// A kept graph that holds its activations grows 24 KB a step on the test loop's MLP; one kept after backward (its
-// saved tensors freed) only ~0.6 KB on a small CNN: below the creep, not told apart.
-inline constexpr LeakMarks kLeakHeld = {10e3, 256e3};
-// The resident set, where the heap is not measured: the same correct scripts creep by up to ~3 KB a step (pages the
-// allocator keeps), and creeps of 36-59 KB a step were seen on others; a kept graph of a 512-wide MLP grows ~220 KB.
-inline constexpr LeakMarks kLeakResident = {64e3, 2e6};
-inline constexpr size_t kMemoryMinSteps = 8;  // steps after warm-up needed to tell growth from warm-up
+// memory.steady: after warm-up, a rank whose memory grows by traces/analysis/memory_growth.h's rule, one with the
+// analysis' memory_growth flag, leaks; its marks and the measurements behind them are there (kLeakHeld,
+// kLeakResident, kMemoryMinSteps).
 // Ranks far apart: one rank's typical memory this many times another's, and at least this many bytes more.
 inline constexpr double kRanksApartRatio = 1.5, kRanksApartBytes = 512e6;
 CheckResult judge_memory(const TrainingEvidence& evidence);

@@ -2,12 +2,13 @@
 // heap in use (glibc's mallinfo2), else the process's resident set. A leak grows step after step (a tensor kept
 // with its graph: `running += loss`); a steady job rises during warm-up and then stays flat. The first two count
 // what is held, to the byte; the resident set also moves with what allocators keep or return after a free, so it is
-// judged only where nothing better was measured, with marks wide enough for that noise.
+// judged only where nothing better was measured, with marks wide enough for that noise. The rule and its marks:
+// traces/analysis/memory_growth.h, one rule with the analysis' memory_growth flag.
 #include <algorithm>
-#include <cmath>
 
 #include "runtime/check/check_ids.h"
 #include "runtime/check/judges.h"
+#include "traces/analysis/memory_growth.h"
 #include "traces/base/text_format.h"
 
 namespace ddp {
@@ -42,30 +43,8 @@ double bytes_of(const TrainingStep& t, Measure m) {
   return static_cast<double>(m == Measure::cuda_allocated ? t.cuda_allocated : m == Measure::heap ? *t.heap : t.rss);
 }
 
-LeakMarks marks_for(Measure m) { return m == Measure::rss ? kLeakResident : kLeakHeld; }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
-// Bytes per step, Theil-Sen: the median of the slopes between every two steps. A one-time rise (the first
-// checkpoint's save, a cache filled once: +285 KB at once on a Trainer's rank 0) moves a least-squares fit by its
-// whole size over the window; it moves the median of the pairwise slopes hardly at all, while a leak moves every
-// one of them. At most kSlopePoints evenly spaced steps: the pairs grow with their square.
-constexpr size_t kSlopePoints = 400;
-double slope(const std::vector<double>& y) {
-  if (y.size() < 2) return 0;
-  const size_t n = std::min(y.size(), kSlopePoints);
-  std::vector<size_t> at(n);
-  for (size_t k = 0; k < n; ++k) at[k] = k * (y.size() - 1) / (n - 1);
-  std::vector<double> slopes;
-  slopes.reserve(n * (n - 1) / 2);
-  for (size_t a = 0; a < n; ++a)
-    for (size_t b = a + 1; b < n; ++b) slopes.push_back((y[at[b]] - y[at[a]]) / static_cast<double>(at[b] - at[a]));
-  return median(std::move(slopes));
-}
+// memory_growth.h's rule, with the marks of what was measured: the resident set's are wider.
+const GrowthRule& rule_for(Measure m) { return m == Measure::rss ? kLeakResident : kLeakHeld; }
 
 std::string mb(double bytes) { return fmt("%.1f MB", bytes / 1e6); }
 
@@ -79,7 +58,7 @@ CheckResult judge_memory(const TrainingEvidence& e) {
     Series s;
     s.measure = measure_of(steps);
     // Warm-up: the verified steps (rank 0 builds a reference beside the job) and the first tenth of the run.
-    const int64_t warm = std::max<int64_t>(e.warmup_steps, static_cast<int64_t>(steps.size() / 10));
+    const int64_t warm = std::max<int64_t>(e.warmup_steps, static_cast<int64_t>(steps.size()) / kMemoryWarmupParts);
     for (const TrainingStep& t : steps) {
       const double b = bytes_of(t, s.measure);
       s.peak = std::max(s.peak, b);
@@ -91,23 +70,22 @@ CheckResult judge_memory(const TrainingEvidence& e) {
   }
   nlohmann::json d = {{"ranks", nlohmann::json::array()}};
   size_t window = SIZE_MAX;
+  std::vector<MemoryGrowth> growth;
   for (size_t r = 0; r < ranks.size(); ++r) {
     const Series& s = ranks[r];
     window = std::min(window, s.bytes.size());
-    const size_t q = std::max<size_t>(s.bytes.size() / 4, 1);
-    const double rise = s.bytes.size() < 2 ? 0
-                                           : median({s.bytes.end() - q, s.bytes.end()}) -
-                                                 median({s.bytes.begin(), s.bytes.begin() + q});
+    const GrowthRule& rule = rule_for(s.measure);
+    growth.push_back(memory_growth(s.bytes, rule));
     d["ranks"].push_back({{"rank", r},
                           {"measure", key(s.measure)},
-                          {"leak_bytes_per_step", marks_for(s.measure).per_step},
-                          {"leak_bytes", marks_for(s.measure).total},
+                          {"leak_bytes_per_step", rule.per_sample},
+                          {"leak_bytes", rule.rise},
                           {"peak_bytes", s.peak},
                           {"from_step", s.from_step},
                           {"steps", s.bytes.size()},
-                          {"bytes_per_step", slope(s.bytes)},
-                          {"rise_bytes", rise},
-                          {"median_bytes", median(s.bytes)}});
+                          {"bytes_per_step", growth.back().per_sample},
+                          {"rise_bytes", growth.back().rise},
+                          {"median_bytes", growth.back().median}});
   }
   if (ranks.empty() || window < kMemoryMinSteps)
     return check_result(id, CheckStatus::warn,
@@ -116,10 +94,8 @@ CheckResult judge_memory(const TrainingEvidence& e) {
                             std::to_string(kMemoryMinSteps) + ")",
                         d);
   for (size_t r = 0; r < ranks.size(); ++r) {
-    const auto& j = d["ranks"][r];
-    const double per_step = j["bytes_per_step"], rise = j["rise_bytes"];
-    const LeakMarks marks = marks_for(ranks[r].measure);
-    if (per_step >= marks.per_step && rise >= marks.total)
+    const double per_step = growth[r].per_sample;
+    if (growth[r].grows)
       return check_result(id, CheckStatus::fail,
                           "rank " + std::to_string(r) + " grows " + fmt("%.0f KB", per_step / 1e3) +
                               " per step from step " + std::to_string(ranks[r].from_step) + " (" +

@@ -8,7 +8,6 @@
 #include "runtime/trace_commands/read_progress_bar.h"
 #include "traces/analysis/analysis.h"
 #include "traces/analysis/summary.h"
-#include "traces/analysis/what_if.h"
 #include "traces/base/rank_set.h"
 #include "traces/chrome/chrome_export.h"
 #include "traces/diff/run_diff.h"
@@ -21,6 +20,7 @@
 #include "traces/model/step_window.h"
 #include "traces/native/load_run.h"
 #include "traces/perfetto/perfetto_export.h"
+#include "traces/replay/what_if.h"
 
 namespace ddp {
 namespace {
@@ -228,16 +228,11 @@ int run_analyze(const Command& cmd) {
 
 // --what-if EDIT RUN (docs/stalls.md, What if): the run replayed with the edits; 1 when the run cannot take them.
 int run_what_if(const Command& cmd) {
-  std::vector<WhatIfEdit> edits;
   std::string err;
-  if (!parse_what_if(cmd.what_if, edits, err)) {  // checked when the command line was parsed
-    std::cerr << "ddp_profile: " << err << "\n";
-    return 2;
-  }
   RunTrace run;
   if (int rc = load_or_report(cmd, run)) return rc;
   WhatIf w;
-  if (!what_if(run, edits, w, err, !cmd.output_file.empty())) {
+  if (!what_if(run, cmd.what_if_edits, w, err, !cmd.output_file.empty())) {
     std::cerr << "ddp_profile: " << err << "\n";
     return 2;
   }
@@ -254,7 +249,7 @@ int run_what_if(const Command& cmd) {
   else
     std::cout << what_if_text(w);
   if (!w.result.ok) {
-    std::cerr << "ddp_profile: --what-if " << cmd.what_if << ": " << w.result.why << "\n";
+    std::cerr << "ddp_profile: --what-if " << cmd.what_if << ": " << w.result.error << "\n";
     return 1;
   }
   return 0;

@@ -74,6 +74,23 @@ TEST(Cli, WhatIfTakesItsEditsThenTheRun) {
   }
 }
 
+// The edits are parsed once, here, into the command the trace command runs; --help lists every form they take.
+TEST(Cli, WhatIfsEditsAreParsedOnceAndTheHelpListsEveryForm) {
+  auto r = parse({"--what-if", "workers=4,rank1.forward=median", "run_dir"});
+  ASSERT_LT(r.exit_code, 0) << r.message;
+  ASSERT_EQ(r.cmd.what_if_edits.size(), 2u);
+  EXPECT_EQ(r.cmd.what_if_edits[0].edit.kind, ddp::ReplayEdit::Kind::workers);
+  EXPECT_DOUBLE_EQ(r.cmd.what_if_edits[0].edit.value, 4);
+  EXPECT_EQ(r.cmd.what_if_edits[1].edit.stage, ddp::Stage::forward);
+  EXPECT_EQ(r.cmd.what_if_edits[1].text, "rank1.forward=median");
+  auto bad = parse({"--what-if", "rank1.worker_start=median", "run_dir"});  // it would change nothing
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.message.find("editable: "), std::string::npos) << bad.message;
+  const std::string help = parse({"--help"}).message;
+  for (const char* form : {"accum=K", "ranks=N", "nodes=M", "bucket_cap_mb=X"})
+    EXPECT_NE(help.find(form), std::string::npos) << form;
+}
+
 TEST(Cli, JobOptionsAndSpecs) {
   auto r = parse({"--record", "--accum-steps", "4", "--slow", "rank=1,stage=transform,ms=5", "--slow",
                   "rank=0,stage=backward,ms=1.5", "--inject-fault", "rank=1,step=3,kind=kill", "--no-record",

@@ -15,8 +15,8 @@
 #include <set>
 
 #include "tests/support/synthetic_run.h"
-#include "traces/analysis/what_if.h"
 #include "traces/native/load_run.h"
+#include "traces/replay/what_if.h"
 #include "viewer/app.h"
 #include "viewer/headless.h"
 
@@ -201,7 +201,7 @@ TEST(ViewerBeside, APredictedRunIsDrawnUnderEachRanksMeasuredLanes) {
   ASSERT_TRUE(parse_what_if("rank1.forward=median,bandwidth=1GB/s", edits, err)) << err;
   WhatIf w;
   ASSERT_TRUE(what_if(run, edits, w, err, true)) << err;
-  ASSERT_TRUE(w.result.ok) << w.result.why;
+  ASSERT_TRUE(w.result.ok) << w.result.error;
   ASSERT_TRUE(write_predicted_run(run, w, predicted, err)) << err;
   EXPECT_FALSE(write_predicted_run(run, w, predicted, err)) << "a folder written before is never overwritten";
 

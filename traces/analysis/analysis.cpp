@@ -6,9 +6,9 @@
 #include "traces/analysis/analysis_attribution.h"
 #include "traces/analysis/analysis_flags.h"
 #include "traces/analysis/analysis_measures.h"
-#include "traces/analysis/analysis_rank_data.h"
 #include "traces/analysis/replay_what_if.h"
 #include "traces/base/text_format.h"
+#include "traces/rank_data/rank_data.h"
 
 namespace ddp {
 namespace {

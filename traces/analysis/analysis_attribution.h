@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "traces/analysis/analysis_rank_data.h"
 #include "traces/analysis/analysis_types.h"
+#include "traces/rank_data/rank_data.h"
 
 namespace ddp::analysis_detail {
+
+using namespace rank_data;  // the analysis reads the ranks as traces/rank_data prepared them
 
 // The stage a cause is charged to; nullopt is `other`, main-thread time outside every span.
 using CauseStage = std::optional<Stage>;

@@ -8,6 +8,7 @@
 
 #include "traces/analysis/analysis_measures.h"
 #include "traces/analysis/analysis_thresholds.h"
+#include "traces/analysis/memory_growth.h"
 #include "traces/base/stats.h"
 #include "traces/base/text_format.h"
 
@@ -109,6 +110,7 @@ void flag_loader_cannot_keep_up(Analysis& a, const RankAnalysis& r) {
                L.queue_empty_fraction >= 0 ? nlohmann::json(L.queue_empty_fraction) : nlohmann::json(nullptr)}});
 }
 
+// memory_growth.h's rule with the counters' marks (kCounterGrowth), warm-up the first tenth of the sampled time.
 void flag_memory_growth(Analysis& a, const RankData& d, Counter c) {
   const auto& s = d.counters[static_cast<int>(c)];
   if (s.size() < kMemoryMinSamples) return;
@@ -118,12 +120,9 @@ void flag_memory_growth(Analysis& a, const RankData& d, Counter c) {
   for (const Sample& x : s)
     if (x.t >= cut) v.push_back(static_cast<double>(x.v));
   if (v.size() < kMemoryMinSamplesAfterWarmup) return;
-  size_t k = v.size() / 3;
-  double m1 = median({v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k)});
-  double m2 = median({v.begin() + static_cast<std::ptrdiff_t>(k), v.begin() + static_cast<std::ptrdiff_t>(2 * k)});
-  double m3 = median({v.begin() + static_cast<std::ptrdiff_t>(2 * k), v.end()});
-  double growth = m3 - m1;
-  if (!(m1 < m2 && m2 < m3) || growth <= kMemoryGrowthMinBytes || growth <= kMemoryGrowthMinFraction * m1) return;
+  const MemoryGrowth g = memory_growth(v, kCounterGrowth);
+  if (!g.grows) return;
+  const double m1 = g.part_medians[0], m2 = g.part_medians[1], m3 = g.part_medians[2], growth = g.rise;
   std::string what = c == Counter::host_rss_bytes ? "host RSS" : std::string(counter_name(c));
   add_flag(a, "memory_growth", d.rank,
            fmt("rank %d: %s grows steadily from %.1f to %.1f MiB (+%.0f%%) over the run", d.rank, what.c_str(),

@@ -6,10 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/analysis/analysis_rank_data.h"
 #include "traces/analysis/analysis_types.h"
+#include "traces/rank_data/rank_data.h"
 
 namespace ddp::analysis_detail {
+
+using namespace rank_data;  // the analysis reads the ranks as traces/rank_data prepared them
 
 // Appends the flags of every rank to a.flags, rank by rank, then those of the run as a whole; `a.ranks[i]` measures
 // `data[i]`. `backend` is the manifest's ("gloo", "nccl"; empty when unknown), for the advice a flag gives.

@@ -8,10 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/analysis/analysis_rank_data.h"
 #include "traces/analysis/analysis_types.h"
+#include "traces/rank_data/rank_data.h"
 
 namespace ddp::analysis_detail {
+
+using namespace rank_data;  // the analysis reads the ranks as traces/rank_data prepared them
 
 // The manifest's process-group backend ("gloo", "nccl"), empty when the run does not say.
 std::string manifest_backend(const RunTrace& run);

@@ -75,7 +75,7 @@ nlohmann::json replay_json(const ReplayFit& r) {
           {"step_error_p90", when_ok(r.step_error_p90)},
           {"replayed_step_ms", when_ok(r.replayed_step_ms)},
           {"trusted", r.trusted},
-          {"reason", r.reason}};
+          {"reason", r.ok ? r.untrusted_reason : r.error}};
 }
 
 }  // namespace
@@ -134,7 +134,7 @@ std::string analysis_text(const Analysis& a) {
   if (a.replay.ok)
     out += fmt("\nreplay: the run's graph replayed gives its steps back within %.1f%% (mean), %.1f%% (p90)%s\n",
                100 * a.replay.step_error_mean, 100 * a.replay.step_error_p90,
-               a.replay.trusted ? "" : (": untrusted, " + a.replay.reason).c_str());
+               a.replay.trusted ? "" : (": untrusted, " + a.replay.untrusted_reason).c_str());
   out += "\nflags:\n";
   if (a.flags.empty()) out += "  none\n";
   for (const StallFlag& f : a.flags) out += "  [" + f.id + "] " + f.message + "\n";

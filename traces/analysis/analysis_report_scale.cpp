@@ -6,18 +6,13 @@
 #include <set>
 
 #include "traces/base/rank_set.h"
+#include "traces/base/stats.h"
 #include "traces/base/text_format.h"
 
 namespace ddp {
 namespace {
 
 std::string line(const std::string& text) { return clip(text, kReportLineMax) + "\n"; }
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-}
 
 // One pattern: a stage at fault on one rank or several (rank -1: no single rank, its own group per stage).
 struct CauseGroup {
@@ -57,7 +52,7 @@ std::string victims_summary(const CauseGroup& g, int world) {
   }
   std::string st;
   for (const std::string& s : stages) st += (st.empty() ? "" : ", ") + s;
-  return describe_ranks(ranks, world) + " waited (" + st + "): median " + fmt("%.2f", quantile(waits, 0.5)) +
+  return describe_ranks(ranks, world) + " waited (" + st + "): median " + fmt("%.2f", percentile(waits, 0.5)) +
          " ms, worst rank " + std::to_string(worst->first) + " " + fmt("%.2f", worst->second) + " ms";
 }
 
@@ -115,8 +110,8 @@ std::string ranks_text_summarised(const Analysis& a) {
       v.push_back(get(r));
       if (get(r) > get(*worst)) worst = &r;
     }
-    out += fmt("  %-10s ms/step: min %.3f, median %.3f, p90 %.3f, max %.3f (rank %d)\n", name, quantile(v, 0),
-               quantile(v, 0.5), quantile(v, 0.9), quantile(v, 1), worst->rank);
+    out += fmt("  %-10s ms/step: min %.3f, median %.3f, p90 %.3f, max %.3f (rank %d)\n", name, percentile(v, 0),
+               percentile(v, 0.5), percentile(v, 0.9), percentile(v, 1), worst->rank);
   };
   dist("step", [](const RankAnalysis& r) { return r.step_ms; });
   dist("wait_data", [](const RankAnalysis& r) { return r.wait_data_ms; });
@@ -127,7 +122,7 @@ std::string ranks_text_summarised(const Analysis& a) {
   auto busy = [](const RankAnalysis& r) { return std::max(0.0, r.step_ms - r.wait_data_ms - r.wait_comm_ms); };
   std::vector<double> b;
   for (const RankAnalysis& r : a.ranks) b.push_back(busy(r));
-  const double median = quantile(b, 0.5);
+  const double median = percentile(b, 0.5);
   std::vector<const RankAnalysis*> worst;
   for (const RankAnalysis& r : a.ranks) worst.push_back(&r);
   std::sort(worst.begin(), worst.end(), [&](const RankAnalysis* x, const RankAnalysis* y) {
@@ -155,7 +150,7 @@ std::string gpu_text_summarised(const Analysis& a) {
   return fmt(
       "\ngpu (%zu ranks with device records; docs/stalls.md \"GPU time\"): idle share median %.1f%%, p90 %.1f%%, "
       "max %.1f%% (rank %d)\n",
-      a.gpu.size(), quantile(idle, 0.5), quantile(idle, 0.9), quantile(idle, 1), worst->rank);
+      a.gpu.size(), percentile(idle, 0.5), percentile(idle, 0.9), percentile(idle, 1), worst->rank);
 }
 
 std::string problems_text_capped(const Analysis& a) {

@@ -7,9 +7,8 @@
 namespace ddp {
 
 // ---- steps ----
-// A rank with at least this many steps has its first one skipped: it holds one-time costs (first batch, allocator,
-// autotuning) that are not stalls of the steady state. With fewer steps there would be too little left to analyse.
-inline constexpr uint64_t kWarmupMinSteps = 3;
+// kWarmupMinSteps, the steps a rank needs before its first is skipped as warm-up, is in traces/rank_data/rank_data.h:
+// the replay skips the same.
 
 // ---- causes and verdict ----
 // A cause at or above this share of step time is "dominant": it names the verdict. Below it, no single fix would
@@ -63,15 +62,8 @@ inline constexpr double kLoaderMaxUtilization = 1.0;
 inline constexpr double kLoaderQueueEmptyFraction = 0.5;
 
 // ---- flag memory_growth ----
-// Fewer samples than this cannot show a trend.
-inline constexpr size_t kMemoryMinSamples = 8;
-// The first 1/kMemoryWarmupParts of the sampled time is warm-up (allocator pools, first batches) and is dropped.
-inline constexpr int64_t kMemoryWarmupParts = 10;
-// After warm-up, fewer samples than this make thirds too small for a median.
-inline constexpr size_t kMemoryMinSamplesAfterWarmup = 6;
-// Growth must exceed both of these: 50 MiB ignores allocator noise in small runs, 10 % ignores it in large ones.
-inline constexpr double kMemoryGrowthMinBytes = 50.0 * (1 << 20);
-inline constexpr double kMemoryGrowthMinFraction = 0.10;
+// Its rule and marks (kMemoryMinSamples, kMemoryWarmupParts, kMemoryMinSamplesAfterWarmup, kCounterGrowth) are in
+// traces/analysis/memory_growth.h, one rule with the check memory.steady's.
 
 // ---- flag collective_tail ----
 // A collective's own time is measured from the last rank's launch to the first rank's completion, when every rank
@@ -97,13 +89,7 @@ inline constexpr size_t kFlagGroupsShown = 8;
 inline constexpr size_t kStragglersShown = 8;
 inline constexpr size_t kProblemsShown = 6;
 
-// The what-if replay (replay.h). A wait for data shorter than this is a hand-over (the batch was there), not a
-// stall: 0.5 ms is above the queue get of a ready batch measured here (~0.05-0.2 ms with 2 workers) and well below a
-// late batch (tens of ms). The replay is trusted when its mean step error stays within kReplayTrustedError: the bar
-// replays of Kineto traces reach (Lumos, MLSys'25: 3.3 % mean), and what a prediction needs to rank causes.
-inline constexpr int64_t kReplayStallNs = 500'000;
-inline constexpr double kReplayTrustedError = 0.05;
-// Batches a loader worker may have made ahead per worker: PyTorch's DataLoader prefetch_factor default (2), ours.
-inline constexpr int64_t kReplayPrefetch = 2;
+// The what-if replay's thresholds (kReplayStallNs, kReplayTrustedError, kReplayPrefetch) are the replay's own:
+// traces/replay/replay_thresholds.h.
 
 }  // namespace ddp

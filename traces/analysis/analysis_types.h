@@ -34,19 +34,20 @@ struct StallCause {
   int64_t at_ns = 0;        // start of the worst instance's wait span, common clock, relative to RunTrace::origin_ns()
   int at_rank = 0;          // the rank where that wait span is
   uint32_t at_step = 0;     // the step of the worst instance
-  // The mean step predicted without it (traces/analysis/replay.h: the rank's stage as on the median rank); -1 when
+  // The mean step predicted without it (traces/replay/replay.h: the rank's stage as on the median rank); -1 when
   // no single rank's stage is the cause (the collective, an input all ranks share) or nothing could be replayed.
   double what_if_step_ms = -1;
 };
 
-// How well the replay of the run's dependency graph gives back its measured steps (traces/analysis/replay.h).
+// How well the replay of the run's dependency graph gives back its measured steps (traces/replay/replay.h).
 struct ReplayFit {
-  bool ok = false;              // false: nothing replayable (then `reason`)
-  double step_error_mean = 0;   // |replayed - measured| / measured step, mean over the analysed steps
-  double step_error_p90 = 0;    //   its 90th percentile
-  double replayed_step_ms = 0;  // mean replayed step
-  bool trusted = false;         // step_error_mean within kReplayTrustedError
-  std::string reason;           // why not ok, or why not trusted
+  bool ok = false;               // false: nothing replayable (then `error`)
+  std::string error;             // why not ok
+  double step_error_mean = 0;    // |replayed - measured| / measured step, mean over the analysed steps
+  double step_error_p90 = 0;     //   its 90th percentile
+  double replayed_step_ms = 0;   // mean replayed step
+  bool trusted = false;          // traces/replay/replay_trust.h's rule, --what-if's too
+  std::string untrusted_reason;  // with ok and not trusted: why (its notes, or how far it misses the steps)
 };
 
 struct StallFlag {

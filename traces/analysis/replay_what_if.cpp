@@ -1,8 +1,8 @@
 // The what-if of --analyze: the replay's fit, and per top cause the step predicted without it.
 #include "traces/analysis/replay_what_if.h"
 
-#include "traces/analysis/replay.h"
-#include "traces/base/text_format.h"
+#include "traces/replay/replay.h"
+#include "traces/replay/replay_trust.h"
 
 namespace ddp::analysis_detail {
 namespace {
@@ -11,7 +11,7 @@ namespace {
 constexpr size_t kWhatIfCauses = 5;
 
 // The edit that removes a cause: its rank's stage as on the median rank; none for a cause of no single rank, or of a
-// stage that is a wait (its time is another's) or the collective's.
+// stage the replay does not run as time of its own (editable(): a wait, the collective, worker_start).
 std::optional<ReplayEdit> edit_for(const StallCause& c) {
   if (c.rank < 0) return std::nullopt;
   ReplayEdit e;
@@ -21,7 +21,7 @@ std::optional<ReplayEdit> edit_for(const StallCause& c) {
     return e;
   }
   const std::optional<Stage> s = stage_from_name(c.stage);
-  if (!s || is_wait(*s) || stage_has(*s, kStageCommunication) || *s == Stage::worker_start) return std::nullopt;
+  if (!s || !editable(*s)) return std::nullopt;
   e.stage = *s;
   return e;
 }
@@ -32,26 +32,18 @@ void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vect
   const ReplayResult fit = replay(data, common);
   a.replay.ok = fit.ok;
   if (!fit.ok) {
-    a.replay.reason = fit.why;
+    a.replay.error = fit.error;
     return;
   }
   a.replay.step_error_mean = fit.error_mean;
   a.replay.step_error_p90 = fit.error_p90;
   a.replay.replayed_step_ms = fit.step_ms;
-  a.replay.trusted = fit.error_mean <= kReplayTrustedError && fit.why.empty();
-  if (!fit.why.empty())
-    a.replay.reason = fit.why;
-  else if (!a.replay.trusted)
-    a.replay.reason =
-        fmt("the replay misses the measured steps by %.1f%% on average (more than %.0f%%): what it "
-            "leaves out (CPU contention between ranks, the loader's back-pressure, memory bandwidth) "
-            "weighs on this run",
-            100 * fit.error_mean, 100 * kReplayTrustedError);
+  a.replay.trusted = trusted(fit);
+  a.replay.untrusted_reason = distrust_reason(fit);
   for (size_t i = 0; i < a.causes.size() && i < kWhatIfCauses; ++i) {
     std::optional<ReplayEdit> e = edit_for(a.causes[i]);
+    if (e) e = edit_for_traces(*e, data);
     if (!e) continue;
-    e->rank = rank_index(data, e->rank);  // the replay's ranks are the traces in the run's order
-    if (e->rank < 0) continue;
     const ReplayResult r = replay(data, common, {*e});
     if (r.ok) a.causes[i].what_if_step_ms = r.step_ms;
   }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "traces/base/rank_set.h"
+#include "traces/base/stats.h"
 #include "traces/base/text_format.h"
 #include "traces/kineto/kineto_align.h"
 #include "traces/kineto/kineto_build.h"
@@ -412,15 +413,11 @@ std::string clock_alignment_summary(const std::vector<records::clock_alignment>&
     if (loose < 0 || unc > loose_ms) loose = rank, loose_ms = unc;
     if (a.clamped_to_bounds) clamped.push_back(rank);
   }
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  };
+  // Medians by nearest rank (of an even count the upper middle), as this report has always printed them.
   std::string out =
       fmt("  %zu ranks measured: |offset| median %.2f ms, max %.2f ms (rank %d); uncertainty median %.2f "
           "ms, max %.2f ms (rank %d)\n",
-          offsets.size(), median(offsets), far_ms, far, median(uncertainties), loose_ms, loose);
+          offsets.size(), percentile(offsets, 0.5), far_ms, far, percentile(uncertainties, 0.5), loose_ms, loose);
   if (!clamped.empty()) out += "  median clamped to the bounds: " + describe_ranks(clamped) + "\n";
   if (!unmeasured.empty()) out += "  not measured (no collective matched): " + describe_ranks(unmeasured) + "\n";
   return out;

@@ -6,9 +6,9 @@
 #include <CLI/CLI.hpp>
 
 #include "ddp_profile_version.h"
-#include "traces/analysis/what_if.h"
 #include "traces/base/parse_int.h"
 #include "traces/kineto/kineto_map.h"
+#include "traces/replay/what_if_edits.h"
 
 namespace ddp {
 namespace {
@@ -113,8 +113,8 @@ void add_mode_options(CLI::App& app, Command& c, RawOptions& raw) {
   g_mode->add_option("--diff", c.diff_dirs, "what changed between two runs")->expected(2);
   g_mode
       ->add_option("--what-if", raw.what_if,
-                   "EDIT RUN: the run replayed with EDIT (rank<R>.<stage>=median, workers=N, prefetch=N, "
-                   "bandwidth=X, bucket_cap_mb=X; comma-separated), the predicted step (docs/stalls.md, What if)")
+                   std::string("EDIT RUN: the run replayed with EDIT (") + kEditForms +
+                       "; comma-separated), the predicted step (docs/stalls.md, What if)")
       ->expected(2, CLI::detail::expected_max_vector_size)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   g_mode->add_flag("--worker", raw.worker, "run as one rank (used by the supervisor and external launchers)");
@@ -277,9 +277,8 @@ std::string check_mode_rules(const RawOptions& raw, Command& c) {
     if (raw.what_if.size() < 2) return "--what-if takes the edit and the run: --what-if EDIT RUN";
     c.what_if = raw.what_if.front();
     c.inputs.assign(raw.what_if.begin() + 1, raw.what_if.end());
-    std::vector<WhatIfEdit> edits;
     std::string why;
-    if (!parse_what_if(c.what_if, edits, why)) return why;
+    if (!parse_what_if(c.what_if, c.what_if_edits, why)) return why;
   }
   const bool is_run = c.mode == Mode::record || c.mode == Mode::check || c.mode == Mode::worker;
   c.job_options_given = raw.job_group->count_all() > 0;

@@ -40,4 +40,25 @@ TEST(Stats, PercentileIsTheNearestRank) {
   EXPECT_EQ(ddp::percentile(v, -1.0), 10.0);
 }
 
+TEST(Stats, TheLowerMedianIsAValueOfTheSample) {
+  EXPECT_EQ(ddp::lower_median({}), 0.0);
+  EXPECT_EQ(ddp::lower_median({7}), 7.0);
+  EXPECT_EQ(ddp::lower_median({3, 1, 2}), 2.0);
+  EXPECT_EQ(ddp::lower_median({4, 1, 3, 2}), 2.0);
+  EXPECT_EQ(ddp::lower_median({15, 5}), 5.0);  // of two ranks, the faster
+}
+
+TEST(Stats, TheCoveringPercentileKeepsAtLeastItsShareAtOrBelow) {
+  EXPECT_EQ(ddp::covering_percentile({}, 0.9), 0.0);
+  std::vector<double> nineteen;
+  for (int i = 19; i >= 1; --i) nineteen.push_back(i);
+  EXPECT_EQ(ddp::covering_percentile(nineteen, 0.9), 18.0);  // rank ceil(17.1) = 18
+  EXPECT_EQ(ddp::percentile(nineteen, 0.9), 17.0);           // index round(16.2) = 16: under 90 % at or below
+  std::vector<double> ten;
+  for (int i = 10; i >= 1; --i) ten.push_back(i);
+  EXPECT_EQ(ddp::covering_percentile(ten, 0.9), 9.0);
+  EXPECT_EQ(ddp::covering_percentile(ten, 0.0), 1.0);
+  EXPECT_EQ(ddp::covering_percentile(ten, 1.0), 10.0);
+}
+
 }  // namespace

@@ -1,11 +1,9 @@
-#include "traces/analysis/analysis_rank_data.h"
+#include "traces/rank_data/rank_data.h"
 
 #include <limits>
 #include <utility>
 
-#include "traces/analysis/analysis_thresholds.h"
-
-namespace ddp::analysis_detail {
+namespace ddp::rank_data {
 namespace {
 
 int find_main_lane(const RankTrace& t) {
@@ -231,4 +229,4 @@ int rank_index(const std::vector<RankData>& data, int rank) {
   return -1;
 }
 
-}  // namespace ddp::analysis_detail
+}  // namespace ddp::rank_data

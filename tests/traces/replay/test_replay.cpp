@@ -1,8 +1,8 @@
-// The what-if replay (traces/analysis/replay.h) on simulated runs: replayed as measured it gives the steps back, and
+// The what-if replay (traces/replay/replay.h) on simulated runs: replayed as measured it gives the steps back, and
 // a cause removed by the replay predicts the run that never had it — a planted straggler run against its unplanted
 // twin, the twin's measured step the truth.
 #include "tests/traces/analysis/analysis_sim.h"
-#include "traces/analysis/what_if.h"
+#include "traces/replay/what_if.h"
 
 using namespace analysis_test;
 
@@ -18,9 +18,9 @@ const ddp::StallCause* cause(const ddp::Analysis& a, int rank, const std::string
 void expect_predicts_twin(Sim planted, const Sim& twin, int rank, const std::string& stage, double within) {
   const ddp::Analysis p = run_analysis(planted, "planted_" + stage);
   const ddp::Analysis t = run_analysis(twin, "twin_" + stage);
-  ASSERT_TRUE(p.replay.ok) << p.replay.reason;
+  ASSERT_TRUE(p.replay.ok) << p.replay.error;
   EXPECT_LE(p.replay.step_error_mean, ddp::kReplayTrustedError) << describe(p);
-  EXPECT_TRUE(p.replay.trusted) << p.replay.reason;
+  EXPECT_TRUE(p.replay.trusted) << p.replay.untrusted_reason;
   const ddp::StallCause* c = cause(p, rank, stage);
   ASSERT_NE(c, nullptr) << describe(p);
   ASSERT_GE(c->what_if_step_ms, 0) << describe(p);
@@ -40,7 +40,7 @@ TEST(Replay, ReplayedAsMeasuredTheStepsComeBack) {
     sim.rank[1].late_ms = 4;
     sim.rank[1].late_every = 3;
     const ddp::Analysis a = run_analysis(sim, "fit_" + std::to_string(accum));
-    ASSERT_TRUE(a.replay.ok) << a.replay.reason;
+    ASSERT_TRUE(a.replay.ok) << a.replay.error;
     EXPECT_LE(a.replay.step_error_mean, 0.05) << describe(a);
     EXPECT_LE(a.replay.step_error_p90, 0.10) << describe(a);
     EXPECT_NEAR(a.replay.replayed_step_ms, a.step_ms, 0.05 * a.step_ms);
@@ -96,7 +96,7 @@ ddp::WhatIf predict(const Sim& planted, const std::string& edit, const std::stri
 
 void expect_twin(const ddp::WhatIf& w, const Sim& twin, const std::string& tag, double within) {
   const ddp::Analysis t = run_analysis(twin, tag);
-  ASSERT_TRUE(w.result.ok) << w.result.why;
+  ASSERT_TRUE(w.result.ok) << w.result.error;
   EXPECT_TRUE(w.trusted) << ddp::what_if_text(w);
   EXPECT_NEAR(w.result.step_ms, t.step_ms, within * t.step_ms) << "the twin measured " << t.step_ms << " ms\n"
                                                                << ddp::what_if_text(w);
@@ -157,7 +157,7 @@ TEST(WhatIf, AnEditTheRunCannotTakeSaysWhy) {
   sim.loader_spans = false;  // a trace without the data path
   const ddp::WhatIf w = predict(sim, "workers=4", "no_loader");
   EXPECT_FALSE(w.result.ok);
-  EXPECT_NE(w.result.why.find("loader"), std::string::npos) << w.result.why;
+  EXPECT_NE(w.result.error.find("loader"), std::string::npos) << w.result.error;
   const nlohmann::json j = ddp::what_if_json(w);
   EXPECT_TRUE(j["step_ms"].is_null());
   EXPECT_FALSE(j["reason"].get<std::string>().empty());
@@ -218,7 +218,7 @@ TEST(WhatIf, MoreRanksCostTheRingsBytesAsALinkThatMuchSlower) {
     EXPECT_TRUE(ddp::parse_what_if(edit, edits, err)) << err;
     ddp::WhatIf w;
     EXPECT_TRUE(ddp::what_if(run, edits, w, err)) << err;
-    EXPECT_TRUE(w.result.ok) << w.result.why;
+    EXPECT_TRUE(w.result.ok) << w.result.error;
     return w;
   };
   const ddp::WhatIf eight = replayed("ranks=8");
@@ -238,7 +238,7 @@ TEST(WhatIf, MoreRanksCostTheRingsBytesAsALinkThatMuchSlower) {
   ddp::WhatIf w;
   ASSERT_TRUE(ddp::what_if(run, edits, w, err));
   EXPECT_FALSE(w.result.ok);
-  EXPECT_NE(w.result.why.find("bandwidth="), std::string::npos) << w.result.why;
+  EXPECT_NE(w.result.error.find("bandwidth="), std::string::npos) << w.result.error;
 }
 
 TEST(WhatIf, ADeeperQueuePredictsTheRunThatHadIt) {
@@ -261,7 +261,39 @@ TEST(WhatIf, NoWorkersPutsEveryFetchOnTheRanksOwnThread) {
   twin.workers = 2;
   Sim planted = twin;  // the same loader: workers=0 must cost each step its whole fetch
   const ddp::WhatIf w = predict(planted, "workers=0", "no_workers");
-  ASSERT_TRUE(w.result.ok) << w.result.why;
+  ASSERT_TRUE(w.result.ok) << w.result.error;
   // A fetch is disk_read 1 + transform 1 + pin 0.5 ms: each step pays it on its own thread now.
   EXPECT_NEAR(w.result.step_ms - w.result.fit_ms, 2.5, 0.6) << ddp::what_if_text(w);
+}
+
+// One rule for the stages an edit may set (editable()): --what-if refuses the rest, naming the ones it takes, and
+// every stage it takes moves the prediction when it is a rank's straggler.
+TEST(WhatIf, OnlyAStageTheReplayRunsCanBeSet) {
+  EXPECT_EQ(ddp::editable_stage_names(),
+            "disk_read, transform, pin, h2d, forward, backward, optimizer, checkpoint, collate, other");
+  std::vector<ddp::WhatIfEdit> e;
+  std::string err;
+  for (const char* stage : {"worker_start", "step", "kernel", "cuda_api", "sync", "memcpy_h2d", "wait_gpu", "nccl"}) {
+    EXPECT_FALSE(ddp::parse_what_if(std::string("rank1.") + stage + "=median", e, err)) << stage;
+    EXPECT_NE(err.find("--what-if"), std::string::npos) << stage << ": " << err;
+    const bool waits = std::string(stage) == "wait_gpu" || std::string(stage) == "nccl";  // told to edit another
+    if (!waits) {
+      EXPECT_NE(err.find("(editable: disk_read, "), std::string::npos) << stage << ": " << err;
+    }
+  }
+  EXPECT_FALSE(ddp::parse_what_if("rank1.nosuch=median", e, err));
+  EXPECT_NE(err.find("(editable: disk_read, "), std::string::npos) << err;
+  for (const char* stage : {"h2d", "forward", "backward", "optimizer", "checkpoint", "transform"}) {
+    Sim planted;
+    planted.steps = 12;
+    if (std::string(stage) == "h2d") planted.rank[1].h2d = 10;
+    if (std::string(stage) == "forward") planted.rank[1].forward = 15;
+    if (std::string(stage) == "backward") planted.rank[1].backward = 25;
+    if (std::string(stage) == "optimizer") planted.rank[1].optimizer = 12;
+    if (std::string(stage) == "checkpoint") planted.rank[1].checkpoint = 20;
+    if (std::string(stage) == "transform") planted.workers = 1, planted.rank[1].transform = 30;
+    const ddp::WhatIf w = predict(planted, std::string("rank1.") + stage + "=median", std::string("editable_") + stage);
+    ASSERT_TRUE(w.result.ok) << stage << ": " << w.result.error;
+    EXPECT_LT(w.result.step_ms, 0.95 * w.result.fit_ms) << stage << "\n" << ddp::what_if_text(w);
+  }
 }

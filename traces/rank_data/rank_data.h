@@ -1,8 +1,8 @@
 #pragma once
-// Stall analysis, step 1: one rank's trace prepared for the analysis. Spans are moved onto the common clock (rank
-// 0's), sorted into the lanes the rules read (main thread, loader, allreduce, other), steps are found and the
-// analysed ones chosen (warm-up skipped), and allreduce buckets are indexed for matching across ranks.
-// Internal to traces/analysis*.cpp.
+// One rank's trace prepared for what reads its steps: the stall analysis (traces/analysis/) and the replay
+// (traces/replay/). Spans are moved onto the common clock (rank 0's), sorted into the lanes the rules read (main
+// thread, loader, allreduce, other), steps are found and the analysed ones chosen (warm-up skipped), and allreduce
+// buckets are indexed for matching across ranks.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -15,7 +15,11 @@
 
 #include "traces/model/run_folder.h"
 
-namespace ddp::analysis_detail {
+namespace ddp::rank_data {
+
+// A rank with at least this many steps has its first one skipped: it holds one-time costs (first batch, allocator,
+// autotuning) that are not stalls of the steady state. With fewer steps there would be too little left to analyse.
+inline constexpr uint64_t kWarmupMinSteps = 3;
 
 inline double ms(double ns) { return ns / 1e6; }
 inline std::string sname(Stage s) { return std::string(stage_name(s)); }
@@ -102,4 +106,4 @@ int64_t union_length(std::vector<Interval> v);
 // Latest launch of the same bucket on any other rank, or INT64_MIN when no peer launched it.
 int64_t peer_launch(const std::vector<RankData>& all, int self, uint64_t key, int* who = nullptr);
 
-}  // namespace ddp::analysis_detail
+}  // namespace ddp::rank_data

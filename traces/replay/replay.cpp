@@ -1,14 +1,15 @@
 // The replay of replay.h: the chains run in lock step at the collectives, as measured and with the edits.
-#include "traces/analysis/replay.h"
+#include "traces/replay/replay.h"
 
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
 
-#include "traces/analysis/replay_graph.h"
+#include "traces/base/stats.h"
+#include "traces/replay/replay_graph.h"
 
-namespace ddp::analysis_detail {
+namespace ddp {
 namespace {
 
 using namespace replay_graph;
@@ -247,11 +248,19 @@ std::map<std::string, double> per_stage_ms(const Timeline& tl, double rank_steps
 
 }  // namespace
 
+std::optional<ReplayEdit> edit_for_traces(const ReplayEdit& e, const std::vector<RankData>& data) {
+  if (e.kind != ReplayEdit::Kind::stage_as_median) return e;
+  ReplayEdit on_traces = e;
+  on_traces.rank = rank_index(data, e.rank);
+  if (on_traces.rank < 0) return std::nullopt;
+  return on_traces;
+}
+
 ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
                     const std::vector<ReplayEdit>& edits, bool keep_trace) {
   ReplayResult res;
   if (data.empty() || common.empty()) {
-    res.why = "no steps in common to replay";
+    res.error = "no steps in common to replay";
     return res;
   }
   const std::vector<Chain> chains = build_chains(data, common);
@@ -267,11 +276,11 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
     std::vector<Chain> edited_chains = chains;
     for (const ReplayEdit& e : edits)
       if (e.kind == ReplayEdit::Kind::accumulate && e.value > 1)
-        res.why = accumulate(edited_chains, static_cast<int>(e.value));
-    if (!res.why.empty()) return res;
+        res.error = accumulate(edited_chains, static_cast<int>(e.value));
+    if (!res.error.empty()) return res;
     Plan edited = measured_plan(edited_chains);
-    res.why = edit_plan(edited, edited_chains, edits, model, world);
-    if (!res.why.empty()) return res;
+    res.error = edit_plan(edited, edited_chains, edits, model, world);
+    if (!res.error.empty()) return res;
     what_if = run(edited_chains, edited);
     if (keep_trace) res.predicted = as_traces(data, edited_chains, edited, what_if, world);
   } else if (keep_trace) {
@@ -299,25 +308,22 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
     fit_sum += replayed / n;
   }
   if (errors.empty()) {
-    res.why = "no step was recorded on every rank";
+    res.error = "no step was recorded on every rank";
     return res;
   }
   res.ok = true;
   if (fit.forced > 0)
-    res.why =
-        std::to_string(fit.forced) + " wait(s) for a collective some rank never reached were replayed as measured";
+    res.notes.push_back(std::to_string(fit.forced) +
+                        " wait(s) for a collective some rank never reached were replayed as measured");
   const double rank_steps = static_cast<double>(errors.size() * data.size());
   res.stage_ms = per_stage_ms(what_if, rank_steps);
   res.fit_stage_ms = per_stage_ms(fit, rank_steps);
   res.step_ms = ms(replayed_sum / static_cast<double>(errors.size()));
   res.measured_ms = ms(measured_sum / static_cast<double>(errors.size()));
   res.fit_ms = ms(fit_sum / static_cast<double>(errors.size()));
-  double sum = 0;
-  for (double e : errors) sum += e;
-  res.error_mean = sum / static_cast<double>(errors.size());
-  std::sort(errors.begin(), errors.end());
-  res.error_p90 = errors[std::min(errors.size() - 1, static_cast<size_t>(std::ceil(0.9 * errors.size())) - 1)];
+  res.error_mean = mean(errors);
+  res.error_p90 = covering_percentile(errors, 0.9);
   return res;
 }
 
-}  // namespace ddp::analysis_detail
+}  // namespace ddp

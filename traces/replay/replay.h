@@ -26,33 +26,16 @@
 // parameter boundaries).
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "traces/analysis/analysis_rank_data.h"
-#include "traces/analysis/analysis_thresholds.h"
 #include "traces/model/rank_trace.h"
+#include "traces/rank_data/rank_data.h"
+#include "traces/replay/replay_thresholds.h"
+#include "traces/replay/what_if_edits.h"
 
-namespace ddp::analysis_detail {
-
-struct ReplayEdit {
-  enum class Kind : uint8_t {
-    stage_as_median,  // `rank`'s `stage` (or its untracked time, `other`) set to the median rank's, step by step
-    workers,          // `value` loader workers per rank (batches dealt round-robin, as DataLoader does)
-    prefetch,         // `value` batches in flight per worker
-    bandwidth,        // each bucket's transfer at `value` bytes/s (its fixed cost kept)
-    bucket_cap,       // buckets re-cut at `value` bytes (the first at most DDP's 1 MB), launched as gradients get ready
-    accumulate,       // `value` micro-steps an optimizer step: the step's data, forward and backward repeated under
-                      //   no_sync, the allreduce and the optimizer once
-    ranks,  // `value` ranks in the ring (each bucket's bytes x 2(n-1)/n over the link, n-1 hops of fixed cost)
-    nodes,  // the ranks on `value` machines: the ring's slowest link is the one between them (`bandwidth`)
-  };
-  Kind kind = Kind::stage_as_median;
-  int rank = 0;
-  Stage stage = Stage::forward;
-  bool other = false;
-  double value = 0;
-};
+namespace ddp {
 
 struct ReplayResult {
   double step_ms = 0;      // mean over the steps of the mean over ranks of the replayed step
@@ -65,17 +48,24 @@ struct ReplayResult {
   // The transfer model the collective's edits use, fitted on every bucket: a fixed cost plus the bytes a ring moves
   // (2(n-1)/n of the bucket) at the bus bandwidth, as nccl-tests reports it.
   double comm_fixed_ms = 0, comm_bus_bytes_per_s = 0;
-  bool ok = false;  // false: nothing to replay, or an edit this run cannot take (then `why`)
-  std::string why;
+  bool ok = false;    // false: nothing to replay, or an edit this run cannot take (then `error`)
+  std::string error;  // why not ok
+  // With ok: what the fit passed as measured instead of by the model (a wait for a collective some rank never reached,
+  // in a trace cut short). Each note makes the fit untrusted (replay_trust.h): it gives those steps back by fiat.
+  std::vector<std::string> notes;
   // With keep_trace: the predicted run, one trace per rank on rank 0's clock: its main-thread ops as spans of their
   // stages, each step, each bucket's allreduce (launch to done) on "comm", each batch's fetch on its worker's lane
   // (its measured stages in order, scaled to the predicted fetch).
   std::vector<RankTrace> predicted;
 };
 
+// `e` as the replay takes it: a stage edit's rank number made that rank's place among `data` (the run's traces, in the
+// run's order, which may be a subset of the ranks); nullopt when the run has no such rank. Other edits name no rank.
+std::optional<ReplayEdit> edit_for_traces(const ReplayEdit& e, const std::vector<rank_data::RankData>& data);
+
 // Replays the steps in `common` (every rank has them); with edits, the edited replay (its error fields are the
 // unedited replay's fit).
-ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
+ReplayResult replay(const std::vector<rank_data::RankData>& data, const std::vector<uint32_t>& common,
                     const std::vector<ReplayEdit>& edits = {}, bool keep_trace = false);
 
-}  // namespace ddp::analysis_detail
+}  // namespace ddp

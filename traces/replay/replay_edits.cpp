@@ -3,24 +3,20 @@
 #include <climits>
 #include <cmath>
 
-#include "traces/analysis/replay_graph.h"
+#include "traces/base/stats.h"
+#include "traces/replay/replay_graph.h"
 
-namespace ddp::analysis_detail::replay_graph {
+namespace ddp::replay_graph {
 namespace {
 
-// The median rank's value; of an even count the lower middle one (of two ranks, the faster: the one not at fault).
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t mid = (v.size() - 1) / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  return v[mid];
-}
-
+// The ops a stage_as_median edit sets: the main thread's work of the edit's stage (or its untracked time). With each
+// batch's loader stages, what editable() (what_if_edits.h) promises has effect.
 bool edits(const Op& o, const ReplayEdit& e) {
   return o.kind == OpKind::work && (e.other ? o.other : (!o.other && o.stage == e.stage));
 }
 
-// A rank's stage as on the median rank: a loader stage per batch, a main-thread stage (or the untracked time) per step.
+// A rank's stage as on the median rank (stats.h's lower_median: of two ranks, the faster): a loader stage per batch, a
+// main-thread stage (or the untracked time) per step.
 void stage_as_median(Plan& p, const std::vector<Chain>& cs, const ReplayEdit& e) {
   if (e.rank < 0 || e.rank >= static_cast<int>(cs.size())) return;
   const size_t R = static_cast<size_t>(e.rank);
@@ -36,7 +32,8 @@ void stage_as_median(Plan& p, const std::vector<Chain>& cs, const ReplayEdit& e)
       std::vector<double> per_rank;
       for (const auto& m : spent)
         per_rank.push_back(m.count(c.batches[i].sync) ? static_cast<double>(m.at(c.batches[i].sync)) : 0.0);
-      const int64_t saving = std::max<int64_t>(0, spent[R][c.batches[i].sync] - static_cast<int64_t>(median(per_rank)));
+      const int64_t saving =
+          std::max<int64_t>(0, spent[R][c.batches[i].sync] - static_cast<int64_t>(lower_median(per_rank)));
       p.fetch[R][i] -= saving;
       if (!p.waits_for[R][i])  // fetched on the main thread: its wait is the fetch
         p.dur[R][c.batches[i].op] = std::max<int64_t>(0, p.dur[R][c.batches[i].op] - saving);
@@ -54,7 +51,7 @@ void stage_as_median(Plan& p, const std::vector<Chain>& cs, const ReplayEdit& e)
     for (const auto& t : totals) per_rank.push_back(t.count(o.step) ? t.at(o.step) : 0.0);
     const double mine = totals[R][o.step];
     if (mine > 0)
-      p.dur[R][i] = static_cast<int64_t>(std::llround(static_cast<double>(o.dur()) * median(per_rank) / mine));
+      p.dur[R][i] = static_cast<int64_t>(std::llround(static_cast<double>(o.dur()) * lower_median(per_rank) / mine));
   }
 }
 
@@ -182,4 +179,4 @@ std::string edit_plan(Plan& p, const std::vector<Chain>& cs, const std::vector<R
   return {};
 }
 
-}  // namespace ddp::analysis_detail::replay_graph
+}  // namespace ddp::replay_graph

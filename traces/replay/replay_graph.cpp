@@ -1,13 +1,13 @@
 // The replay's graph from a run: per rank the chain of ops, the batches its loader made, the bucket launches; and
 // the plan as measured.
-#include "traces/analysis/replay_graph.h"
+#include "traces/replay/replay_graph.h"
 
 #include <algorithm>
 #include <climits>
 #include <set>
 #include <tuple>
 
-namespace ddp::analysis_detail::replay_graph {
+namespace ddp::replay_graph {
 
 // The op a moment falls in: a launch at a span's end (the last bucket, as backward ends) is that span's, and one
 // inside a wait belongs to the work before it (a wait launches nothing).
@@ -298,4 +298,4 @@ CommModel fit_comm(const Plan& p) {
   return m;
 }
 
-}  // namespace ddp::analysis_detail::replay_graph
+}  // namespace ddp::replay_graph

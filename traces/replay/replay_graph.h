@@ -7,10 +7,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "traces/analysis/analysis_rank_data.h"
-#include "traces/analysis/replay.h"
+#include "traces/rank_data/rank_data.h"
+#include "traces/replay/replay.h"
 
-namespace ddp::analysis_detail::replay_graph {
+namespace ddp::replay_graph {
+
+using namespace rank_data;  // the replay reads the ranks as traces/rank_data prepared them
 
 // DDP's first bucket (the last layers' gradients) holds at most 1 MB whatever bucket_cap_mb says
 // (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES): it starts the first allreduce early.
@@ -108,4 +110,4 @@ CommModel fit_comm(const Plan& p);
 std::string edit_plan(Plan& p, const std::vector<Chain>& cs, const std::vector<ReplayEdit>& es, const CommModel& model,
                       int ranks);
 
-}  // namespace ddp::analysis_detail::replay_graph
+}  // namespace ddp::replay_graph
