@@ -124,10 +124,14 @@ _TYPES: Dict[str, Callable[[Any], bool]] = {
     "Bool": lambda v: isinstance(v, bool),
     "String": lambda v: isinstance(v, str),
     "IntList": lambda v: isinstance(v, (list, tuple)) and all(_is_int(x) for x in v),
+    "IntLists": lambda v: isinstance(v, (list, tuple)) and all(
+        isinstance(x, (list, tuple)) and all(_is_int(y) for y in x) for x in v),
     "FloatList": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v),
     "StringList": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
     "StringPairs": lambda v: isinstance(v, (list, tuple)) and all(
         isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in v),
+    "StringMap": lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()),
+    "IntMap": lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_int(x) for k, x in v.items()),
     "Json": lambda v: True,
 }
 

@@ -168,8 +168,8 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "exit": ("String", "", False),
     },
     "reference_meta": {
-        "batch_sizes": ("Json", "", True),
-        "kinds": ("Json", "", True),
+        "batch_sizes": ("IntLists", "items", True),
+        "kinds": ("StringMap", "", True),
     },
     "datapath_process": {
         "rank": ("Int", "", True),
@@ -182,7 +182,7 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "clock_offset_ns": ("Int", "ns", False),
         "clock_uncertainty_ns": ("Int", "ns", False),
         "clock_rounds": ("Int", "", False),
-        "transform_steps": ("Json", "", False),
+        "transform_steps": ("IntMap", "ns", False),
     },
     "cuda_versions": {
         "cuda_runtime": ("String", "", False),
@@ -351,6 +351,15 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "datapath_notes": ("StringList", "", False),
         "what_if": ("Json", "", False),
     },
+    "checkpoint_sidecar": {
+        "file": ("String", "", True),
+        "bytes": ("UInt", "bytes", True),
+        "crc32": ("UInt", "", True),
+        "items": ("StringList", "", True),
+        "global_step": ("Int", "steps", True),
+        "epoch": ("Int", "", True),
+        "batches_in_epoch": ("Int", "", True),
+    },
     "clock_alignment": {
         "rank": ("Int", "", True),
         "offset_ms": ("Float", "ms", True),
@@ -399,6 +408,7 @@ RECORD_DOCS: Dict[str, str] = {
     "handshake_clock": "a rank's offset onto rank 0's clock from the companion's handshake",
     "manifest_clock": "how the ranks' clocks were put on one",
     "manifest": "a run's manifest.json",
+    "checkpoint_sidecar": "what one rank's checkpoint file holds, written after it",
     "clock_alignment": "a rank's offset onto the reference rank's clock, from matched collectives",
 }
 
@@ -664,6 +674,13 @@ FIELD_MEANINGS: Dict[str, Dict[str, str]] = {
         "optimizer_steps": "not a user's script",
         "datapath_notes": "not a user's --record with a data path",
         "what_if": "not a predicted run (ddp_profile --what-if -o)",
+    },
+    "checkpoint_sidecar": {
+        "file": "the file's name in its folder",
+        "crc32": "CRC-32 of the file's bytes",
+        "items": "every tensor and value it holds",
+        "global_step": "optimizer steps done before it",
+        "batches_in_epoch": "taken in that epoch",
     },
     "clock_alignment": {
         "offset_ms": "0 when not measured",

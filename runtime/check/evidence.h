@@ -135,6 +135,7 @@ struct CheckpointContents {
 struct CheckpointEvidence {
   std::vector<CheckpointContents> files;  // per rank or per save; the first failing one is the verdict
   std::string none;                       // when there is no checkpoint: why (the verdict's text)
+  std::string failure;                    // a save's log or files do not read (damaged, against the table): what
 };
 
 // --- checkpoint.resume -------------------------------------------------------------------------------------------

@@ -83,6 +83,7 @@ CheckResult judge_checkpoint_file(const CheckpointContents& c) {
 }  // namespace
 
 CheckResult judge_checkpoint_complete(const CheckpointEvidence& e) {
+  if (!e.failure.empty()) return check_result(check_id::kCheckpointComplete, CheckStatus::fail, e.failure);
   if (e.files.empty()) return check_result(check_id::kCheckpointComplete, CheckStatus::fail, e.none);
   CheckResult first;
   for (size_t i = 0; i < e.files.size(); ++i) {

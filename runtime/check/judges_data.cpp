@@ -51,13 +51,12 @@ nlohmann::json json_of(const std::optional<records::probe_info>& p) {
   if (p->not_probed) j["not_probed"] = *p->not_probed;
   return j;
 }
-// index -> digest of a probe's items ([[index, digest], ...]); an index drawn at random on every read (augmentation)
-// is on no rank's list.
+// index -> digest of a probe's items ([[index, digest], ...], as the subject checked them); an index drawn at
+// random on every read (augmentation) is on no rank's list.
 std::map<int64_t, std::string> digests(const records::probe_info& p) {
   std::map<int64_t, std::string> m;
-  if (p.items && p.items->is_array())
-    for (const auto& it : *p.items)
-      if (it.is_array() && it.size() == 2 && it[0].is_number_integer() && it[1].is_string()) m[it[0]] = it[1];
+  if (p.items)
+    for (const auto& it : *p.items) m[it[0].get<int64_t>()] = it[1].get<std::string>();
   return m;
 }
 }  // namespace

@@ -183,6 +183,10 @@ class OurJob final : public CheckSubject {
     RunTrace run;
     run.manifest = main.manifest;
     if (!load_rank_traces(main.dir, run, e.failure)) return e;
+    if (!run.problems.empty()) {  // a damaged or missing rank trace: its allreduces cannot be counted
+      e.failure = run.problems.front();
+      return e;
+    }
     return no_sync_from_trace(run, cmd_.job.accum_steps, m.gradient_buckets->size(), *m.param_bytes);
   }
 
@@ -192,6 +196,8 @@ class OurJob final : public CheckSubject {
     if (!dataset) throw std::runtime_error(err);
     Model model(cmd_.job, dataset->sample_shape());
     CheckpointEvidence e;
+    // The files whole as written (atomically, with their sidecar's size and CRC-32), before what they hold.
+    if (!verify_checkpoint_files(checkpoint_dir(main.dir, kCheckpointStep), main.world, e.failure)) return e;
     for (int r = 0; r < main.world; ++r) {
       const std::string f = checkpoint_file(checkpoint_dir(main.dir, kCheckpointStep), r);
       CheckpointContents c;
@@ -260,7 +266,9 @@ NumericsOutcome OurJob::numerics(const MainRun& main, bool shard_ok) {
   for (int r = 0; r < world; ++r) {
     consumed[r] = read_consumed(main.dir, r, err);
     if (consumed[r].empty()) {
-      out.failure = err;
+      out.failure = err.empty() ? "rank " + std::to_string(r) + " logged no batches (" +
+                                      in_run(main.dir, verify_samples_file(r)) + ")"
+                                : err;
       return out;
     }
   }
@@ -269,13 +277,22 @@ NumericsOutcome OurJob::numerics(const MainRun& main, bool shard_ok) {
   const std::vector<int64_t> shape = data.sample_shape();
   RandomForward random_forward;
   for (int64_t step = 0; step < kVerifySteps; ++step) {
+    // A step no rank dumped is past the run's end; a step some ranks dumped and another did not is a lost file.
     std::vector<TensorDict> dumps;
+    std::string missing;
     for (int r = 0; r < world; ++r) {
       std::string f = in_run(main.dir, verify_step_file(r, step));
-      if (!fs::exists(f)) break;
-      dumps.push_back(load_tensor_dict(f));
+      if (fs::exists(f))
+        dumps.push_back(load_tensor_dict(f));
+      else if (missing.empty())
+        missing = f;
     }
-    if (static_cast<int>(dumps.size()) != world) break;
+    if (dumps.empty()) break;
+    if (!missing.empty()) {
+      out.failure = missing + " is missing: rank 0.." + std::to_string(world - 1) + " dumped step " +
+                    std::to_string(step) + " but this rank did not";
+      return out;
+    }
     // The reference: one process, the same pre-step weights, the union of what the ranks consumed at this step.
     Model ref(job, shape);
     ref.set_dropout(false);  // as the ranks ran their verified steps (worker.cpp): masks cannot be replayed here
@@ -403,9 +420,9 @@ ResumeEvidence OurJob::resume(const std::string& out, const MainRun&) {
     try {
       compare_trees(c10::IValue(load_tensor_dict(checkpoint_file(checkpoint_dir(straight, kResumeSteps), r))),
                     c10::IValue(load_tensor_dict(checkpoint_file(checkpoint_dir(resumed, kResumeSteps), r))), "", d);
-    } catch (const std::exception& ex) {
-      d.item = "the final checkpoint";
-      d.how = std::string("cannot be compared: ") + ex.what();
+    } catch (const std::exception& ex) {  // a file that does not read is no difference found: the check fails on it
+      e.failed = std::string("a final checkpoint does not read: ") + ex.what();
+      return e;
     }
     rr.items = d.items;
     rr.first_difference = d.item;

@@ -78,16 +78,13 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
     std::vector<PlainTensors> dumps;
     for (int r = 0; r < world; ++r) dumps.push_back(load(in_run(dir, companion_verify_step_file(r, step))));
     const PlainTensors ref = load(ref_file);
-    std::map<std::string, std::string> kind_of;
     records::reference_meta ref_meta;
     std::string meta_error;
     if (!read_record_file(in_run(dir, reference_meta_file(step)), ref_meta, meta_error)) {
       out.failure = meta_error;
       return out;
     }
-    if (ref_meta.kinds.is_object())
-      for (auto it = ref_meta.kinds.begin(); it != ref_meta.kinds.end(); ++it)
-        if (it.value().is_string()) kind_of[it.key()] = it.value();
+    const records::StringMap& kind_of = ref_meta.kinds;
     // Activations: the ranks' outputs of each layer, concatenated in rank order, against the reference's on the
     // union batch; per layer the worst micro-step is kept.
     std::vector<TensorCompare> act_cmp;
@@ -110,7 +107,7 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
         TensorCompare c = compare_values(layer, mine, want->values, kFloat32Rtol, kFloat32Atol);
         if (l >= act_cmp.size()) {
           act_cmp.push_back(c);
-          kinds.push_back(kind_of.count(layer) ? kind_of[layer] : "");
+          kinds.push_back(kind_of.count(layer) ? kind_of.at(layer) : "");
         } else if (!c.ok && act_cmp[l].ok) {
           act_cmp[l] = c;
         }
@@ -120,8 +117,7 @@ NumericsOutcome user_numerics_evidence(const std::string& dir, int world, bool s
     const Named ref_grads = under(ref, "grads/");
     for (int r = 0; r < world; ++r) {
       NumericsEvidence ev = numerics_step(step, r, act_cmp, kinds, shard_ok);
-      if (ref_meta.batch_sizes.is_array() && !ref_meta.batch_sizes.empty())
-        ev.micro_batches = static_cast<int>(ref_meta.batch_sizes.size());
+      if (!ref_meta.batch_sizes.empty()) ev.micro_batches = static_cast<int>(ref_meta.batch_sizes.size());
       const Named grads = under(dumps[r], "grads/");
       for (const auto& [name, want] : ref_grads) {
         const PlainTensor* g = find(grads, name);

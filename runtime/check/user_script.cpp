@@ -51,6 +51,36 @@ struct LaunchedRun {
   std::string meta_error;
 };
 
+// A dataset probe's items as the companion writes them (python/ddp_profile/dataset_probe.py): [[index, digest], ...].
+bool are_probe_items(const nlohmann::json& items) {
+  if (!items.is_array()) return false;
+  for (const auto& it : items)
+    if (!it.is_array() || it.size() != 2 || !it[0].is_number_integer() || !it[1].is_string()) return false;
+  return true;
+}
+
+// The resume check failed on a log of its runs that does not read (`why` names the file, the line, the field).
+ResumeEvidence failed_resume(ResumeEvidence& e, const std::string& why) {
+  e.failed = why;
+  return e;
+}
+
+// Rank 0's state at its first forward after each save (checkpoint.resume compares the two runs'); a run with no such
+// log recorded none (the comparison then says so), one that does not read is `error`.
+bool read_resume_points(const std::string& dir, std::vector<records::resume_points>& out, std::string& error) {
+  const std::string path = in_run(dir, verify_log_file(0, kVerifyResumePoints));
+  out.clear();
+  return !fs::exists(path) || read_record_lines(path, out, error);
+}
+
+// Rank 0's save log of the run killed after its save, read whole once the run is over: false with `error` when it
+// exists and does not read (while the run was going, a line still being written was asked again on the next poll).
+bool saved_log_reads(const std::string& dir, std::string& error) {
+  const std::string path = in_run(dir, verify_log_file(0, kVerifyCheckpoints));
+  std::vector<records::checkpoints> lines;
+  return !fs::exists(path) || read_record_lines(path, lines, error);
+}
+
 class UserScript final : public CheckSubject {
  public:
   explicit UserScript(const UserJobCommand& cmd) : cmd_(cmd) {}
@@ -137,7 +167,7 @@ class UserScript final : public CheckSubject {
       std::vector<records::micro_collectives> lines;
       if (!read_record_lines(in_run(main.dir, verify_log_file(r, kVerifyCollectives)), lines, e.failure)) return e;
       // Micro-steps no optimizer step followed (an epoch's tail shorter than the accumulation) are not a step.
-      const int64_t steps = r < static_cast<int>(metas_.size()) ? metas_[r].optimizer_steps : 0;
+      const int64_t steps = metas_[r].optimizer_steps;
       for (const auto& l : lines)
         if (l.step < steps) e.per_rank[r].push_back(micro_comm(l));
     }
@@ -152,10 +182,7 @@ class UserScript final : public CheckSubject {
       const std::string log = in_run(main.dir, verify_log_file(r, kVerifyCheckpoints));
       std::string err;
       if (!std::filesystem::exists(log)) continue;  // this rank saved nothing
-      if (!read_record_lines(log, saves, err)) {
-        e.none = err;
-        return e;
-      }
+      if (!read_record_lines(log, saves, e.failure)) return e;
       if (saves.empty()) continue;
       const records::checkpoints& s = saves.front();
       // A save into a buffer (Lightning writes its checkpoint through one) has no path: its copy in the run is named.
@@ -186,8 +213,15 @@ class UserScript final : public CheckSubject {
 
   DatasetEvidence datasets(const MainRun& main) override {
     DatasetEvidence e;
-    for (int r = 0; r < main.world; ++r)
-      e.per_rank.push_back(r < static_cast<int>(metas_.size()) ? metas_[r].dataset_probe : std::nullopt);
+    for (int r = 0; r < main.world; ++r) {
+      const std::optional<records::probe_info>& p = metas_[r].dataset_probe;
+      if (p && p->items && !are_probe_items(*p->items)) {
+        e.failure =
+            in_run(main.dir, companion_meta_file(r)) + ": field 'dataset_probe.items': not [[index, digest], ...]";
+        return e;
+      }
+      e.per_rank.push_back(p);
+    }
     return e;
   }
 
@@ -217,12 +251,16 @@ class UserScript final : public CheckSubject {
     return run;
   }
 
-  std::vector<std::map<std::string, std::string>> final_states(const std::string& dir, int world) {
+  // Each rank's final state; a rank without one did not end cleanly (compare_final_states names it), a log that does
+  // not read is `error`, naming the file, the line and the field.
+  std::vector<std::map<std::string, std::string>> final_states(const std::string& dir, int world, std::string& error) {
     std::vector<std::map<std::string, std::string>> out(world);
     for (int r = 0; r < world; ++r) {
+      const std::string path = in_run(dir, verify_log_file(r, kVerifyFinal));
+      if (!fs::exists(path)) continue;
       std::vector<records::final_state> lines;
-      std::string err;  // a rank without a final state did not end cleanly: compare_final_states names it
-      if (read_record_lines(in_run(dir, verify_log_file(r, kVerifyFinal)), lines, err)) out[r] = final_state_of(lines);
+      if (!read_record_lines(path, lines, error)) return {};
+      out[r] = final_state_of(lines);
     }
     return out;
   }
@@ -265,6 +303,11 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
     e.failed = run_failure("to-be-killed", k, killed);
     return e;
   }
+  // A save log still being written was asked again on each poll; the run over, it must read whole.
+  if (std::string err; !save && !saved_log_reads(killed, err)) {
+    e.failed = err;
+    return e;
+  }
   if (!save && !saved()) {
     e.failed =
         "rank 0 saved no checkpoint, or only at the end (the run ended before it could be killed after "
@@ -283,19 +326,29 @@ ResumeEvidence UserScript::resume(const std::string& out, const MainRun& main) {
     e.failed = "resuming with '" + arg + "': " + run_failure("resumed", c, resumed);
     return e;
   }
-  e.ranks = compare_final_states(final_states(straight, main.world), final_states(resumed, main.world));
+  // Every log the comparison reads must read: one that does not fails the check naming its file and field, never
+  // an empty comparison.
   std::string err;
-  std::set<std::string> hashes;
-  for (const auto& [s, h] : read_replica_hashes(straight, 0, err)) hashes.insert(h);
-  e.params_never_changed = hashes.size() == 1;
-  std::string serr, rerr;
-  e.data_stream = resume_data_stream(read_consumed(straight, 0, serr), read_consumed(resumed, 0, rerr), step);
-  if (!e.data_stream.empty()) e.details["data_stream"] = e.data_stream;
+  const auto straight_states = final_states(straight, main.world, err);
+  if (!err.empty()) return failed_resume(e, err);
+  const auto resumed_states = final_states(resumed, main.world, err);
+  if (!err.empty()) return failed_resume(e, err);
+  const std::map<int64_t, std::string> hashes = read_replica_hashes(straight, 0, err);
+  if (!err.empty()) return failed_resume(e, err);
+  const std::vector<ConsumedBatch> a_samples = read_consumed(straight, 0, err);
+  if (!err.empty()) return failed_resume(e, err);
+  const std::vector<ConsumedBatch> c_samples = read_consumed(resumed, 0, err);
+  if (!err.empty()) return failed_resume(e, err);
   std::vector<records::resume_points> a_points, c_points;
-  std::string perr;
-  if (read_record_lines(in_run(straight, verify_log_file(0, kVerifyResumePoints)), a_points, perr) &&
-      read_record_lines(in_run(resumed, verify_log_file(0, kVerifyResumePoints)), c_points, perr))
-    e.first_state_difference = resume_point_difference(a_points, c_points, kResumeFromSave, e.resume_point_compared);
+  if (!read_resume_points(straight, a_points, err) || !read_resume_points(resumed, c_points, err))
+    return failed_resume(e, err);
+  e.ranks = compare_final_states(straight_states, resumed_states);
+  std::set<std::string> distinct;
+  for (const auto& [s, h] : hashes) distinct.insert(h);
+  e.params_never_changed = distinct.size() == 1;
+  e.data_stream = resume_data_stream(a_samples, c_samples, step);
+  if (!e.data_stream.empty()) e.details["data_stream"] = e.data_stream;
+  e.first_state_difference = resume_point_difference(a_points, c_points, kResumeFromSave, e.resume_point_compared);
   if (!e.first_state_difference.empty()) e.details["first_state_difference_at_resume"] = e.first_state_difference;
   return e;
 }
@@ -331,8 +384,12 @@ std::vector<FaultScenario> UserScript::faults(const std::string& out, const Main
     }
     // What a user keeps of a failed run is what the companion wrote: every rank's logs must still read.
     s.traces_export = true;
-    for (int r = 0; r < main.world && s.traces_export; ++r)
+    for (int r = 0; r < main.world && s.traces_export; ++r) {
       s.traces_export = !read_consumed(dir, r, s.export_error).empty();
+      if (!s.traces_export && s.export_error.empty())
+        s.export_error =
+            "rank " + std::to_string(r) + " logged no batches (" + in_run(dir, verify_samples_file(r)) + ")";
+    }
     scenarios.push_back(s);
   }
   return scenarios;

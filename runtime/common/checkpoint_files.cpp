@@ -9,6 +9,7 @@
 
 #include "traces/base/crc32.h"
 #include "traces/base/parse_int.h"
+#include "traces/model/records.h"
 #include "traces/model/run_folder.h"
 
 namespace ddp {
@@ -36,19 +37,18 @@ bool verify_checkpoint_files(const std::string& ckpt_dir, int world, std::string
       return false;
     }
     std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::ifstream side_in(checkpoint_sidecar(file));
-    nlohmann::json side = nlohmann::json::parse(side_in, nullptr, false);
-    if (side.is_discarded() || !side.is_object() || !side.contains("crc32") || !side["crc32"].is_number_unsigned() ||
-        !side.contains("bytes") || !side["bytes"].is_number_unsigned()) {
-      error = "checkpoint " + file + " has no valid sidecar " + checkpoint_sidecar(file);
-      return false;
-    }
-    if (side["bytes"].get<uint64_t>() != bytes.size() ||
-        side["crc32"].get<uint32_t>() != crc32(bytes.data(), bytes.size())) {
-      error = "checkpoint " + file + " is damaged (checksum mismatch)";
-      return false;
-    }
+    if (!verify_checkpoint_bytes(file, bytes, error)) return false;
   }
+  return true;
+}
+
+bool verify_checkpoint_bytes(const std::string& file, const std::vector<char>& bytes, std::string& error) {
+  records::checkpoint_sidecar side;
+  std::string why;
+  if (!read_record_file(checkpoint_sidecar(file), side, why))
+    return error = "checkpoint " + file + " has no valid sidecar: " + why, false;
+  if (side.bytes != bytes.size() || side.crc32 != crc32(bytes.data(), bytes.size()))
+    return error = "checkpoint " + file + " is damaged (checksum mismatch)", false;
   return true;
 }
 

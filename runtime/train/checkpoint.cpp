@@ -177,27 +177,24 @@ void save_checkpoint(const std::string& ckpt_dir, int rank, int world, uint64_t 
   write_bytes_atomic(file, bytes);
   std::vector<std::string> items;
   list_items(c10::IValue(root), "", items);
-  nlohmann::json side = {{"file", fs::path(file).filename().string()},
-                         {"bytes", bytes.size()},
-                         {"crc32", crc32(bytes.data(), bytes.size())},
-                         {"items", items},
-                         {"global_step", pos.global_step},
-                         {"epoch", pos.epoch},
-                         {"batches_in_epoch", pos.batches_in_epoch}};
+  records::checkpoint_sidecar side;
+  side.file = fs::path(file).filename().string();
+  side.bytes = bytes.size();
+  side.crc32 = crc32(bytes.data(), bytes.size());
+  side.items = items;
+  side.global_step = pos.global_step;
+  side.epoch = pos.epoch;
+  side.batches_in_epoch = pos.batches_in_epoch;
   std::string err;
-  if (!write_json_atomic(checkpoint_sidecar(file), side, err)) throw std::runtime_error(err);
+  if (!write_json_atomic(checkpoint_sidecar(file), records::to_json(side), err)) throw std::runtime_error(err);
 }
 
 TrainPosition load_checkpoint(const std::string& ckpt_dir, int rank, int world, Model& model, torch::optim::AdamW& opt,
                               LossScalerState& scaler) {
   const std::string file = checkpoint_file(ckpt_dir, rank);
   std::vector<char> bytes = read_bytes(file);
-  std::ifstream side_in(checkpoint_sidecar(file));
-  nlohmann::json side = nlohmann::json::parse(side_in, nullptr, false);
-  if (side.is_discarded() || !side.contains("crc32"))
-    throw std::runtime_error("checkpoint " + file + " has no valid sidecar " + checkpoint_sidecar(file));
-  if (side["crc32"].get<uint32_t>() != crc32(bytes.data(), bytes.size()) || side["bytes"] != bytes.size())
-    throw std::runtime_error("checkpoint " + file + " is damaged (checksum mismatch)");
+  std::string damage;
+  if (!verify_checkpoint_bytes(file, bytes, damage)) throw std::runtime_error(damage);
   c10::IValue v = torch::pickle_load(bytes);
   if (!v.isGenericDict()) throw std::runtime_error("checkpoint " + file + " is not a dict");
   GenericDict root = v.toGenericDict();

@@ -555,6 +555,7 @@ int run_worker(const Command& cmd) {
       ExportStats es;
       if (!load_run(s.dir, run, err) || !export_chrome(run, s.dir + "/" + kChromeTraceFile, es, err))
         std::cerr << "ddp_profile: export failed: " << err << "\n";
+      for (const auto& p : run.problems) std::cerr << "ddp_profile: warning: " << p << "\n";
     }
     g_progress.set_state(RankState::done);
   } catch (const std::exception& e) {

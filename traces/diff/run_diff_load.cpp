@@ -13,8 +13,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The verification log's files of one kind, by rank.
-std::map<int, fs::path> verify_files(const fs::path& dir, const char* kind) {
+// The verification log's files of one kind, by rank; a folder that cannot be listed is a line in `problems`.
+std::map<int, fs::path> verify_files(const fs::path& dir, const char* kind, std::vector<std::string>& problems) {
   std::map<int, fs::path> out;
   std::error_code ec;
   fs::path vdir = dir / kVerifyDir;
@@ -23,6 +23,7 @@ std::map<int, fs::path> verify_files(const fs::path& dir, const char* kind) {
     int rank = 0;
     if (is_verify_log_file(entry.path().filename().string(), kind, &rank)) out[rank] = entry.path();
   }
+  if (ec) problems.push_back("cannot list " + vdir.string() + ": " + ec.message());
   return out;
 }
 
@@ -100,7 +101,7 @@ bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
       run.problems.push_back(err);
     }
   }
-  for (const auto& [rank, path] : verify_files(root, kVerifySummaries)) {
+  for (const auto& [rank, path] : verify_files(root, kVerifySummaries, run.problems)) {
     std::vector<TensorRecord> recs;
     for (const auto& l : read_lenient<records::summaries>(path, run.problems)) {
       TensorRecord r;
@@ -113,7 +114,7 @@ bool load_diff_run(const std::string& dir, DiffRun& run, std::string& error) {
     }
     if (!recs.empty()) run.summaries[rank] = std::move(recs);
   }
-  for (const auto& [rank, path] : verify_files(root, kVerifyReplicas)) {
+  for (const auto& [rank, path] : verify_files(root, kVerifyReplicas, run.problems)) {
     std::vector<ReplicaRecord> recs;
     for (const auto& l : read_lenient<records::replicas>(path, run.problems)) recs.push_back({l.step, l.param_hash});
     if (!recs.empty()) run.replicas[rank] = std::move(recs);

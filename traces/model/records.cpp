@@ -43,6 +43,15 @@ bool get(const nlohmann::json& v, Json& out, std::string& e) {
   out = v;
   return true;
 }
+// {key: value} with every value of the type.
+template <class T>
+bool get(const nlohmann::json& v, std::map<std::string, T>& out, std::string& e) {
+  if (!v.is_object()) return e = "not an object", false;
+  out.clear();
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (!get(*it, out[it.key()], e)) return e = "'" + it.key() + "': " + e, false;
+  return true;
+}
 bool get(const nlohmann::json& v, std::pair<std::string, std::string>& out, std::string& e) {
   if (!v.is_array() || v.size() != 2 || !v[0].is_string() || !v[1].is_string())
     return e = "not a pair of strings", false;

@@ -4,6 +4,7 @@
 // error naming the file, the line and the key; an optional field's absence is an empty std::optional the reader's
 // caller decides about. Writing: every field under its table key, an empty optional left out.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,9 +22,12 @@ using Float = double;
 using Bool = bool;
 using String = std::string;
 using IntList = std::vector<int64_t>;
+using IntLists = std::vector<std::vector<int64_t>>;
 using FloatList = std::vector<double>;
 using StringList = std::vector<std::string>;
 using StringPairs = std::vector<std::pair<std::string, std::string>>;
+using StringMap = std::map<std::string, std::string>;
+using IntMap = std::map<std::string, int64_t>;
 using Json = nlohmann::json;
 template <class T>
 using required = T;

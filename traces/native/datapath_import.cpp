@@ -148,9 +148,9 @@ void add_transform_steps(RankTrace& t, const Process& main, const std::vector<Pr
   std::map<std::string, int64_t> ns;
   for (const Process& p : procs) {
     const bool mine = &p == &main || (train && p.header.role == "worker" && p.header.loader == train);
-    if (!mine || !p.header.transform_steps || !p.header.transform_steps->is_object()) continue;
-    for (const auto& [name, v] : p.header.transform_steps->items())
-      if (v.is_number_integer() && v.get<int64_t>() > 0) ns[name] += v.get<int64_t>();
+    if (!mine || !p.header.transform_steps) continue;
+    for (const auto& [name, v] : *p.header.transform_steps)
+      if (v > 0) ns[name] += v;
   }
   for (const auto& [name, total] : ns) t.meta[std::string(kTransformStepMeta) + name] = std::to_string(total);
 }

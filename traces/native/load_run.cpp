@@ -46,7 +46,7 @@ bool load_rank_traces(const std::string& dir, RunTrace& run, std::string& error)
   }
   std::sort(run.ranks.begin(), run.ranks.end(), [](const RankTrace& a, const RankTrace& b) { return a.rank < b.rank; });
   if (run.ranks.empty()) {
-    error = "no readable rank traces (rank<R>.ddpt) in " + dir;
+    error = ec ? "cannot list " + dir + ": " + ec.message() : "no readable rank traces (rank<R>.ddpt) in " + dir;
     return false;
   }
   uint32_t world = run.ranks.front().world;

@@ -6,8 +6,9 @@
 #   ours_slow_forward   the same with rank 1's forward 4 ms slower (a sleep: --slow rank=1,stage=forward,ms=4)
 #   user_slow_read      tests/python/user_scripts/datapath_job.py under --record -- torchrun (2 ranks, 2 loader
 #                       workers each, rank 1 reading its files 3 ms slower); its Kineto traces left out (1 MB)
-#   user_check          the main run of --check -- torchrun tests/python/user_scripts/unmodified_job.py --attach:
-#                       its verify/ logs and dumps and its checkpoint, replayed into the ladder by replay_run.sh
+#   user_check          --check -- torchrun tests/python/user_scripts/unmodified_job.py --attach: its main run (the
+#                       verify/ logs and dumps, the checkpoint) and checkpoint.resume's three runs, a folder each as
+#                       the ladder names them, replayed into the ladder by replay_run.sh
 # Only what the commands read is kept: no trace.json (an answer), logs, heartbeats or the embedded companion.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,8 +28,14 @@ checks=env.manifest,data.shard_rule,data.same_dataset,train.learns,numerics.fini
 checks=$checks,train.iteration,numerics.reference,numerics.rank_sync,memory.steady,comm.no_sync,checkpoint.complete
 "$exe" --check --checks "$checks" --out "$work/check" -- "$torchrun" --nproc-per-node 2 \
   "$root/tests/python/user_scripts/unmodified_job.py" --attach --snapshot "$work/snap.pt"
-mkdir -p "$here/user_check"
-cp -a "$work/check/main/verify" "$work/check/main/checkpoints" "$here/user_check/"
+"$exe" --check --checks checkpoint.resume --resume-arg '--resume {ckpt}' --out "$work/resume" -- "$torchrun" \
+  --nproc-per-node 2 "$root/tests/python/user_scripts/unmodified_job.py" --attach --snapshot "$work/snap2.pt"
+mkdir -p "$here/user_check/main"
+cp -a "$work/check/main/verify" "$work/check/main/checkpoints" "$here/user_check/main/"
+for leg in resume_straight resume_killed resume_resumed; do
+  mkdir -p "$here/user_check/$leg"
+  cp -a "$work/resume/$leg/verify" "$work/resume/$leg/checkpoints" "$here/user_check/$leg/"
+done
 for run in ours_balanced ours_slow_forward user_slow_read; do
   rm -rf "$here/$run"/{trace.json,logs,progress,companion} "$here/$run"/*.pt.trace.json
 done
