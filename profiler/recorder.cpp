@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "profiler/host_memory.h"
+#include "profiler/thread_cpu.h"
 #include "traces/native/trace_writer.h"
 
 namespace ddp::prof {
@@ -128,6 +129,8 @@ bool start(const RecorderConfig& cfg, std::string& error) {
   auto r = std::make_unique<Recorder>();
   r->cfg = cfg;
   if (!r->writer.open(cfg.path, cfg.rank, cfg.world, error)) return false;
+  // Said once: whether the spans' CPU splits carry their wait for a core (traces/model/span_cpu.h).
+  r->writer.write_meta(kRunQueueWaitMeta, run_queue_wait_known() ? kRunQueueWaitSchedstat : kRunQueueWaitAbsent);
   r->converter.add(sample_clock_pair());
   Recorder& rec = *r;
   g_rec.store(r.release(), std::memory_order_release);

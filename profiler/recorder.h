@@ -9,6 +9,7 @@
 
 #include "profiler/clock.h"
 #include "traces/model/event.h"
+#include "traces/model/span_cpu.h"
 #include "traces/model/trace_format.h"
 
 namespace ddp::prof {
@@ -30,8 +31,8 @@ struct StepContext {
 };
 
 struct RecorderStats {
-  uint64_t events = 0;
-  uint64_t dropped = 0;
+  uint64_t events = 0;   // records written: spans, their CPU splits, counters
+  uint64_t dropped = 0;  // spans (each with its split) and counters a full ring refused
   uint64_t bytes = 0;
 };
 
@@ -130,6 +131,32 @@ inline void record_span(Stage stage, uint64_t t0, uint64_t t1, uint64_t value = 
   e.kind = static_cast<uint8_t>(EventKind::span);
   e.lane = b->lane;
   b->head.store(h + 1, std::memory_order_release);
+}
+
+// Records one finished span and its CPU split as one unit (t0/t1 are ticks()): `cpu_ns` on a CPU, `wait_ns` waiting
+// for one (negative: not known). The split is a cpu event in the slot after the span's, both published by one store
+// of `head`, so a full ring drops the pair and counts one dropped span: a reader never sees one without the other.
+inline void record_span_cpu(Stage stage, uint64_t t0, uint64_t t1, uint64_t value, uint16_t bucket, uint32_t item,
+                            const StepContext* ctx, int64_t cpu_ns, int64_t wait_ns) {
+  ThreadBuffer* b = this_thread_buffer();
+  if (!b) return;
+  const uint64_t h = b->head.load(std::memory_order_relaxed);
+  if (!b->claim(h + 1)) return;  // the second slot free means the first is
+  const StepContext& c = ctx ? *ctx : b->ctx;
+  Event& e = b->ring[h & b->mask];
+  e.t0 = static_cast<int64_t>(t0);
+  e.t1 = static_cast<int64_t>(t1);
+  e.value = value;
+  e.step = c.step;
+  e.item = item;
+  e.epoch = c.epoch;
+  e.bucket = bucket;
+  e.micro = c.micro;
+  e.stage = static_cast<uint8_t>(stage);
+  e.kind = static_cast<uint8_t>(EventKind::span);
+  e.lane = b->lane;
+  b->ring[(h + 1) & b->mask] = cpu_event(e, static_cast<uint64_t>(cpu_ns > 0 ? cpu_ns : 0), wait_ns);
+  b->head.store(h + 2, std::memory_order_release);
 }
 
 void record_counter(Counter counter, uint64_t value);

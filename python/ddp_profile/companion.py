@@ -24,6 +24,7 @@ import torch
 from . import env, files, flight_recorder, layout
 from . import heartbeat as hb
 from .check import CheckRecorder
+from .cpu_budget import cpu_budget
 from .env import Config
 from .ground import unwrap
 from .record import ProfileRecorder
@@ -309,6 +310,7 @@ class Companion:
             "scaler": self.scaler is not None and bool(getattr(self.scaler, "is_enabled", lambda: True)()),
             "optimizer_steps": self.steps, "epochs": self.epochs, "mode": self.cfg.mode,
             "found_by": self.found_by, "loss_fn": self.loss_fn is not None,
+            "cpu": cpu_budget(getattr(l, "num_workers", None) if l is not None else None),
         }
         meta.update(self.recorder.meta())
         if exit_ok:

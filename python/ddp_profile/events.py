@@ -27,6 +27,11 @@ _FLUSH_BYTES = 1 << 16
 _FLUSH_EVERY_NS = 250_000_000
 
 
+def _wait_us(wait_ns: int) -> int:
+    """A cpu event's wait for a core in us (traces/model/span_cpu.h), WAIT_UNKNOWN when the kernel did not say."""
+    return layout.WAIT_UNKNOWN if wait_ns < 0 else min((wait_ns + 500) // 1000, layout.WAIT_UNKNOWN - 1)
+
+
 class EventLog:
     def __init__(self, run: str, rank: int, role: str, **header: Any) -> None:
         self.run, self.rank, self.pid = run, rank, os.getpid()
@@ -61,23 +66,34 @@ class EventLog:
                            layout.DATAPATH_RECORD, dict(self.header, lanes=list(self.lanes)))
 
     def span(self, stage: str, lane: int, t0: int, t1: int, step: int = 0, item: int = 0, epoch: int = 0,
-             bucket: int = layout.NO_BUCKET, value: int = 0, micro: int = 0) -> None:
-        e = _EVENT.pack(t0, max(t1, t0), value, step & 0xFFFFFFFF, item & 0xFFFFFFFF, epoch & 0xFFFF, bucket,
-                        min(micro, 255), STAGE[stage], layout.EVENT_SPAN, lane)
+             bucket: int = layout.NO_BUCKET, value: int = 0, micro: int = 0,
+             cpu: Optional[Tuple[int, int]] = None) -> None:
+        """A span, and its CPU split (thread_cpu.split: on a CPU, waiting for one) as a cpu event after it."""
+        args = (t0, max(t1, t0), value, step & 0xFFFFFFFF, item & 0xFFFFFFFF, epoch & 0xFFFF, bucket, min(micro, 255),
+                STAGE[stage])
+        e = _EVENT.pack(*args, layout.EVENT_SPAN, lane)
+        if cpu is not None:
+            e += _EVENT.pack(args[0], args[1], cpu[0], args[3], _wait_us(cpu[1]), *args[5:], layout.EVENT_CPU, lane)
         with self.lock:
             self.buf += e
             full = len(self.buf) >= _FLUSH_BYTES
         if full:
             self.flush()
 
-    def batch_spans(self, lane: int, spans: List[Tuple[str, int, int]], step: int, item: int, epoch: int) -> None:
-        """One batch's spans (stage, t0, t1) at once: one append under the lock (a worker writes a batch's fetch)."""
-        pack_into, out = _EVENT.pack_into, bytearray(len(spans) * layout.EVENT_SIZE)
+    def batch_spans(self, lane: int, spans: List[Tuple[str, int, int, Optional[Tuple[int, int]]]], step: int,
+                    item: int, epoch: int) -> None:
+        """One batch's spans (stage, t0, t1, CPU split or None) at once: one append under the lock (a worker writes
+        a batch's fetch); each split as a cpu event after its span."""
+        pack_into = _EVENT.pack_into
+        out = bytearray(sum(1 if c is None else 2 for *_, c in spans) * layout.EVENT_SIZE)
         s, i, e, nb, kind = step & 0xFFFFFFFF, item & 0xFFFFFFFF, epoch & 0xFFFF, layout.NO_BUCKET, layout.EVENT_SPAN
         at = 0
-        for stage, t0, t1 in spans:
+        for stage, t0, t1, cpu in spans:
             pack_into(out, at, t0, t1, 0, s, i, e, nb, 0, STAGE[stage], kind, lane)
             at += layout.EVENT_SIZE
+            if cpu is not None:
+                pack_into(out, at, t0, t1, cpu[0], s, _wait_us(cpu[1]), e, nb, 0, STAGE[stage], layout.EVENT_CPU, lane)
+                at += layout.EVENT_SIZE
         with self.lock:
             self.buf += out
             full = len(self.buf) >= _FLUSH_BYTES

@@ -3,15 +3,21 @@ num_workers=0): the dataset's transform / transforms / target_transform callable
 holds them) and the loader's collate_fn are wrapped, the fetcher's fetch collects their intervals, and emit_fetch
 turns one fetch into spans: each `transform`, the `collate` less its nested transforms, and the rest as `disk_read`
 (file reads, decoding: whatever is not a transform); a Compose's steps are timed by class (in_progress.steps). Where
-the spans go is the process's `in_progress.sink`."""
+the spans go is the process's `in_progress.sink`. Each interval's ends are moments (thread_cpu.moment): every span of
+a fetch carries its CPU split, the gaps between the timed calls (the reads) too, as their ends are the calls'.
+
+Part = (stage, start moment, end moment)."""
 from __future__ import annotations
 
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import events
+from . import events, thread_cpu
+from .thread_cpu import Moment
 
 _now = time.monotonic_ns
+_moment = thread_cpu.moment
+Part = Tuple[str, Moment, Moment]
 _TRANSFORM_ATTRS = ("transform", "transforms", "target_transform")
 
 
@@ -19,9 +25,9 @@ class _Fetch:
     """The intervals of the fetch in progress in this process: transforms and collate, nested calls counted once."""
 
     def __init__(self) -> None:
-        self.parts: Optional[List[Tuple[str, int, int]]] = None
+        self.parts: Optional[List[Part]] = None
         self.depth = 0
-        self.sink: Optional[Callable[[int, int, List[Tuple[str, int, int]]], None]] = None
+        self.sink: Optional[Callable[[Moment, Moment, List[Part]], None]] = None
         self.steps: Dict[str, int] = {}  # a Compose's steps by class: ns spent in them while fetching, ever
 
 
@@ -42,11 +48,11 @@ class _TimedTransform:
         if f.parts is None or f.depth:
             return self.fn(*args, **kwargs)
         f.depth += 1
-        t0 = _now()
+        m0 = _moment()
         try:
             return self.fn(*args, **kwargs)
         finally:
-            f.parts.append((self.stage, t0, _now()))
+            f.parts.append((self.stage, m0, _moment()))
             f.depth -= 1
 
     def __getattr__(self, name: str) -> Any:  # Compose's .transforms, a user's attributes
@@ -125,7 +131,7 @@ def _fetch_then_record(original: Callable[..., Any]) -> Callable[..., Any]:
             if not isinstance(self.collate_fn, _TimedCollate):
                 self.collate_fn = _TimedCollate(self.collate_fn)
         in_progress.parts = parts = []
-        t0 = _now()
+        m0 = _moment()
         ok = False
         try:
             out = original(self, index)
@@ -134,7 +140,7 @@ def _fetch_then_record(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             in_progress.parts = None
             if ok:
-                sink(t0, _now(), parts)
+                sink(m0, _moment(), parts)
     fetch._ddp_profile = True  # type: ignore[attr-defined]
     return fetch
 
@@ -160,14 +166,22 @@ def _subtract(t0: int, t1: int, holes: List[Tuple[int, int]]) -> List[Tuple[int,
     return out
 
 
-def emit_fetch(log: events.EventLog, lane: int, t0: int, t1: int, parts: List[Tuple[str, int, int]],
-               item: int, epoch: int, step: int = 0) -> None:
-    """A batch's fetch as spans: each transform, the collate less its nested transforms, and the rest as disk_read."""
-    parts.sort(key=lambda p: p[1])
-    transforms = [(a, b) for s, a, b in parts if s == "transform"]
-    spans = [("transform", a, b) for a, b in transforms]
+def emit_fetch(log: events.EventLog, lane: int, start: Moment, end: Moment, parts: List[Part], item: int, epoch: int,
+               step: int = 0) -> None:
+    """A batch's fetch as spans: each transform, the collate less its nested transforms, and the rest as disk_read;
+    each with its CPU split between the moments at its ends (every end is the fetch's or a timed call's)."""
+    at = {start.t: start, end.t: end}
+    for _, a, b in parts:
+        at[a.t], at[b.t] = a, b
+
+    def span(stage: str, x: int, y: int) -> Tuple[str, int, int, Optional[Tuple[int, int]]]:
+        return stage, x, y, thread_cpu.split(at[x], at[y])
+
+    parts.sort(key=lambda p: p[1].t)
+    transforms = [(a.t, b.t) for s, a, b in parts if s == "transform"]
+    spans = [span("transform", a, b) for a, b in transforms]
     for s, a, b in parts:
         if s == "collate":
-            spans += [("collate", x, y) for x, y in _subtract(a, b, transforms)]
-    spans += [("disk_read", x, y) for x, y in _subtract(t0, t1, [(a, b) for _, a, b in parts])]
+            spans += [span("collate", x, y) for x, y in _subtract(a.t, b.t, transforms)]
+    spans += [span("disk_read", x, y) for x, y in _subtract(start.t, end.t, [(a.t, b.t) for _, a, b in parts])]
     log.batch_spans(lane, spans, step, item, epoch)

@@ -198,7 +198,8 @@ COUNTERS = {"host_rss_bytes": 0, "cuda_allocated_bytes": 1, "cuda_reserved_bytes
 EVENT_FORMAT = "<qqQIIHHBBBB"
 EVENT_SIZE = 40
 EVENT_FIELDS = ("t0", "t1", "value", "step", "item", "epoch", "bucket", "micro", "stage", "kind", "lane")
-EVENT_SPAN, EVENT_COUNTER = 0, 1
+EVENT_SPAN, EVENT_COUNTER, EVENT_CPU = 0, 1, 2
+WAIT_UNKNOWN = 0xFFFFFFFF  # a cpu event's wait (its item, us) when the kernel keeps no schedstat
 NO_BUCKET = 0xFFFF
 
 
@@ -226,7 +227,7 @@ def contract() -> dict:
                       "reason_bytes": int(HEARTBEAT_FIELDS["reason"][1][:-1]), "states": RANK_STATES},
         "stages": STAGES, "counters": COUNTERS,
         "event": {"format": EVENT_FORMAT, "size": EVENT_SIZE, "fields": list(EVENT_FIELDS), "span": EVENT_SPAN,
-                  "counter": EVENT_COUNTER, "no_bucket": NO_BUCKET},
+                  "counter": EVENT_COUNTER, "cpu": EVENT_CPU, "wait_unknown": WAIT_UNKNOWN, "no_bucket": NO_BUCKET},
         "records": {r: {k: {"type": t.split(":", 1)[-1], "nested": t.startswith((NESTED, NESTED_LIST)),
                             "list": t.startswith(NESTED_LIST), "unit": u, "required": req}
                          for k, (t, u, req) in f.items()} for r, f in RECORDS.items()},

@@ -9,17 +9,17 @@ kept (auto says which at the first training forward): the training process holds
 from __future__ import annotations
 
 import threading
-import time
 import weakref
 from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
-from . import events, fetch_spans
+from . import events, fetch_spans, thread_cpu
+from .thread_cpu import Moment
 from .step_spans import H2D
 from .worker_spans import WorkerStart
 
-_now = time.monotonic_ns
+_moment = thread_cpu.moment
 _MAX_HELD = 1 << 16  # events held in the training process until the training loader is known
 
 
@@ -93,19 +93,20 @@ class LoaderSpans:
         """The main thread's wait for batch `p.batch` of the pass; StopIteration passes through."""
         depth = _queue_depth(it)
         self.current = p
-        t0 = _now()
+        m0 = _moment()
         try:
             batch = fetch()
         finally:
             self.current = None
-        t1 = _now()
+        m1 = _moment()
+        t0, t1 = m0.t, m1.t
         b, step, log, lane = p.batch, self.steps(), self.log, self.main
         p.batch += 1
         if self.h2d is not None and self.train in (None, p.loader):
             self.h2d.armed = (step, b, p.number)
 
         def emit() -> None:
-            log.span("wait_data", lane, t0, t1, step=step, item=b, epoch=p.number)
+            log.span("wait_data", lane, t0, t1, step=step, item=b, epoch=p.number, cpu=thread_cpu.split(m0, m1))
             if depth is not None:
                 log.counter("loader_queue_depth", lane, t0, depth, step=step)
         self._emit(p.loader, emit)
@@ -116,18 +117,19 @@ class LoaderSpans:
         if self.h2d is not None:
             self.h2d.armed = None
 
-    def _fetched_here(self, t0: int, t1: int, parts: List[Tuple[str, int, int]]) -> None:
+    def _fetched_here(self, start: Moment, end: Moment, parts: List[fetch_spans.Part]) -> None:
         """num_workers=0: the main thread fetched the batch itself."""
         p = self.current
         if p is None:
             return
         b, step, log, lane = p.batch, self.steps(), self.log, self.main
-        self._emit(p.loader, lambda: fetch_spans.emit_fetch(log, lane, t0, t1, parts, b, p.number, step))
+        self._emit(p.loader, lambda: fetch_spans.emit_fetch(log, lane, start, end, parts, b, p.number, step))
 
-    def pinned(self, p: Pass, idx: int, t0: int, t1: int, nbytes: int) -> None:
+    def pinned(self, p: Pass, idx: int, start: Moment, end: Moment, nbytes: int) -> None:
         log = self.log
         lane = log.lane("pin")
-        self._emit(p.loader, lambda: log.span("pin", lane, t0, t1, item=idx, epoch=p.number, value=nbytes))
+        self._emit(p.loader, lambda: log.span("pin", lane, start.t, end.t, item=idx, epoch=p.number, value=nbytes,
+                                              cpu=thread_cpu.split(start, end)))
 
 
 _active: Optional[LoaderSpans] = None
@@ -194,9 +196,9 @@ def _patch_pin_thread(spans: LoaderSpans) -> None:
         idx = getattr(state, "idx", -1)
         if idx < 0:
             return pin(data, *args, **kwargs)
-        t0 = _now()
+        m0 = _moment()
         out = pin(data, *args, **kwargs)
-        spans.pinned(state.pass_, idx, t0, _now(), _tensor_bytes(out))
+        spans.pinned(state.pass_, idx, m0, _moment(), _tensor_bytes(out))
         state.idx = -1
         return out
 

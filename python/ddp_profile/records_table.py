@@ -110,6 +110,16 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "rendezvous_from": ("String", "", False),
         "command": ("StringList", "", False),
     },
+    "cpu_budget": {
+        "cores_online": ("Int", "cores", True),
+        "cpus_allowed": ("IntList", "", True),
+        "cgroup_cores": ("Float", "cores", False),
+        "intra_op_threads": ("Int", "", True),
+        "inter_op_threads": ("Int", "", False),
+        "omp_num_threads": ("String", "", False),
+        "mkl_num_threads": ("String", "", False),
+        "loader_workers": ("Int", "", False),
+    },
     "sampler_info": {
         "class": ("String", "", False),
         "is_distributed": ("Bool", "", True),
@@ -166,6 +176,7 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "dataset_probe": ("record:probe_info", "", False),
         "reference_error": ("String", "", False),
         "exit": ("String", "", False),
+        "cpu": ("record:cpu_budget", "", False),
     },
     "reference_meta": {
         "batch_sizes": ("IntLists", "items", True),
@@ -307,6 +318,7 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "cupti": ("record:cupti_stats", "", False),
         "loss_scale": ("Float", "", False),
         "clock": ("record:rank_clock", "", False),
+        "cpu": ("record:cpu_budget", "", False),
     },
     "handshake_clock": {
         "rank": ("Int", "", True),
@@ -388,6 +400,7 @@ RECORD_DOCS: Dict[str, str] = {
     "batch_spec": "the first batch as the model saw it: input and target",
     "device_info": "the device the ranks train on",
     "launch_info": "how the ranks were started",
+    "cpu_budget": "the cores a rank could run on and the threads it asked for",
     "sampler_info": "the training loader's sampler",
     "probe_info": "a rank's probe of its dataset",
     "version_info": "the job's versions",
@@ -502,6 +515,16 @@ FIELD_MEANINGS: Dict[str, Dict[str, str]] = {
         "rendezvous_from": "a user's job",
         "command": "our job (the supervisor starts the ranks)",
     },
+    "cpu_budget": {
+        "cores_online": "the host's",
+        "cpus_allowed": "its affinity (sched_getaffinity)",
+        "cgroup_cores": "no cgroup CPU limit (cpu.max is max)",
+        "intra_op_threads": "torch's intra-op pool",
+        "inter_op_threads": "not asked (LibTorch's own default)",
+        "omp_num_threads": "OMP_NUM_THREADS not set",
+        "mkl_num_threads": "MKL_NUM_THREADS not set",
+        "loader_workers": "no training loader found: its worker processes (0: the training thread loads)",
+    },
     "sampler_info": {
         "class": "the loader has no sampler",
         "is_distributed": "a DistributedSampler",
@@ -544,6 +567,7 @@ FIELD_MEANINGS: Dict[str, Dict[str, str]] = {
         "dataset_probe": "not probed yet (no batch) or record mode",
         "reference_error": "the reference ran, or none",
         "exit": "the process has not ended cleanly (yet)",
+        "cpu": "an older companion",
     },
     "reference_meta": {
         "batch_sizes": "[[rank 0's, rank 1's, ...] per micro-batch]",
@@ -633,6 +657,7 @@ FIELD_MEANINGS: Dict[str, Dict[str, str]] = {
         "cupti": "a user's job",
         "loss_scale": "a user's job; 1 without a scaler",
         "clock": "a user's job (the manifest's clock has it)",
+        "cpu": "not recorded (an older run)",
     },
     "handshake_clock": {
         "measured": "measured (written only as false)",

@@ -4,7 +4,9 @@ forward (the DDP model's forward), backward (from the forward's end to the last 
 from the previous one's end), each gradient bucket's allreduce on the `comm` lane with its bytes (a comm hook doing
 what DDP's stock allreduce_hook does, so the numerics are DDP's own), and the resident set (and CUDA
 memory) after each step as counters. The batch's copy to the GPU (`h2d`) is timed where the batch's tensors are
-moved between its fetch and the forward taking it."""
+moved between its fetch and the forward taking it. The training thread's stages are timed by moments
+(thread_cpu.moment): each carries its CPU split when both its ends were taken on one thread (the allreduce, launched
+and completed on different threads, and wait_comm, which ends at a completion, carry none)."""
 from __future__ import annotations
 
 import functools
@@ -15,9 +17,11 @@ from typing import Any, List, Optional, Tuple
 
 import torch
 
-from . import events
+from . import events, thread_cpu
+from .thread_cpu import Moment
 
 _now = time.monotonic_ns
+_moment = thread_cpu.moment
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -41,12 +45,13 @@ class StepSpans:
         self.log, self.cuda = log, cuda
         self.main, self.comm = log.lane("main"), log.lane("comm")
         self.step, self.micro = 0, 0
-        self.t_step = _now()
-        self.t_fwd: Optional[int] = None
-        self.t_fwd_end: Optional[int] = None
-        self.t_update: Optional[int] = None
+        self.t_step = _moment()
+        self.t_fwd: Optional[Moment] = None
+        self.t_fwd_end: Optional[Moment] = None
+        self.t_update: Optional[Moment] = None
         self.lock = threading.Lock()
-        self.buckets: List[Tuple[int, int]] = []  # (launch, done) of this micro-step's buckets; done 0 while running
+        # (launch, done) of this micro-step's buckets; done 0 while running
+        self.buckets: List[Tuple[Moment, int]] = []
         self.hooked = self._hook(model)
 
     def _hook(self, model: Any) -> bool:
@@ -64,17 +69,18 @@ class StepSpans:
                 g = group if group is not None else dist.group.WORLD
                 buf = bucket.buffer()
                 nbytes, index, step, micro = buf.numel() * buf.element_size(), bucket.index(), self.step, self.micro
-                t0 = _now()
+                launch = _moment()
+                t0 = launch.t
                 with self.lock:
                     slot = len(self.buckets)
-                    self.buckets.append((t0, 0))
+                    self.buckets.append((launch, 0))
                 buf.div_(g.size())
 
                 def done(fut):  # type: ignore[no-untyped-def]
                     t1 = _now()
                     with self.lock:
                         if slot < len(self.buckets):
-                            self.buckets[slot] = (t0, t1)
+                            self.buckets[slot] = (launch, t1)
                     self.log.span("allreduce", self.comm, t0, t1, step=step, micro=micro, bucket=index, value=nbytes)
                     return fut.value()[0]
 
@@ -85,18 +91,21 @@ class StepSpans:
         except Exception:  # noqa: BLE001  (the job's own comm hook: its buckets are not recorded)
             return False
 
+    def _span(self, stage: str, a: Moment, b: Moment, **fields: Any) -> None:
+        self.log.span(stage, self.main, a.t, b.t, cpu=thread_cpu.split(a, b), **fields)
+
     def forward_pre(self, step: int, micro: int) -> None:
-        now = _now()
+        now = _moment()
         self._end_backward(now)
         self.step, self.micro, self.t_fwd = step, micro, now
 
     def forward_post(self) -> None:
-        now = _now()
+        now = _moment()
         if self.t_fwd is not None:
-            self.log.span("forward", self.main, self.t_fwd, now, step=self.step, micro=self.micro)
+            self._span("forward", self.t_fwd, now, step=self.step, micro=self.micro)
         self.t_fwd, self.t_fwd_end = None, now
 
-    def _end_backward(self, now: int) -> None:
+    def _end_backward(self, now: Moment) -> None:
         """The micro-step's backward ended by `now` (the next forward, or the update): it computed until its last
         bucket was launched and then waited for the allreduces still running."""
         if self.t_fwd_end is None:
@@ -105,29 +114,30 @@ class StepSpans:
             buckets, self.buckets = self.buckets, []
         end = now
         if buckets:
-            launch = max(b[0] for b in buckets)
+            launch = max((b[0] for b in buckets), key=lambda m: m.t)
             done = max(b[1] for b in buckets)
-            end = min(launch, now)
-            if done > end:
-                self.log.span("wait_comm", self.main, end, min(done, now), step=self.step, micro=self.micro)
-        self.log.span("backward", self.main, self.t_fwd_end, end, step=self.step, micro=self.micro)
+            end = launch if launch.t < now.t else now
+            if done > end.t:
+                self.log.span("wait_comm", self.main, end.t, min(done, now.t), step=self.step, micro=self.micro)
+        self._span("backward", self.t_fwd_end, end, step=self.step, micro=self.micro)
         self.t_fwd_end = None
 
     def before_update(self, step: int) -> None:
-        now = _now()
+        now = _moment()
         self._end_backward(now)
         self.t_update = now
 
     def after_step(self, step: int) -> None:
-        now = _now()
+        moment = _moment()
+        now = moment.t
         if self.t_update is not None:
-            self.log.span("optimizer", self.main, self.t_update, now, step=step)
-        self.log.span("step", self.main, self.t_step, now, step=step)
+            self._span("optimizer", self.t_update, moment, step=step)
+        self._span("step", self.t_step, moment, step=step)
         self.log.counter("host_rss_bytes", self.main, now, _rss_bytes(), step=step)
         if self.cuda:
             self.log.counter("cuda_allocated_bytes", self.main, now, torch.cuda.memory_allocated(), step=step)
             self.log.counter("cuda_reserved_bytes", self.main, now, torch.cuda.memory_reserved(), step=step)
-        self.t_step, self.t_update = now, None
+        self.t_step, self.t_update = moment, None
         self.log.flush()
 
 
@@ -147,10 +157,11 @@ class H2D:
             a = self.armed
             if a is None:
                 return original(t, *args, **kwargs)
-            t0 = _now()
+            m0 = _moment()
             out = original(t, *args, **kwargs)
             if isinstance(out, torch.Tensor) and out.device != t.device:  # a non_blocking copy: its enqueueing
-                self.log.span("h2d", self.lane, t0, _now(), step=a[0], item=a[1], epoch=a[2],
-                              value=t.numel() * t.element_size())
+                m1 = _moment()
+                self.log.span("h2d", self.lane, m0.t, m1.t, step=a[0], item=a[1], epoch=a[2],
+                              value=t.numel() * t.element_size(), cpu=thread_cpu.split(m0, m1))
             return out
         return move

@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable, List, Optional, Tuple
 
 from . import events, fetch_spans
+from .thread_cpu import Moment
 
 _now = time.monotonic_ns
 
@@ -24,17 +25,17 @@ class _Worker:
         self.log, self.lane = log, lane
         self.pass_no = pass_base - 1
         self.fetcher: Any = None
-        self.ready: Optional[Tuple[int, int, List[Tuple[str, int, int]]]] = None
+        self.ready: Optional[Tuple[Moment, Moment, List[fetch_spans.Part]]] = None
 
-    def fetched(self, t0: int, t1: int, parts: List[Tuple[str, int, int]]) -> None:
-        self.ready = (t0, t1, parts)
+    def fetched(self, start: Moment, end: Moment, parts: List[fetch_spans.Part]) -> None:
+        self.ready = (start, end, parts)
 
     def handed_over(self, idx: int) -> None:
         """The batch fetched last leaves the worker as batch `idx` of the pass."""
         if self.ready is not None:
-            t0, t1, parts = self.ready
+            start, end, parts = self.ready
             self.ready = None
-            fetch_spans.emit_fetch(self.log, self.lane, t0, t1, parts, idx, max(self.pass_no, 0))
+            fetch_spans.emit_fetch(self.log, self.lane, start, end, parts, idx, max(self.pass_no, 0))
             if self.log.flush_if_due():
                 self.write_steps()
 

@@ -76,24 +76,26 @@ void Loader::produce(int w, int64_t b, StagedBatch& slot) {
                         static_cast<uint8_t>(b % opt_.accum_steps)};
   uint64_t bytes;
   {
-    uint64_t t0 = prof::recording() ? prof::ticks() : 0;
+    prof::Span span(Stage::disk_read, &ctx);
     bytes = data_.read(idx.data(), n, wk.raw);
     sleep_ms(opt_.slow_disk_read_ms);
-    if (t0) prof::record_span(Stage::disk_read, t0, prof::ticks(), bytes, kNoBucket, static_cast<uint32_t>(b), &ctx);
+    span.bytes(bytes);
+    span.item(static_cast<uint32_t>(b));
   }
   {
-    uint64_t t0 = prof::recording() ? prof::ticks() : 0;
+    prof::Span span(Stage::transform, &ctx);
     data_.transform(wk.raw, idx.data(), n, epoch_, wk.x.data());
     sleep_ms(opt_.slow_transform_ms);
-    if (t0) prof::record_span(Stage::transform, t0, prof::ticks(), 0, kNoBucket, static_cast<uint32_t>(b), &ctx);
+    span.item(static_cast<uint32_t>(b));
   }
   {
-    uint64_t t0 = prof::recording() ? prof::ticks() : 0;
+    prof::Span span(Stage::pin, &ctx);
     std::memcpy(slot.x, wk.x.data(), n * F * sizeof(float));
     std::memcpy(slot.y, wk.raw.labels.data(), n * sizeof(int64_t));
     slot.bytes = n * (F * sizeof(float) + sizeof(int64_t));
     sleep_ms(opt_.slow_pin_ms);
-    if (t0) prof::record_span(Stage::pin, t0, prof::ticks(), slot.bytes, kNoBucket, static_cast<uint32_t>(b), &ctx);
+    span.bytes(slot.bytes);
+    span.item(static_cast<uint32_t>(b));
   }
   slot.index = b;
   slot.samples = n;

@@ -28,6 +28,7 @@
 #include "runtime/data/loader.h"
 #include "runtime/data/sampler.h"
 #include "runtime/launch/environment/batch_scheduling.h"
+#include "runtime/launch/environment/cpu_budget.h"
 #include "runtime/launch/environment/cpu_sets.h"
 #include "runtime/launch/environment/launch_env.h"
 #include "runtime/launch/heartbeat/progress.h"
@@ -197,6 +198,7 @@ class Trainer {
     r.loss_scale = scaler_.scale();
     r.clock = records::rank_clock{clock_start.peer_minus_local_ns, clock_start.uncertainty_ns,
                                   clock_end.peer_minus_local_ns, clock_end.uncertainty_ns};
+    r.cpu = this_process_cpu_budget(at::get_num_threads(), job_.workers);
     return r;
   }
   std::vector<uint64_t> bucket_bytes() const { return sync_.bucket_bytes(); }

@@ -63,7 +63,9 @@ TEST(Recorder, SpansFromSeveralThreadsLandOnTheirLanes) {
     EXPECT_GT(e.t0, before - 60'000'000'000) << "ticks converted onto CLOCK_MONOTONIC";
   }
   EXPECT_EQ(fwd + tr + st.dropped, 2u * per_thread);
-  EXPECT_EQ(st.events, r.trace.events.size());
+  // Records written: every span kept with its CPU split, one cpu record each (folded into trace.cpu when read).
+  EXPECT_EQ(r.trace.cpu.size(), fwd + tr);
+  EXPECT_EQ(st.events, r.trace.events.size() + r.trace.cpu.size());
 }
 
 TEST(Recorder, FullRingDropsAndCountsInsteadOfBlocking) {
@@ -79,7 +81,8 @@ TEST(Recorder, FullRingDropsAndCountsInsteadOfBlocking) {
   auto r = read_trace_file(cfg.path);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.trace.dropped, st.dropped);
-  EXPECT_EQ(r.trace.events.size() + st.dropped, 1000u);
+  EXPECT_EQ(r.trace.events.size() + st.dropped, 1000u);  // a span and its split are dropped together
+  EXPECT_EQ(r.trace.cpu.size(), r.trace.events.size());
 }
 
 TEST(Recorder, WithRecordingOffNothingIsAllocatedOrRecorded) {

@@ -101,6 +101,8 @@ TEST(CompanionContract, TheDataPathEventIsEventByteForByte) {
   }
   EXPECT_EQ(e["span"], static_cast<int>(ddp::EventKind::span));
   EXPECT_EQ(e["counter"], static_cast<int>(ddp::EventKind::counter));
+  EXPECT_EQ(e["cpu"], static_cast<int>(ddp::EventKind::cpu));
+  EXPECT_EQ(e["wait_unknown"], ddp::kWaitUnknown);
   EXPECT_EQ(e["no_bucket"], ddp::kNoBucket);
   for (const auto& [name, id] : c["counters"].items()) {
     auto k = ddp::counter_from_name(name);

@@ -28,7 +28,8 @@ std::optional<ReplayEdit> edit_for(const StallCause& c) {
 
 }  // namespace
 
-void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vector<uint32_t>& common) {
+void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vector<uint32_t>& common,
+                 const std::vector<HostCores>& hosts) {
   const ReplayResult fit = replay(data, common);
   a.replay.ok = fit.ok;
   if (!fit.ok) {
@@ -44,7 +45,7 @@ void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vect
     std::optional<ReplayEdit> e = edit_for(a.causes[i]);
     if (e) e = edit_for_traces(*e, data);
     if (!e) continue;
-    const ReplayResult r = replay(data, common, {*e});
+    const ReplayResult r = replay(data, common, {*e}, false, hosts);
     if (r.ok) a.causes[i].what_if_step_ms = r.step_ms;
   }
 }

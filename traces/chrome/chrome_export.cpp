@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "traces/base/json_out.h"
+#include "traces/chrome/span_cpu_args.h"
 #include "traces/model/batch_handoffs.h"
 #include "traces/model/cuda_names.h"
 
@@ -53,7 +54,9 @@ void write_run(const RunTrace& run, Out& o, ExportStats& stats, const MoreEvents
     const int64_t shift = r.clock_offset_ns() - origin;
     const std::vector<std::string> names = cuda_event_names(r);
     const CudaLaunches launches = cuda_launches(r);
-    for (const Event& e : r.events) {
+    SpanCpuCursor splits(r.cpu);
+    for (size_t i = 0; i < r.events.size(); ++i) {
+      const Event& e = r.events[i];
       o.raw(first ? "\n" : ",\n");
       first = false;
       if (e.is_span()) {
@@ -87,6 +90,7 @@ void write_run(const RunTrace& run, Out& o, ExportStats& stats, const MoreEvents
           o.raw(",\"samples\":");
           o.unum(e.samples());
         }
+        if (const SpanCpu* c = splits.at(i)) write_cpu_args(o, *c, e.duration(), "", ",");
         o.raw("}}");
         if (is_gpu_activity(s) && e.correlation_id()) {
           auto it = launches.find(e.correlation_id());

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "traces/base/json_out.h"
+#include "traces/chrome/span_cpu_args.h"
 #include "traces/kineto/kineto_export_layout.h"
 #include "traces/model/cuda_names.h"
 
@@ -88,7 +89,10 @@ class RankWriter {
 
   void write() {
     metadata();
-    for (const Event& e : r_.events) {
+    SpanCpuCursor splits(r_.cpu);
+    for (size_t i = 0; i < r_.events.size(); ++i) {
+      const Event& e = r_.events[i];
+      cpu_ = splits.at(i);
       if (!e.is_span())
         counter(e);
       else if (e.is_cuda())
@@ -168,6 +172,7 @@ class RankWriter {
       o_.raw(", \"ddp_samples\": ");
       o_.unum(e.samples());
     }
+    if (cpu_) write_cpu_args(o_, *cpu_, e.duration(), "ddp_", ", ");
   }
 
   // Host ops are numbered above every correlation id: CUDA records carry their correlation as "External id", and
@@ -278,6 +283,7 @@ class RankWriter {
   int64_t shift_ = 0;
   uint64_t external_id_ = 0;
   bool first_ = true;
+  const SpanCpu* cpu_ = nullptr;  // the CPU split of the event being written (its stage args say it)
 };
 
 void write_rank(JsonOut& o, const RunFacts& run, const RankTrace& r, KinetoExportStats& stats) {

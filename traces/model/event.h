@@ -7,7 +7,11 @@
 
 namespace ddp {
 
-enum class EventKind : uint8_t { span = 0, counter = 1 };
+// span: a stage's interval on a thread. counter: a sample (t1 = t0). cpu: the CPU split of the span just before it on
+// the same lane (traces/model/span_cpu.h): the span's own t0, t1, stage, step, epoch, micro and bucket, with `value`
+// the thread's time on a CPU within it (ns) and `item` its time runnable but waiting for a core (us). Readers fold
+// cpu events into RankTrace::cpu: RankTrace::events holds spans and counters only.
+enum class EventKind : uint8_t { span = 0, counter = 1, cpu = 2 };
 
 inline constexpr uint16_t kNoBucket = 0xFFFF;
 inline constexpr uint16_t kNoName = kNoBucket;  // a CUDA event without an interned name

@@ -1,5 +1,7 @@
 #include "traces/model/rank_trace.h"
 
+#include <algorithm>
+
 namespace ddp {
 
 int64_t RankTrace::clock_offset_ns() const {
@@ -11,6 +13,11 @@ int64_t RankTrace::clock_offset_ns() const {
 const std::string& RankTrace::lane_name(uint8_t lane) const {
   static const std::string unknown = "unknown lane";
   return lane < lanes.size() ? lanes[lane] : unknown;
+}
+
+const SpanCpu* RankTrace::cpu_of(size_t index) const {
+  auto it = std::lower_bound(cpu.begin(), cpu.end(), index, [](const SpanCpu& c, size_t i) { return c.event < i; });
+  return it != cpu.end() && it->event == index ? &*it : nullptr;
 }
 
 }  // namespace ddp

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "traces/model/event.h"
+#include "traces/model/span_cpu.h"
 #include "traces/model/trace_format.h"
 
 namespace ddp {
@@ -22,6 +23,7 @@ struct RankTrace {
   int64_t created_unix_ns = 0;
   std::vector<std::string> lanes;  // index = lane id; unnamed lanes are "lane N"
   std::vector<Event> events;       // spans and counter samples, in file order
+  std::vector<SpanCpu> cpu;        // the CPU split of the spans that carry one, by event index (span_cpu.h)
   std::vector<format::ClockPayload> clocks;
   std::map<std::string, std::string> meta;
   bool complete = false;  // the writer closed the file cleanly (an end chunk was read)
@@ -32,6 +34,8 @@ struct RankTrace {
   // Offset (ns) that puts this rank's timestamps on rank 0's clock: the start measurement if present.
   int64_t clock_offset_ns() const;
   const std::string& lane_name(uint8_t lane) const;
+  // The CPU split of events[index], or null when it has none (a span recorded without it, a counter).
+  const SpanCpu* cpu_of(size_t index) const;
 };
 
 }  // namespace ddp

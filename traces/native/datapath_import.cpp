@@ -56,8 +56,9 @@ void read_events(const Process& p, const std::vector<uint8_t>& lane_map, std::ve
   for (size_t i = 0; i < n; ++i) {
     Event e;
     std::memcpy(&e, bytes.data() + i * sizeof(Event), sizeof(Event));
-    const bool known = e.is_span() ? e.stage < kStageCount
-                                   : e.kind == static_cast<uint8_t>(EventKind::counter) && e.stage < kCounterCount;
+    const bool known = e.kind == static_cast<uint8_t>(EventKind::counter)
+                           ? e.stage < kCounterCount
+                           : e.kind <= static_cast<uint8_t>(EventKind::cpu) && e.stage < kStageCount;
     if (!known || e.lane >= lane_map.size() || e.t1 < e.t0) {
       ++bad;
       continue;
@@ -155,6 +156,22 @@ void add_transform_steps(RankTrace& t, const Process& main, const std::vector<Pr
   for (const auto& [name, total] : ns) t.meta[std::string(kTransformStepMeta) + name] = std::to_string(total);
 }
 
+// The rank's events by start time (its processes' files read one after another), each split following its span.
+void sort_by_start(RankTrace& t) {
+  std::vector<uint32_t> order(t.events.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return t.events[a].t0 < t.events[b].t0; });
+  std::vector<Event> sorted(t.events.size());
+  std::vector<uint32_t> moved_to(t.events.size());
+  for (uint32_t k = 0; k < order.size(); ++k) {
+    sorted[k] = t.events[order[k]];
+    moved_to[order[k]] = k;
+  }
+  t.events = std::move(sorted);
+  for (SpanCpu& c : t.cpu) c.event = moved_to[c.event];
+  std::sort(t.cpu.begin(), t.cpu.end(), [](const SpanCpu& a, const SpanCpu& b) { return a.event < b.event; });
+}
+
 bool build_rank(int rank, const std::vector<Process>& procs, RankTrace& t, std::vector<std::string>& notes) {
   const Process* main = training_process(procs);
   if (main == nullptr) return false;
@@ -185,8 +202,9 @@ bool build_rank(int rank, const std::vector<Process>& procs, RankTrace& t, std::
   if (other_loaders)
     notes.push_back("rank " + std::to_string(rank) + ": " + std::to_string(other_loaders) +
                     " worker process(es) of loaders other than the training loader left out");
+  t.cpu = take_cpu_events(t.events);  // each process's cpu events follow their spans in its own file
   assign_loader_steps(t, lane_of(t, "main"));
-  std::stable_sort(t.events.begin(), t.events.end(), [](const Event& a, const Event& b) { return a.t0 < b.t0; });
+  sort_by_start(t);
   if (main->header.clock_offset_ns) {
     format::ClockPayload c{};
     c.offset_ns = *main->header.clock_offset_ns;

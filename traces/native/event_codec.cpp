@@ -48,9 +48,9 @@ bool decode_events(const uint8_t* data, size_t size, size_t count, uint8_t lane,
       error = "event block ends inside event " + std::to_string(i) + " of " + std::to_string(count);
       return false;
     }
-    bool bad_stage =
-        e.kind == static_cast<uint8_t>(EventKind::span) ? e.stage >= kStageCount : e.stage >= kCounterCount;
-    if (e.kind > 1 || bad_stage || e.t1 < e.t0) {
+    const bool bad_stage =
+        e.kind == static_cast<uint8_t>(EventKind::counter) ? e.stage >= kCounterCount : e.stage >= kStageCount;
+    if (e.kind > static_cast<uint8_t>(EventKind::cpu) || bad_stage || e.t1 < e.t0) {
       error = "event " + std::to_string(i) + " has an invalid kind, stage or duration";
       return false;
     }

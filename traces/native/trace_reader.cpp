@@ -129,6 +129,7 @@ TraceReadResult read_trace_bytes(const uint8_t* data, size_t size) {
     off += sizeof(ch) + ch.size;
   }
   t.good_bytes = off;
+  t.cpu = take_cpu_events(t.events);
   if (t.damage.empty() && !t.complete) t.damage = "trace was not closed cleanly (the rank ended early)";
   return r;
 }

@@ -135,13 +135,18 @@ bool write_native_traces(const std::string& run_dir, const std::vector<RankTrace
     // One lane's events per chunk, in time order (the codec codes deltas to the previous event of the chunk).
     constexpr size_t kChunk = 1 << 14;
     for (size_t l = 0; l < t.lanes.size(); ++l) {
-      std::vector<Event> lane;
-      for (const Event& e : t.events)
-        if (e.lane == l) lane.push_back(e);
+      std::vector<Event> lane;  // each span with a CPU split followed by its cpu event, as the recorder writes them
+      SpanCpuCursor splits(t.cpu);
+      for (size_t i = 0; i < t.events.size(); ++i) {
+        const SpanCpu* split = splits.at(i);
+        if (t.events[i].lane != l) continue;
+        lane.push_back(t.events[i]);
+        if (split) lane.push_back(cpu_event(t.events[i], *split));
+      }
       for (size_t i = 0; i < lane.size(); i += kChunk)
         ok &= w.write_events(static_cast<uint8_t>(l), lane.data() + i, std::min(kChunk, lane.size() - i));
     }
-    ok &= w.write_end(t.events.size(), 0);
+    ok &= w.write_end(t.events.size() + t.cpu.size(), 0);
     w.close();
     if (!ok) {
       error = "cannot write " + path;

@@ -42,7 +42,7 @@ constexpr uint32_t kIid = 1, kInternedName = 2;  // EventName and DebugAnnotatio
 }  // namespace f
 
 // Debug annotation names, interned in each sequence's first packet.
-constexpr uint64_t kStepIid = 1, kBucketIid = 2;
+constexpr uint64_t kStepIid = 1, kBucketIid = 2, kOnCpuIid = 3, kWaitingIid = 4, kBlockedIid = 5;
 
 // Track uuids: unique across ranks, so one rank per file merges with the others into one trace.
 // Small numbers: every slice's begin and end carry one (a varint of 2 bytes up to rank 31, 3 up to rank 4095).
@@ -116,7 +116,11 @@ class RankWriter {
       pd.close();
       td.close();
       proto::Nested interned(b, f::kInternedData);
-      for (auto [iid, name] : {std::pair{kStepIid, "step"}, std::pair{kBucketIid, "bucket"}}) {
+      std::vector<std::pair<uint64_t, const char*>> names = {{kStepIid, "step"}, {kBucketIid, "bucket"}};
+      if (!r_.cpu.empty())  // the CPU split's names, for a rank whose spans carry one
+        names.insert(names.end(),
+                     {{kOnCpuIid, kOnCpuArg}, {kWaitingIid, kWaitingForCpuArg}, {kBlockedIid, kBlockedArg}});
+      for (auto [iid, name] : names) {
         proto::Nested n(interned.body(), f::kDebugAnnotationNames);
         proto::uint_field(n.body(), f::kIid, iid);
         proto::bytes_field(n.body(), f::kInternedName, name);
@@ -197,6 +201,16 @@ class RankWriter {
         proto::Nested a(t, f::kDebugAnnotations);
         proto::uint_field(a.body(), f::kAnnotationNameIid, kBucketIid);
         proto::uint_field(a.body(), f::kUintValue, e.bucket_index());
+      }
+      if (const SpanCpu* c = r_.cpu_of(i)) {  // where the slice's wall time went (traces/model/span_cpu.h)
+        auto annotate = [&](uint64_t iid, uint64_t us) {
+          proto::Nested a(t, f::kDebugAnnotations);
+          proto::uint_field(a.body(), f::kAnnotationNameIid, iid);
+          proto::uint_field(a.body(), f::kUintValue, us);
+        };
+        annotate(kOnCpuIid, c->cpu_us);
+        if (c->wait_known()) annotate(kWaitingIid, c->wait_us);
+        annotate(kBlockedIid, blocked_us(*c, e.duration()));
       }
       if (auto it = out_flows_.find(i); it != out_flows_.end())
         for (uint64_t id : it->second) proto::fixed64_field(t, f::kFlowIds, id);

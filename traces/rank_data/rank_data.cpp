@@ -38,11 +38,31 @@ Span span_on_common_clock(const Event& e, int64_t offset) {
   return s;
 }
 
+SpanSplit split_of(const SpanCpu* c) { return c ? SpanSplit{c->cpu_us, c->wait_us} : SpanSplit{}; }
+
+// Sorts `spans` by start, their splits (when any) along with them.
+void sort_by_start(std::vector<Span>& spans, std::vector<SpanSplit>& splits) {
+  auto by_t0 = [](const Span& a, const Span& b) { return a.t0 < b.t0; };
+  if (splits.empty()) return std::sort(spans.begin(), spans.end(), by_t0);
+  std::vector<uint32_t> order(spans.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return by_t0(spans[a], spans[b]); });
+  std::vector<Span> s(spans.size());
+  std::vector<SpanSplit> c(splits.size());
+  for (size_t k = 0; k < order.size(); ++k) s[k] = spans[order[k]], c[k] = splits[order[k]];
+  spans = std::move(s);
+  splits = std::move(c);
+}
+
 // Sorts every event into steps, counters and the span lists the rules read.
 void sort_events(const RankTrace& t, RankData& d) {
   const int64_t off = t.clock_offset_ns();
   const int main_lane = find_main_lane(t);
-  for (const Event& e : t.events) {
+  const bool splits = !t.cpu.empty();
+  SpanCpuCursor cpu(t.cpu);
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    const SpanCpu* c = splits ? cpu.at(i) : nullptr;
     if (!e.is_span()) {
       if (e.stage < kCounterCount) d.counters[e.stage].push_back({e.t0 + off, e.value});
       continue;
@@ -55,17 +75,19 @@ void sort_events(const RankTrace& t, RankData& d) {
       d.starts.push_back(s);
     } else if (stage_has(s.stage, kStageLoaderThread)) {
       d.loader.push_back(s);
+      if (splits) d.loader_cpu.push_back(split_of(c));
       d.loader_lanes.insert(s.lane);
     } else if (s.stage == Stage::allreduce) {
       d.allreduce.push_back(s);
     } else if (stage_has(s.stage, kStageMainThread) && static_cast<int>(s.lane) == main_lane) {
       d.main.push_back(s);
+      if (splits) d.main_cpu.push_back(split_of(c));
     } else {
       d.other.push_back(s);
     }
   }
   auto by_t0 = [](const Span& a, const Span& b) { return a.t0 < b.t0; };
-  std::sort(d.main.begin(), d.main.end(), by_t0);
+  sort_by_start(d.main, d.main_cpu);
   std::sort(d.allreduce.begin(), d.allreduce.end(), by_t0);
   std::sort(d.starts.begin(), d.starts.end(), by_t0);
   for (auto& c : d.counters) std::sort(c.begin(), c.end(), [](const Sample& a, const Sample& b) { return a.t < b.t; });

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "traces/model/run_folder.h"
+#include "traces/model/span_cpu.h"
 
 namespace ddp::rank_data {
 
@@ -40,6 +41,16 @@ struct Span {
 
 struct Interval {
   int64_t t0 = 0, t1 = 0;
+};
+
+// A span's CPU split (traces/model/span_cpu.h): on a CPU and waiting for a core, microseconds; cpu_us kNoSplit when
+// the span carries none (its recorder read no CPU time for it).
+struct SpanSplit {
+  static constexpr uint32_t kNoSplit = UINT32_MAX;
+  uint32_t cpu_us = kNoSplit;
+  uint32_t wait_us = kWaitUnknown;
+  bool known() const { return cpu_us != kNoSplit; }
+  bool wait_known() const { return known() && wait_us != kWaitUnknown; }
 };
 
 struct Sample {
@@ -72,6 +83,9 @@ struct RankData {
   std::vector<Span> starts;     // DataLoader workers starting (worker_start), sorted by t0
   std::vector<Span> allreduce;  // one per bucket per sync, sorted by t0
   std::vector<Span> other;      // anything else: GPU activity, main stages on other lanes
+  // The CPU split of each main and loader span, parallel to `main` and `loader`; empty when the trace carries none
+  // (a profiler trace, an older run): then what is read of them is wall time alone.
+  std::vector<SpanSplit> main_cpu, loader_cpu;
   std::vector<Span> wait_comm;  // the main lane's wait_comm spans, sorted by t0
   std::map<uint32_t, Interval> steps;
   std::array<std::vector<Sample>, kCounterCount> counters;

@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "traces/base/stats.h"
+#include "traces/base/text_format.h"
+#include "traces/replay/contention.h"
 #include "traces/replay/replay_graph.h"
 
 namespace ddp {
@@ -238,6 +240,34 @@ std::vector<RankTrace> as_traces(const std::vector<RankData>& data, const std::v
   return out;
 }
 
+// The least step the hosts' cores allow the edited work, and which host says so.
+struct HostBound {
+  double ns = 0;
+  std::string why;
+};
+HostBound host_bound(const std::vector<HostCores>& hosts, const std::vector<Chain>& cs, const Plan& p, double steps,
+                     double cores) {
+  HostBound b;
+  for (const HostCores& h : hosts) {
+    const double ns = cpu_bound_step_ns(h, p, cs, steps, cores);
+    if (ns <= b.ns) continue;
+    const double m = cores > 0 ? cores : h.cores;
+    b.ns = ns;
+    b.why =
+        fmt("the cores are saturated: %s's ranks would need %.2f ms of CPU a step on %g cores, no step shorter than "
+            "%.2f ms",
+            h.host.c_str(), ms(ns) * m, m, ms(ns));
+  }
+  return b;
+}
+
+// The cores an edit gives each host (cores=N), 0 when none does.
+double edited_cores(const std::vector<ReplayEdit>& edits) {
+  for (const ReplayEdit& e : edits)
+    if (e.kind == ReplayEdit::Kind::cores) return e.value;
+  return 0;
+}
+
 std::map<std::string, double> per_stage_ms(const Timeline& tl, double rank_steps) {
   std::map<std::string, double> out;
   for (size_t s = 0; s < tl.stage_ns.size(); ++s)
@@ -257,7 +287,7 @@ std::optional<ReplayEdit> edit_for_traces(const ReplayEdit& e, const std::vector
 }
 
 ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
-                    const std::vector<ReplayEdit>& edits, bool keep_trace) {
+                    const std::vector<ReplayEdit>& edits, bool keep_trace, const std::vector<HostCores>& hosts) {
   ReplayResult res;
   if (data.empty() || common.empty()) {
     res.error = "no steps in common to replay";
@@ -272,6 +302,9 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
   res.comm_bus_bytes_per_s = model.ns_per_byte > 0 ? ring_factor(world) * 1e9 / model.ns_per_byte : 0;
   const Timeline fit = run(chains, measured);
   Timeline what_if = fit;
+  for (const HostCores& h : hosts) res.stretch_measured.push_back(measured_load(h, chains).stretch());
+  res.stretch_after = res.stretch_measured;
+  HostBound bound;
   if (!edits.empty()) {
     std::vector<Chain> edited_chains = chains;
     for (const ReplayEdit& e : edits)
@@ -281,7 +314,16 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
     Plan edited = measured_plan(edited_chains);
     res.error = edit_plan(edited, edited_chains, edits, model, world);
     if (!res.error.empty()) return res;
+    const double cores = edited_cores(edits);
+    if (cores > 0 && hosts.empty()) {
+      res.error =
+          "cores=N needs the ranks' cores and their spans' waits for one: a run recorded by this version (its "
+          "manifest's ranks[].cpu and each span's CPU split)";
+      return res;
+    }
+    res.stretch_after = apply_contention(edited, edited_chains, chains, hosts, cores);
     what_if = run(edited_chains, edited);
+    bound = host_bound(hosts, edited_chains, edited, static_cast<double>(common.size()), cores);
     if (keep_trace) res.predicted = as_traces(data, edited_chains, edited, what_if, world);
   } else if (keep_trace) {
     res.predicted = as_traces(data, chains, measured, fit, world);
@@ -319,6 +361,10 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
   res.stage_ms = per_stage_ms(what_if, rank_steps);
   res.fit_stage_ms = per_stage_ms(fit, rank_steps);
   res.step_ms = ms(replayed_sum / static_cast<double>(errors.size()));
+  if (ms(bound.ns) > res.step_ms) {  // the cores cannot run the edited work faster than this
+    res.step_ms = ms(bound.ns);
+    res.saturated = bound.why;
+  }
   res.measured_ms = ms(measured_sum / static_cast<double>(errors.size()));
   res.fit_ms = ms(fit_sum / static_cast<double>(errors.size()));
   res.error_mean = mean(errors);

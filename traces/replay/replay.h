@@ -21,8 +21,11 @@
 // error (mean and p90 of |replayed - measured| / measured step time, averaged over ranks) says how far to trust an
 // edit.
 //
-// What it leaves out: CPU contention between ranks and their workers on one machine (more workers do not slow the
-// others down here), memory bandwidth, the allocator; buckets are cut at exact byte counts (DDP cuts them at
+// CPU contention between the ranks and their workers on one host, when the run recorded its spans' CPU splits and
+// each rank's cores (traces/replay/contention.h): an edit that frees CPU shortens every span's wait for a core, one
+// that adds work lengthens it, and no step is predicted shorter than the host's CPU work over its cores.
+//
+// What it leaves out: memory bandwidth, the allocator; buckets are cut at exact byte counts (DDP cuts them at
 // parameter boundaries).
 #include <cstdint>
 #include <map>
@@ -31,11 +34,19 @@
 #include <vector>
 
 #include "traces/model/rank_trace.h"
+#include "traces/model/run_trace.h"
 #include "traces/rank_data/rank_data.h"
 #include "traces/replay/replay_thresholds.h"
 #include "traces/replay/what_if_edits.h"
 
 namespace ddp {
+
+// Ranks (their places among the replay's `data`) that share one host's cores (contention.h host_cores).
+struct HostCores {
+  std::string host;
+  std::vector<int> ranks;
+  double cores = 0;  // what they could use: their affinities' union, a cgroup's limit, the host's online cores
+};
 
 struct ReplayResult {
   double step_ms = 0;      // mean over the steps of the mean over ranks of the replayed step
@@ -53,6 +64,10 @@ struct ReplayResult {
   // With ok: what the fit passed as measured instead of by the model (a wait for a collective some rank never reached,
   // in a trace cut short). Each note makes the fit untrusted (replay_trust.h): it gives those steps back by fiat.
   std::vector<std::string> notes;
+  // With contention (hosts given): each host's stretch (waits for a core per unit of CPU) as measured and as the
+  // edits leave it; and, when an edit asks more than the cores give, what bounds the step ("" when none does).
+  std::vector<double> stretch_measured, stretch_after;
+  std::string saturated;
   // With keep_trace: the predicted run, one trace per rank on rank 0's clock: its main-thread ops as spans of their
   // stages, each step, each bucket's allreduce (launch to done) on "comm", each batch's fetch on its worker's lane
   // (its measured stages in order, scaled to the predicted fetch).
@@ -65,7 +80,9 @@ std::optional<ReplayEdit> edit_for_traces(const ReplayEdit& e, const std::vector
 
 // Replays the steps in `common` (every rank has them); with edits, the edited replay (its error fields are the
 // unedited replay's fit).
+// `hosts`: the cores the ranks share (contention.h host_cores); empty, every span's wait for a core stays as measured.
 ReplayResult replay(const std::vector<rank_data::RankData>& data, const std::vector<uint32_t>& common,
-                    const std::vector<ReplayEdit>& edits = {}, bool keep_trace = false);
+                    const std::vector<ReplayEdit>& edits = {}, bool keep_trace = false,
+                    const std::vector<HostCores>& hosts = {});
 
 }  // namespace ddp

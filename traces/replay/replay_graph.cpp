@@ -20,6 +20,17 @@ size_t op_at(const Chain& c, int64_t t) {
 
 namespace {
 
+// A batch's fetch takes its spans' splits summed; one span without a split (or without its wait) leaves it unknown.
+void add_split(Batch& b, const SpanSplit& s, bool first) {
+  if (!first && b.cpu < 0) return;
+  if (!s.known()) {
+    b.cpu = b.wait = -1;
+    return;
+  }
+  b.cpu = (first ? 0 : b.cpu) + int64_t{s.cpu_us} * 1000;
+  b.wait = s.wait_known() && (first || b.wait >= 0) ? (first ? 0 : b.wait) + int64_t{s.wait_us} * 1000 : -1;
+}
+
 void gap(Chain& c, uint32_t step, int64_t a, int64_t b) {
   if (b <= a) return;
   Op g;
@@ -36,12 +47,15 @@ void index_batches(const RankData& d, Chain& c) {
   // Per batch, its spans per lane; the lane that fetched it is the one that spent the most on it (pin on a thread of
   // its own, a user's pin thread, is then part of the hand-over).
   std::unordered_map<uint64_t, std::map<uint8_t, Batch>> by_lane;
-  for (const Span& s : d.loader) {
+  for (size_t i = 0; i < d.loader.size(); ++i) {
+    const Span& s = d.loader[i];
     Batch& b = by_lane[sync_key(s.step, s.micro)][s.lane];
-    if (b.stages.empty()) b.lane = s.lane, b.start = s.t0, b.end = s.t1, b.pass = s.epoch;
+    const bool first = b.stages.empty();
+    if (first) b.lane = s.lane, b.start = s.t0, b.end = s.t1, b.pass = s.epoch;
     b.start = std::min(b.start, s.t0);
     b.end = std::max(b.end, s.t1);
     b.stages[s.stage] += s.dur();
+    add_split(b, i < d.loader_cpu.size() ? d.loader_cpu[i] : SpanSplit{}, first);
   }
   std::unordered_map<uint64_t, Batch> fetched;
   for (auto& [sync, lanes] : by_lane) {
@@ -127,6 +141,10 @@ Chain build(const RankData& d, const std::vector<uint32_t>& common) {
         o.micro = sp.micro;
         o.t0 = sp.t0;
         o.t1 = sp.t1;
+        if (i < d.main_cpu.size() && d.main_cpu[i].known()) {
+          o.cpu = int64_t{d.main_cpu[i].cpu_us} * 1000;
+          o.wait = d.main_cpu[i].wait_known() ? int64_t{d.main_cpu[i].wait_us} * 1000 : -1;
+        }
         if (sp.stage == Stage::wait_comm) o.kind = OpKind::wait_comm;
         if (sp.stage == Stage::wait_data && sp.dur() > kReplayStallNs) {
           o.kind = OpKind::wait_data;

@@ -28,6 +28,9 @@ struct Op {
   uint8_t micro = 0;
   int64_t t0 = 0, t1 = 0;  // measured
   int64_t ready = 0;       // wait_data: the batch's arrival, measured
+  // Its thread's time on a CPU and waiting for a core within it (traces/model/span_cpu.h), ns; -1 when its span
+  // carried no split (untracked time, a profiler trace): the contention model leaves it as measured.
+  int64_t cpu = -1, wait = -1;
   int64_t dur() const { return t1 - t0; }
 };
 
@@ -56,6 +59,7 @@ struct Batch {
   int64_t behind = -1;              // the batch `slots` before it in consumption order, -1: none analysed
   size_t op = 0;                    // the wait op that takes it
   std::map<Stage, int64_t> stages;  // its time per loader stage
+  int64_t cpu = -1, wait = -1;      // its fetch's time on a CPU and waiting for a core; -1: a span without a split
 };
 
 // A batch's time on its lane, all stages.

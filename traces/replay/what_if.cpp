@@ -9,6 +9,7 @@
 #include "traces/model/run_folder.h"
 #include "traces/native/trace_writer.h"
 #include "traces/rank_data/rank_data.h"
+#include "traces/replay/contention.h"
 #include "traces/replay/replay_trust.h"
 
 namespace ddp {
@@ -26,9 +27,14 @@ std::string assumption(const WhatIfEdit& w, const ReplayResult& r) {
                  e.other ? "untracked time" : std::string(stage_name(e.stage)).c_str());
     case Kind::workers:
       return e.value == 0 ? "each rank fetches its batches itself, each fetch as measured"
-                          : fmt("%.0f workers a rank, batch n on worker n mod %.0f, each fetch as measured: more "
-                                "workers do not slow each other or the ranks down (CPU contention left out)",
-                                e.value, e.value);
+             : r.stretch_measured.empty()
+                 ? fmt("%.0f workers a rank, batch n on worker n mod %.0f, each fetch as measured: more workers do "
+                       "not slow each other or the ranks down (the run recorded no CPU splits: CPU contention left "
+                       "out)",
+                       e.value, e.value)
+                 : fmt("%.0f workers a rank, batch n on worker n mod %.0f, each fetch's CPU as measured and its wait "
+                       "for a core as the host's cores then give (processor sharing)",
+                       e.value, e.value);
     case Kind::prefetch:
       return fmt("%.0f batches in flight a worker: the queue holds workers x %.0f", e.value, e.value);
     case Kind::bandwidth:
@@ -59,6 +65,12 @@ std::string assumption(const WhatIfEdit& w, const ReplayResult& r) {
           "the ranks on %.0f machines: the ring crosses the link between them, its bus bandwidth the lower "
           "of the run's (%s) and the link's",
           e.value, gbps(r.comm_bus_bytes_per_s).c_str());
+    case Kind::cores:
+      return fmt(
+          "each host's ranks on %g cores: the threads the run showed runnable (its spans' waits for a core) "
+          "share them, each span's wait for one as processor sharing then makes it; its CPU and blocked time as "
+          "measured",
+          e.value);
   }
   return {};
 }
@@ -83,9 +95,10 @@ bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& 
   out.edits = edits;
   out.ranks = static_cast<int>(data.size());
   out.steps = common.size();
-  out.result = replay(data, common, es, keep_trace);
+  out.result = replay(data, common, es, keep_trace, host_cores(run, data));
   out.trusted = trusted(out.result);
   for (const WhatIfEdit& w : edits) out.assumptions.push_back(assumption(w, out.result));
+  if (!out.result.saturated.empty()) out.assumptions.push_back(out.result.saturated);
   return true;
 }
 

@@ -10,7 +10,7 @@ namespace ddp {
 
 const char* const kEditForms =
     "rank<R>.<stage>=median, workers=N, prefetch=N, bandwidth=X[GB/s|Gb/s|MB/s], bucket_cap_mb=X, accum=K, "
-    "ranks=N, nodes=M";
+    "ranks=N, nodes=M, cores=N";
 
 namespace {
 
@@ -110,8 +110,10 @@ bool parse_one(const std::string& part, WhatIfEdit& out, std::string& err) {
     e.kind = Kind::ranks, e.value = v;
   } else if (key == "nodes" && count(val, 1, 1 << 16, v)) {
     e.kind = Kind::nodes, e.value = v;
+  } else if (key == "cores" && number(val, v) && v > 0 && v <= 1 << 16) {
+    e.kind = Kind::cores, e.value = v;
   } else if (key == "workers" || key == "prefetch" || key == "bandwidth" || key == "bucket_cap_mb" || key == "accum" ||
-             key == "ranks" || key == "nodes") {
+             key == "ranks" || key == "nodes" || key == "cores") {
     const std::map<std::string, const char*> takes = {
         {"workers", "a count from 0 to 1024"},
         {"prefetch", "a count from 1 to 1024"},
@@ -119,7 +121,8 @@ bool parse_one(const std::string& part, WhatIfEdit& out, std::string& err) {
         {"bucket_cap_mb", "a positive number of MB"},
         {"accum", "a count of micro-steps from 1 to 255"},
         {"ranks", "a count of ranks from 2"},
-        {"nodes", "a count of machines from 1"}};
+        {"nodes", "a count of machines from 1"},
+        {"cores", "a positive number of cores (a cgroup's share may be fractional)"}};
     err = "--what-if: " + part + ": " + key + " takes " + takes.at(key);
     return false;
   } else {

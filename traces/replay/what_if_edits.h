@@ -12,6 +12,8 @@
 //   accum=K                  K micro-steps an optimizer step (no_sync on all but the last)
 //   ranks=N                  N ranks in the ring (its bytes and hops scaled from the run's)
 //   nodes=M                  the ranks on M machines, bandwidth=X the link between them
+//   cores=N                  each host's ranks and workers on N cores (traces/replay/contention.h; a run whose spans
+//                            carry their CPU splits and its ranks' cores)
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,6 +33,7 @@ struct ReplayEdit {
                       //   no_sync, the allreduce and the optimizer once
     ranks,  // `value` ranks in the ring (each bucket's bytes x 2(n-1)/n over the link, n-1 hops of fixed cost)
     nodes,  // the ranks on `value` machines: the ring's slowest link is the one between them (`bandwidth`)
+    cores,  // each host's ranks on `value` cores: the waits for a core as processor sharing makes them there
   };
   Kind kind = Kind::stage_as_median;
   int rank = 0;

@@ -79,6 +79,7 @@ Manifest user_manifest(const std::vector<records::companion_meta>& metas, const 
     e.pid = r.pid;
     e.device = records::to_json(r.device);
     e.batch = r.batch;
+    e.cpu = r.cpu;
     f.ranks->push_back(std::move(e));
   }
   m.script = config_from_argv(m0.config);

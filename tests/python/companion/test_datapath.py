@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ddp_profile import events, fetch_spans, layout, loader_spans  # noqa: E402
+from ddp_profile import events, fetch_spans, layout, loader_spans, thread_cpu  # noqa: E402
 
 STAGE_NAME = {v: k for k, v in layout.STAGES.items()}
 
@@ -42,16 +42,41 @@ def test_an_event_is_forty_bytes_in_the_declared_order(tmp_path):
 
 
 def test_a_fetch_is_split_without_overlap(tmp_path):
+    # Moments of one thread (times in us): half of the wall on a CPU, a quarter waiting for a core.
+    def at(us):
+        return thread_cpu.Moment(us * 1000, us * 500, us * 250, (1, 1))
+
     log = events.EventLog(str(tmp_path), 0, "main")
-    parts = [("transform", 20, 30), ("transform", 50, 55), ("collate", 60, 90), ("transform", 70, 80)]
-    fetch_spans.emit_fetch(log, 0, 10, 100, parts, item=4, epoch=1)
+    parts = [("transform", at(20), at(30)), ("transform", at(50), at(55)), ("collate", at(60), at(90)),
+             ("transform", at(70), at(80))]
+    fetch_spans.emit_fetch(log, 0, at(10), at(100), parts, item=4, epoch=1)
     log.close()
-    spans = sorted((STAGE_NAME[e["stage"]], e["t0"], e["t1"])
-                   for e in read_events(os.path.join(str(tmp_path), layout.datapath_events_file(0, os.getpid()))))
+    evs = read_events(os.path.join(str(tmp_path), layout.datapath_events_file(0, os.getpid())))
+    spans = sorted((STAGE_NAME[e["stage"]], e["t0"] // 1000, e["t1"] // 1000)
+                   for e in evs if e["kind"] == layout.EVENT_SPAN)
     assert spans == sorted([("transform", 20, 30), ("transform", 50, 55), ("transform", 70, 80),
                             ("collate", 60, 70), ("collate", 80, 90),
                             ("disk_read", 10, 20), ("disk_read", 30, 50), ("disk_read", 55, 60),
                             ("disk_read", 90, 100)])
+    # Each span is followed by its split: CPU ns in value, the wait in us in item, between the moments at its ends.
+    for span, split in zip(evs[::2], evs[1::2]):
+        assert split["kind"] == layout.EVENT_CPU
+        assert (split["t0"], split["t1"], split["stage"]) == (span["t0"], span["t1"], span["stage"])
+        wall = span["t1"] - span["t0"]
+        assert split["value"] == wall // 2 and split["item"] == (wall // 4 + 500) // 1000
+
+
+def test_a_split_across_threads_is_not_known_and_a_wait_may_be_unknown():
+    a = thread_cpu.Moment(0, 0, 0, (1, 1))
+    assert thread_cpu.split(a, thread_cpu.Moment(10, 5, 2, (1, 2))) is None
+    assert thread_cpu.split(a, thread_cpu.Moment(10, 5, -1, (1, 1))) == (5, -1)
+    assert events._wait_us(-1) == layout.WAIT_UNKNOWN
+    m0 = thread_cpu.moment()
+    sum(range(200000))  # on a CPU
+    m1 = thread_cpu.moment()
+    cpu, wait = thread_cpu.split(m0, m1)
+    assert 0 < cpu <= m1.t - m0.t + 1000000  # thread CPU clock granularity
+    assert wait == -1 or 0 <= wait <= m1.t - m0.t
 
 
 class SlowTransformDataset(torch.utils.data.Dataset):
@@ -99,11 +124,14 @@ def test_workers_record_each_batch_with_its_index_and_pass(tmp_path, persistent)
     assert len(workers) == (2 if persistent else 4)  # non-persistent workers start again each pass
     seen = set()
     for pid, head in workers.items():
-        for e in read_events(os.path.join(run, layout.datapath_events_file(0, pid))):
-            name = STAGE_NAME[e["stage"]]
-            if name == "transform":
+        evs = read_events(os.path.join(run, layout.datapath_events_file(0, pid)))
+        for e, after in zip(evs, evs[1:] + [None]):
+            if STAGE_NAME[e["stage"]] == "transform" and e["kind"] == layout.EVENT_SPAN:
                 seen.add((e["epoch"], e["item"]))
                 assert e["item"] % 2 == head["worker"]  # batch i goes to worker i % 2
+                # its split follows it: the worker's thread slept 2 ms in it, far more than it ran
+                assert after["kind"] == layout.EVENT_CPU and after["t0"] == e["t0"]
+                assert after["value"] < (e["t1"] - e["t0"]) / 2
     assert seen == {(p, b) for p in (0, 1) for b in range(6)}
     main = read_events(os.path.join(run, layout.datapath_events_file(0, os.getpid())))
     waits = [(e["epoch"], e["item"]) for e in main if STAGE_NAME.get(e["stage"]) == "wait_data"
