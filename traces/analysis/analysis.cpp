@@ -6,9 +6,11 @@
 #include "traces/analysis/analysis_attribution.h"
 #include "traces/analysis/analysis_flags.h"
 #include "traces/analysis/analysis_measures.h"
+#include "traces/analysis/cpu_verdict.h"
 #include "traces/analysis/replay_what_if.h"
 #include "traces/base/text_format.h"
 #include "traces/rank_data/rank_data.h"
+#include "traces/replay/contention.h"
 
 namespace ddp {
 namespace {
@@ -44,6 +46,14 @@ std::string verdict(const Analysis& a) {
     if (c.rank < 0 && c.stage == sname(Stage::allreduce))
       return fmt("communication bound: exposed allreduce costs %.2f ms/step (%.0f%% of step time)", c.lost_ms_per_step,
                  100 * c.share);
+    if (c.rank < 0 && c.stage == kCoresCauseName)
+      return fmt("CPU saturated: threads wait for a core, %.2f ms/step (%.0f%% of step time); %s", c.lost_ms_per_step,
+                 100 * c.share,
+                 c.evidence.contains("runnable_threads")
+                     ? fmt("~%.1f runnable threads on %g cores", c.evidence["runnable_threads"].get<double>(),
+                           c.evidence["cores"].get<double>())
+                           .c_str()
+                     : "");
     if (c.rank < 0)  // every rank's own input, about equally (analysis_attribution.cpp)
       return fmt("input bound: all ranks wait for their input (%s), %.2f ms/step (%.0f%% of step time)",
                  c.stage.c_str(), c.lost_ms_per_step, 100 * c.share);
@@ -81,8 +91,10 @@ Analysis analyze(const RunTrace& run) {
   if (!data.empty()) a.warmup_steps = data.front().steps.size() - data.front().analysed.size();
   a.steps = common.size();
   a.step_ms = mean_step_ms(a.ranks);
-  a.causes = attribute_stalls(data, a.ranks, common, a.step_ms, run.origin_ns());
-  add_what_if(a, data, common);
+  const std::vector<HostCores> hosts = host_cores(run, data);
+  a.cpu = host_cpu(hosts, data, a.ranks, static_cast<double>(common.size()));
+  a.causes = attribute_stalls(data, a.ranks, common, a.step_ms, run.origin_ns(), a.cpu);
+  add_what_if(a, data, common, hosts);
   add_flags(a, data, job, manifest_backend(run));
   a.gpu = gpu_time(run);
   a.verdict = verdict(a);

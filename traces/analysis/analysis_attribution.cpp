@@ -10,6 +10,7 @@
 
 #include "traces/analysis/analysis_measures.h"
 #include "traces/analysis/analysis_thresholds.h"
+#include "traces/analysis/cpu_verdict.h"
 #include "traces/base/text_format.h"
 
 namespace ddp::analysis_detail {
@@ -40,13 +41,27 @@ struct Contribution {
 
 using Contributions = std::map<CauseKey, std::vector<Contribution>>;
 
-// Which loader stage is to blame for a rank's data waits: wait_data itself when the rank recorded no loader spans or
-// its loader keeps up (kLoaderKeepsUpUtilization: no stage of it makes the rank wait, however it compares with the
-// other ranks'); else the stage most above the other ranks' (when clearly above), else the largest per batch.
-Stage loader_cause(const std::vector<RankAnalysis>& ra, size_t r) {
+// Who is charged for the waits a saturated host causes (cpu_verdict.h): the {rank, stage} whose CPU above the other
+// ranks' saturates it, else the host's cores.
+CauseKey contention_cause(const HostCpu& h) {
+  if (h.culprit_rank >= 0)
+    if (auto st = stage_from_name(h.culprit_stage)) return {h.culprit_rank, *st};
+  return {-1, CauseStage::saturated_cores()};
+}
+
+// Who is to blame for a rank's data waits: wait_data itself when the rank recorded no loader spans or its loader
+// keeps up (kLoaderKeepsUpUtilization: no stage of it makes the rank wait, however it compares with the other ranks');
+// on a saturated host (cpu_verdict.h), the host's contention when the loader keeps up or would with the cores it needs
+// (kLoaderKeepsUpOnEnoughCores); else the loader stage most above the other ranks' (when clearly above), else the
+// largest per batch.
+CauseKey loader_cause(const std::vector<RankAnalysis>& ra, size_t r, const std::vector<HostCpu>& hosts) {
   const LoaderStats& L = ra[r].loader;
-  if (L.ms_per_batch.empty()) return Stage::wait_data;
-  if (L.utilization > 0 && L.utilization <= kLoaderKeepsUpUtilization) return Stage::wait_data;
+  const int rank = ra[r].rank;
+  if (L.ms_per_batch.empty()) return {rank, Stage::wait_data};
+  const bool keeps_up = L.utilization > 0 && L.utilization <= kLoaderKeepsUpUtilization;
+  if (const HostCpu* h = saturated_host_of(hosts, rank))
+    if (keeps_up || utilization_on_enough_cores(ra[r]) < kLoaderKeepsUpOnEnoughCores) return contention_cause(*h);
+  if (keeps_up) return {rank, Stage::wait_data};
   std::optional<Stage> best_excess, best_abs;
   double ex = 0, ab = -1;
   for (Stage st : kLoaderStages) {
@@ -65,7 +80,7 @@ Stage loader_cause(const std::vector<RankAnalysis>& ra, size_t r) {
     }
     if (m > ab) ab = m, best_abs = st;
   }
-  return best_excess ? *best_excess : *best_abs;
+  return {rank, best_excess ? *best_excess : *best_abs};
 }
 
 // Per-stage time of the main lane inside [a, b), plus the untracked remainder ("other").
@@ -144,21 +159,21 @@ std::pair<int64_t, int64_t> window_starts(const RankData& me, const RankData& pe
 
 // Why the peer was late: every main stage where it spent more than the victim since the window start, weighted by
 // that excess (its wait_data charged to its loader stage); all to `other` when no stage is above.
-std::vector<std::pair<CauseStage, double>> lateness_weights(const WindowSums& mine, const WindowSums& theirs,
-                                                            Stage peer_loader_cause, double& total) {
-  std::vector<std::pair<CauseStage, double>> weights;
+std::vector<std::pair<CauseKey, double>> lateness_weights(const WindowSums& mine, const WindowSums& theirs, int late,
+                                                          const CauseKey& peer_loader_cause, double& total) {
+  std::vector<std::pair<CauseKey, double>> weights;
   total = 0;
   for (Stage st : kMainWork) {
     double dl = theirs.stage[static_cast<int>(st)] - mine.stage[static_cast<int>(st)];
     if (dl <= 0) continue;
-    weights.push_back({st == Stage::wait_data ? peer_loader_cause : st, dl});
+    weights.push_back({st == Stage::wait_data ? peer_loader_cause : CauseKey{late, st}, dl});
     total += dl;
   }
   if (theirs.other > mine.other) {
-    weights.push_back({std::nullopt, theirs.other - mine.other});
+    weights.push_back({{late, std::nullopt}, theirs.other - mine.other});
     total += theirs.other - mine.other;
   }
-  if (total <= 0) weights = {{std::nullopt, 1.0}}, total = 1.0;
+  if (total <= 0) weights = {{{late, std::nullopt}, 1.0}}, total = 1.0;
   return weights;
 }
 
@@ -168,15 +183,25 @@ int index_of_rank(const std::vector<RankData>& data, int rank) {
   return -1;
 }
 
+// Who is charged for a collective's own exposed time: {-1, allreduce}; on a saturated host that holds every rank (a
+// single-host job: the collective's threads wait for a core as every thread does, and its transfer is a copy between
+// processes), the host's contention.
+CauseKey exposed_cause(const std::vector<HostCpu>& hosts, size_t world) {
+  for (const HostCpu& h : hosts)
+    if (h.saturated && h.ranks.size() == world) return contention_cause(h);
+  return {-1, Stage::allreduce};
+}
+
 // Splits one wait_comm span: the part before the late peer's launch (skew) goes to what made the peer late, the rest
-// (the collective's own exposed transfer) to {-1, allreduce}.
-void charge_wait_comm(const std::vector<RankData>& data, const std::vector<Stage>& loader_causes, const RankData& d,
-                      const Span& w, uint32_t step, Contributions& contrib) {
+// (the collective's own exposed transfer) to `exposed_to`.
+void charge_wait_comm(const std::vector<RankData>& data, const std::vector<CauseKey>& loader_causes,
+                      const CauseKey& exposed_to, const RankData& d, const Span& w, uint32_t step,
+                      Contributions& contrib) {
   const AwaitedSync sync = awaited_sync(d, data, w, step);
   const int late = sync.late_rank;
   int64_t skew = late < 0 ? 0 : std::clamp<int64_t>(sync.last_launch - w.t0, 0, w.dur());
   double exposed = static_cast<double>(w.dur() - skew);
-  if (exposed > 0) contrib[{-1, Stage::allreduce}].push_back({d.rank, Stage::wait_comm, step, exposed, w.t0});
+  if (exposed > 0) contrib[exposed_to].push_back({d.rank, Stage::wait_comm, step, exposed, w.t0});
   if (skew <= 0) return;
   // Why was the peer late? Compare what each main thread did since the previous collective completed (a moment
   // common to both ranks; a rank still busy then, e.g. in a slow backward tail, shows that work in the window).
@@ -185,10 +210,9 @@ void charge_wait_comm(const std::vector<RankData>& data, const std::vector<Stage
   const auto [me0, pe0] = window_starts(d, p, w, step, sync);
   WindowSums mine = window_sums(d, me0, w.t0), theirs = window_sums(p, pe0, sync.last_launch);
   double total = 0;
-  const auto weights = lateness_weights(mine, theirs, loader_causes[static_cast<size_t>(pi)], total);
-  for (const auto& [stage, weight] : weights)
-    contrib[{late, stage}].push_back(
-        {d.rank, Stage::wait_comm, step, static_cast<double>(skew) * weight / total, w.t0});
+  const auto weights = lateness_weights(mine, theirs, late, loader_causes[static_cast<size_t>(pi)], total);
+  for (const auto& [key, weight] : weights)
+    contrib[key].push_back({d.rank, Stage::wait_comm, step, static_cast<double>(skew) * weight / total, w.t0});
 }
 
 // A wait for data while one of the rank's DataLoader workers was still starting (a pass that starts its workers:
@@ -202,9 +226,10 @@ bool during_worker_start(const RankData& d, const Span& w) {
 }
 
 Contributions charge_waits(const std::vector<RankData>& data, const std::vector<RankAnalysis>& ranks,
-                           const std::vector<uint32_t>& common) {
-  std::vector<Stage> loader_causes;
-  for (size_t i = 0; i < ranks.size(); ++i) loader_causes.push_back(loader_cause(ranks, i));
+                           const std::vector<uint32_t>& common, const std::vector<HostCpu>& hosts) {
+  std::vector<CauseKey> loader_causes;
+  for (size_t i = 0; i < ranks.size(); ++i) loader_causes.push_back(loader_cause(ranks, i, hosts));
+  const CauseKey exposed_to = exposed_cause(hosts, data.size());
   Contributions contrib;
   for (size_t ri = 0; ri < data.size(); ++ri) {
     const RankData& d = data[ri];
@@ -216,10 +241,10 @@ Contributions charge_waits(const std::vector<RankData>& data, const std::vector<
         if (w.dur() <= 0) continue;
         // Loaders are per rank: input waits are always the rank's own loader's.
         if (w.stage == Stage::wait_data)
-          contrib[{d.rank, during_worker_start(d, w) ? Stage::worker_start : loader_causes[ri]}].push_back(
+          contrib[during_worker_start(d, w) ? CauseKey{d.rank, Stage::worker_start} : loader_causes[ri]].push_back(
               {d.rank, Stage::wait_data, s, static_cast<double>(w.dur()), w.t0});
         else if (w.stage == Stage::wait_comm)
-          charge_wait_comm(data, loader_causes, d, w, s, contrib);
+          charge_wait_comm(data, loader_causes, exposed_to, d, w, s, contrib);
       }
     }
   }
@@ -289,14 +314,15 @@ std::optional<StallCause> shared_input_cause(const std::vector<StallCause>& same
 }  // namespace
 
 std::vector<StallCause> attribute_stalls(const std::vector<RankData>& data, const std::vector<RankAnalysis>& ranks,
-                                         const std::vector<uint32_t>& common, double step_ms, int64_t origin_ns) {
+                                         const std::vector<uint32_t>& common, double step_ms, int64_t origin_ns,
+                                         const std::vector<HostCpu>& hosts) {
   const double nsteps = static_cast<double>(std::max<size_t>(common.size(), 1));
   std::vector<StallCause> causes;
   std::map<std::string, std::vector<StallCause>> input_causes;  // by stage: the ranks' own input waits
-  for (const auto& [key, list] : charge_waits(data, ranks, common)) {
+  for (const auto& [key, list] : charge_waits(data, ranks, common, hosts)) {
     StallCause c;
     if (!sum_cause(key, list, nsteps, step_ms, origin_ns, c)) continue;
-    explain(c, key.stage, ranks);
+    explain(c, key.stage, ranks, hosts);
     if (c.rank >= 0 && is_input_cause(key.stage)) input_causes[c.stage].push_back(c);
     causes.push_back(std::move(c));
   }

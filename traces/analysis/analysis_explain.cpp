@@ -7,6 +7,7 @@
 
 #include "traces/analysis/analysis_attribution.h"
 #include "traces/analysis/analysis_measures.h"
+#include "traces/analysis/cpu_verdict.h"
 #include "traces/base/text_format.h"
 
 namespace ddp::analysis_detail {
@@ -105,6 +106,27 @@ void explain_worker_start(StallCause& c, nlohmann::json& ev, const RankAnalysis&
                                         : "");
 }
 
+// The cores of a saturated host: waits no stage would have with the cores it needs, and no rank's work above the
+// others' to blame. The advice: fewer runnable threads, or more cores.
+void explain_cores(StallCause& c, nlohmann::json& ev, const std::vector<RankAnalysis>& ra,
+                   const std::vector<HostCpu>& hosts) {
+  const HostCpu* h = nullptr;
+  for (const HostCpu& x : hosts)
+    if (x.saturated && (!h || x.stretch > h->stretch)) h = &x;
+  if (!h) return;
+  ev["host"] = h->host;
+  ev["cores"] = h->cores;
+  ev["runnable_threads"] = h->runnable;
+  ev["stretch"] = h->stretch;
+  ev["wait_for_cpu_ms_per_step"] = h->wait_ms_per_step;
+  int workers = 0;
+  for (const RankAnalysis& r : ra) workers += r.loader.workers;
+  c.explanation =
+      fmt("%s: input and collectives wait for a core, not for a slow stage; fewer threads (%d DataLoader "
+          "worker(s) on the host, torch.set_num_threads) or more cores would give the time back",
+          saturation_text(*h).c_str(), workers);
+}
+
 // A main-thread stage (or untracked time) of rank r against the other ranks'.
 void explain_main_thread(StallCause& c, const CauseStage& stage, nlohmann::json& ev, const RankAnalysis& r,
                          const std::vector<RankAnalysis>& ra) {
@@ -133,11 +155,14 @@ void explain_main_thread(StallCause& c, const CauseStage& stage, nlohmann::json&
 
 }  // namespace
 
-void explain(StallCause& c, const CauseStage& stage, const std::vector<RankAnalysis>& ranks) {
+void explain(StallCause& c, const CauseStage& stage, const std::vector<RankAnalysis>& ranks,
+             const std::vector<HostCpu>& hosts) {
   nlohmann::json ev = nlohmann::json::object();
   ev["lost_ms_per_step"] = c.lost_ms_per_step;
   const RankAnalysis* r = find_rank(ranks, c.rank);
-  if (c.rank < 0 || !r)
+  if (stage.cores)
+    explain_cores(c, ev, ranks, hosts);
+  else if (c.rank < 0 || !r)
     explain_collective(c, ev, ranks);
   else if (stage && *stage == Stage::worker_start)
     explain_worker_start(c, ev, *r);
@@ -145,6 +170,14 @@ void explain(StallCause& c, const CauseStage& stage, const std::vector<RankAnaly
     explain_loader(c, *stage, ev, *r, ranks);
   else
     explain_main_thread(c, stage, ev, *r, ranks);
+  // A culprit's CPU saturates its host: the waits it causes on every thread are its too (cpu_verdict.h).
+  for (const HostCpu& h : hosts)
+    if (h.saturated && h.culprit_rank == c.rank && h.culprit_rank >= 0 && h.culprit_stage == c.stage) {
+      ev["saturates_host"] = h.host;
+      ev["cpu_excess_ms_per_step"] = h.culprit_excess_ms_per_step;
+      c.explanation += fmt("; its CPU, %.2f ms/step above the other ranks', saturates the host: %s",
+                           h.culprit_excess_ms_per_step, saturation_text(h).c_str());
+    }
   c.evidence = std::move(ev);
 }
 

@@ -50,6 +50,7 @@ nlohmann::json rank_json(const RankAnalysis& r) {
             {"busbw_gbps", known(ar.busbw_gbps)},
             {"sizes_known", ar.sizes_known}}},
           {"skew_ms", r.skew_ms},
+          {"cpu_wait_ms", r.cpu_wait_ms},
           {"h2d_gbps", r.h2d_gbps},
           {"loader",
            {{"workers", L.workers},
@@ -59,6 +60,7 @@ nlohmann::json rank_json(const RankAnalysis& r) {
             {"supply_ms_per_batch", L.supply_ms_per_batch},
             {"demand_ms_per_batch", L.demand_ms_per_batch},
             {"utilization", L.utilization},
+            {"cpu_wait_ms_per_batch", L.cpu_wait_ms_per_batch},
             {"workers_needed", L.workers_needed},
             {"worker_starts", L.worker_starts},
             {"passes_starting_workers", L.passes_starting_workers},
@@ -78,6 +80,33 @@ nlohmann::json replay_json(const ReplayFit& r) {
           {"reason", r.ok ? r.untrusted_reason : r.error}};
 }
 
+nlohmann::json host_cpu_json(const HostCpu& h) {
+  return {{"host", h.host},
+          {"ranks", h.ranks},
+          {"cores", h.cores},
+          {"cpu_ms_per_step", h.cpu_ms_per_step},
+          {"wait_for_cpu_ms_per_step", h.wait_ms_per_step},
+          {"stretch", h.stretch},
+          {"runnable_threads", h.runnable},
+          {"saturated", h.saturated},
+          {"culprit", h.culprit_rank < 0 ? nlohmann::json(nullptr)
+                                         : nlohmann::json{{"rank", h.culprit_rank},
+                                                          {"stage", h.culprit_stage},
+                                                          {"cpu_excess_ms_per_step", h.culprit_excess_ms_per_step}}}};
+}
+
+std::string host_cpu_text(const HostCpu& h) {
+  std::string out = fmt("  host %s (ranks", h.host.c_str());
+  for (int r : h.ranks) out += fmt(" %d", r);
+  out += fmt("): %g cores; spans on a CPU %.2f ms/step, waiting for a core %.2f ms/step (%.2f ms a ms of CPU)", h.cores,
+             h.cpu_ms_per_step, h.wait_ms_per_step, h.stretch);
+  if (h.saturated) out += fmt(": saturated, ~%.1f runnable threads", h.runnable);
+  if (h.culprit_rank >= 0)
+    out += fmt("; rank %d's %s uses %.2f ms/step more CPU than the other ranks'", h.culprit_rank,
+               h.culprit_stage.c_str(), h.culprit_excess_ms_per_step);
+  return out + "\n";
+}
+
 }  // namespace
 
 nlohmann::json analysis_json(const Analysis& a) {
@@ -93,6 +122,8 @@ nlohmann::json analysis_json(const Analysis& a) {
   for (const RankAnalysis& r : a.ranks) ranks.push_back(rank_json(r));
   nlohmann::json gpu = nlohmann::json::array();
   for (const GpuTime& g : a.gpu) gpu.push_back(gpu_time_json(g));
+  nlohmann::json cpu = nlohmann::json::array();
+  for (const HostCpu& h : a.cpu) cpu.push_back(host_cpu_json(h));
   return {{"schema", "ddp_profile.analysis/1"},
           {"world_size", a.world},
           {"steps", a.steps},
@@ -104,6 +135,7 @@ nlohmann::json analysis_json(const Analysis& a) {
           {"flags", flags},
           {"ranks", ranks},
           {"gpu", gpu},
+          {"cpu", cpu},
           {"problems", a.problems}};
 }
 
@@ -135,6 +167,10 @@ std::string analysis_text(const Analysis& a) {
     out += fmt("\nreplay: the run's graph replayed gives its steps back within %.1f%% (mean), %.1f%% (p90)%s\n",
                100 * a.replay.step_error_mean, 100 * a.replay.step_error_p90,
                a.replay.trusted ? "" : (": untrusted, " + a.replay.untrusted_reason).c_str());
+  if (!a.cpu.empty()) {
+    out += "\ncpu (the spans' time on a CPU and waiting for a core; docs/stalls.md \"The cores\"):\n";
+    for (const HostCpu& h : a.cpu) out += host_cpu_text(h);
+  }
   out += "\nflags:\n";
   if (a.flags.empty()) out += "  none\n";
   for (const StallFlag& f : a.flags) out += "  [" + f.id + "] " + f.message + "\n";

@@ -36,6 +36,24 @@ inline constexpr double kLoaderCauseMinBatchShare = 0.1;
 // too few shows utilization above 1.
 inline constexpr double kLoaderKeepsUpUtilization = 0.8;
 
+// ---- the cores (traces/analysis/cpu_verdict.h) ----
+// A host whose spans waited for a core at least this long per ms of CPU work is saturated: its runnable threads
+// outnumber its cores by that share (processor sharing), and its waits are the cores' before they are any stage's.
+// Half again as many runnable threads as cores. Measured on 2 cores (docs/stalls.md, "The cores"): a user's image
+// folder job with 2 workers a rank 0.65-0.95, with 4 workers 2.30; no workers 0.02, one worker on slow storage 0.11,
+// one busy worker 0.28; our default job 0.26: busy hosts whose waits are still the stages'.
+inline constexpr double kCpuSaturatedStretch = 0.5;
+// On a saturated host, the {rank, stage} whose CPU a step is above the other ranks' mean by at least this share of the
+// host's CPU a step is what the cores are short of: the waits the saturation causes are charged to it.
+// Measured: a planted 4 ms/image busy transform on one rank is 28 ms/step above the other's of the host's 60; the
+// ranks of a balanced run differ by at most 2 of 30 in any stage.
+inline constexpr double kContentionCulpritShare = 0.25;
+// On a saturated host, a loader that would supply its batches at least as fast as compute uses them once neither waits
+// for a core (utilization_on_enough_cores below this) is not what is slow: its rank's data waits are the cores'.
+// Not a margin but the break-even itself: the waits for a core are what takes it over. Measured on the balanced run
+// (2 workers a rank, stretch 0.95): 0.93 and 1.03 as recorded, 0.70 and 0.81 on enough cores.
+inline constexpr double kLoaderKeepsUpOnEnoughCores = 1.0;
+
 // ---- flag pageable_h2d (without a `pinned` setting in the manifest) ----
 // Pinned host-to-device copies run well above this bandwidth on any PCIe generation in use; pageable copies, staged
 // through a driver buffer, fall below it.

@@ -85,6 +85,7 @@ struct LoaderStats {
   double worker_start_ms = 0;                        // mean start-up of one worker, worker_init_fn included
   double start_wait_ms = 0;                          // per analysed step: waits for data while workers were starting
   std::map<std::string, double> transform_steps_ms;  // a Compose's steps by class, whole run (a user's job)
+  double cpu_wait_ms_per_batch = 0;  // of batch_ms: its workers runnable, waiting for a core (cpu_verdict.h)
 };
 
 struct RankAnalysis {
@@ -100,8 +101,26 @@ struct RankAnalysis {
   double skew_ms = 0;  // per step: time in allreduce before the last peer launched the same bucket
   double h2d_gbps = 0;
   LoaderStats loader;
+  double cpu_wait_ms = 0;  // per step: the training thread's spans runnable, waiting for a core (cpu_verdict.h)
   bool complete = true;
   uint64_t dropped = 0;
+};
+
+// One host's cores against its ranks' threads over the analysed steps (traces/analysis/cpu_verdict.h): from the
+// spans' CPU splits (traces/model/span_cpu.h) and the manifest's cpu budget of each rank.
+struct HostCpu {
+  std::string host;
+  std::vector<int> ranks;
+  double cores = 0;             // what its ranks could run on (affinity, cgroup limit, online cores)
+  double cpu_ms_per_step = 0;   // its spans' time on a CPU, all its ranks' threads, a step
+  double wait_ms_per_step = 0;  // their time runnable, waiting for a core
+  double stretch = 0;           // wait / cpu: what processor sharing adds to each ms of CPU work
+  double runnable = 0;          // threads runnable on average: cores (1 + stretch) when they waited
+  bool saturated = false;       // stretch at or above kCpuSaturatedStretch
+  // The {rank, stage} whose CPU above the other ranks' saturates the host (kContentionCulpritShare); rank -1: none.
+  int culprit_rank = -1;
+  std::string culprit_stage;
+  double culprit_excess_ms_per_step = 0;
 };
 
 struct Analysis {
@@ -114,6 +133,7 @@ struct Analysis {
   std::vector<StallFlag> flags;
   std::vector<RankAnalysis> ranks;
   std::vector<GpuTime> gpu;  // ranks with GPU activity records (traces/analysis/gpu_time.h)
+  std::vector<HostCpu> cpu;  // hosts whose ranks recorded CPU splits and said their cores
   std::string verdict;
   std::vector<std::string> problems;  // damaged or missing input, from the run and from the analysis
 };

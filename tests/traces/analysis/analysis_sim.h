@@ -21,6 +21,7 @@
 #include "tests/support/test_manifest.h"
 #include "traces/analysis/analysis.h"
 #include "traces/model/run_folder.h"
+#include "traces/model/span_cpu.h"
 #include "traces/native/load_run.h"
 #include "traces/native/trace_writer.h"
 
@@ -41,6 +42,10 @@ struct RankKnobs {
   int64_t clock_offset_ns = 0;  // rank-0 time = local time + offset
   double late_ms = 0;           // extra forward time on every `late_every`-th step (a peer arriving late now and then)
   int late_every = 0;
+  // With Sim::cores: the share of every working span's wall (not wait_data, wait_comm) its thread spent runnable,
+  // waiting for a core, on the training thread and on the loader's workers; the rest it was on one. -1: the kernel
+  // said no wait (CPU time only).
+  double wait_share = 0, loader_wait_share = 0;
 };
 
 struct Sim {
@@ -63,6 +68,7 @@ struct Sim {
   bool complete = true;
   uint64_t dropped = 0;
   double jitter = 0.02;  // relative, deterministic
+  int cores = 0;         // > 0: every span carries its CPU split (RankKnobs::wait_share) and the manifest the cores
   std::vector<RankKnobs> rank = std::vector<RankKnobs>(2);
 };
 
@@ -106,6 +112,24 @@ struct Writer {
 };
 
 inline constexpr uint8_t kMain = 0, kComm = 1, kMemory = 2, kLoader0 = 3;
+
+// Each span of `evs` followed by its CPU split, as the recorder writes them: a working span `wait_share` of its wall
+// waiting for a core and the rest on one (-1: on a CPU, wait not known); a wait or a step span blocked.
+inline std::vector<ddp::Event> with_cpu_splits(const std::vector<ddp::Event>& evs, double wait_share) {
+  std::vector<ddp::Event> out;
+  for (const ddp::Event& e : evs) {
+    out.push_back(e);
+    if (!e.is_span()) continue;
+    const ddp::Stage st = e.stage_id();
+    const bool blocked = st == ddp::Stage::wait_data || st == ddp::Stage::wait_comm || st == ddp::Stage::step ||
+                         st == ddp::Stage::allreduce;
+    const double wall = static_cast<double>(e.duration());
+    const double wait = blocked || wait_share < 0 ? 0 : wall * wait_share;
+    const double cpu = blocked ? 0 : wall - wait;
+    out.push_back(ddp::cpu_event(e, static_cast<uint64_t>(cpu), wait_share < 0 ? -1 : static_cast<int64_t>(wait)));
+  }
+  return out;
+}
 
 // Writes the run into `dir`. Times are simulated on the common clock and written on each rank's local clock.
 inline void simulate(const Sim& sim, const std::string& dir) {
@@ -225,6 +249,8 @@ inline void simulate(const Sim& sim, const std::string& dir) {
     uint64_t n = 0;
     for (auto& [lane, evs] : w[r].lanes) {
       for (ddp::Event& e : evs) e.t0 -= sim.rank[r].clock_offset_ns, e.t1 -= sim.rank[r].clock_offset_ns;
+      if (sim.cores > 0)
+        evs = with_cpu_splits(evs, lane >= kLoader0 ? sim.rank[r].loader_wait_share : sim.rank[r].wait_share);
       tw.write_events(lane, evs.data(), evs.size());
       n += evs.size();
     }
@@ -240,6 +266,12 @@ inline void simulate(const Sim& sim, const std::string& dir) {
     cfg["workers"] = sim.workers;
     cfg["sync_every_step"] = sim.sync_every_step;
     cfg["pinned"] = sim.pinned;
+    if (sim.cores > 0) {
+      nlohmann::json cpus = nlohmann::json::array();
+      for (int c = 0; c < sim.cores; ++c) cpus.push_back(c);
+      for (auto& rk : manifest["ranks"])
+        rk["cpu"] = {{"cores_online", sim.cores}, {"cpus_allowed", cpus}, {"intra_op_threads", 1}};
+    }
     if (sim.backend.empty())
       manifest.erase("backend");
     else
