@@ -1,6 +1,6 @@
 #pragma once
 // The replay's run (replay.h): a plan's chains advanced in lock step at the collectives. replay.cpp runs the measured
-// and the edited plan with it.
+// and the edited plan with it, replay_holdout.cpp the plan fitted on half of the steps.
 #include <array>
 #include <cstdint>
 #include <map>
