@@ -60,7 +60,7 @@ struct ReplayResult {
   // kept): a check that the graph is built right, not of the model (holdout is).
   double error_mean = 0;  // mean
   double error_p90 = 0;   //   and 90th percentile
-  ReplayHoldout holdout;  // set by the caller with replay_holdout() (replay() does not)
+  ReplayHoldout holdout;  // set by the caller with replay_holdout() (replay() does not): what the trust rule reads
   // Replayed ms a step per stage name ("other": untracked time), mean over ranks; of the edited replay, and the fit.
   std::map<std::string, double> stage_ms, fit_stage_ms;
   // The transfer model the collective's edits use, fitted on every bucket: a fixed cost plus the bytes a ring moves
