@@ -117,8 +117,7 @@ void fit_buckets(const Chain& c, const std::vector<int64_t>& transfer, RankFit& 
   f.transfer_ns = typical(ns);
 }
 
-ModelFit fit_model(const std::vector<Chain>& cs) {
-  const Plan measured = measured_plan(cs);
+ModelFit fit_model(const std::vector<Chain>& cs, const Plan& measured) {
   ModelFit m;
   m.comm = fit_comm(measured);
   for (size_t r = 0; r < cs.size(); ++r) {
@@ -202,14 +201,25 @@ HalfPredicted compare(const std::vector<RankData>& data, const std::vector<uint3
   return h;
 }
 
-// The `predicted` steps replayed from the model fitted on the `fitting` ones, against their measured steps.
-HalfPredicted predict_half(const std::vector<RankData>& data, const std::vector<uint32_t>& fitting,
-                           const std::vector<uint32_t>& predicted) {
-  const ModelFit m = fit_model(build_chains(data, fitting));
-  std::vector<Chain> cs = build_chains(data, predicted);
-  Plan p = measured_plan(cs);
-  predict_plan(cs, p, m);
-  return compare(data, predicted, run(cs, p));
+// One half of the steps: its chains and plan as measured (what fits the model), then changed into the plan the other
+// half's fit predicts (what is compared with its measured steps). Built once for both.
+struct Half {
+  std::vector<uint32_t> steps;
+  std::vector<Chain> chains;
+  Plan plan;
+};
+
+Half half_of(const std::vector<RankData>& data, std::vector<uint32_t> steps) {
+  Half h{std::move(steps), {}, {}};
+  h.chains = build_chains(data, h.steps);
+  h.plan = measured_plan(h.chains);
+  return h;
+}
+
+// `h`'s steps replayed from the model `m` fitted on the other half, against their measured steps.
+HalfPredicted predict(const std::vector<RankData>& data, const ModelFit& m, Half& h) {
+  predict_plan(h.chains, h.plan, m);
+  return compare(data, h.steps, run(h.chains, h.plan));
 }
 
 }  // namespace
@@ -224,9 +234,10 @@ ReplayHoldout replay_holdout(const std::vector<RankData>& data, const std::vecto
     return h;
   }
   const auto middle = common.begin() + static_cast<std::ptrdiff_t>(common.size() / 2);
-  const std::vector<uint32_t> first(common.begin(), middle), last(middle, common.end());
+  Half first = half_of(data, {common.begin(), middle}), last = half_of(data, {middle, common.end()});
+  const ModelFit from_first = fit_model(first.chains, first.plan), from_last = fit_model(last.chains, last.plan);
   std::vector<double> errors;
-  for (const HalfPredicted& half : {predict_half(data, first, last), predict_half(data, last, first)}) {
+  for (const HalfPredicted& half : {predict(data, from_first, last), predict(data, from_last, first)}) {
     if (half.errors.empty()) {
       h.reason = "a held-out half has no step recorded on every rank";
       return h;
