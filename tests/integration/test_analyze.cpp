@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integration_support.h"
+#include "traces/replay/replay_thresholds.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -80,10 +81,16 @@ TEST(Analyze, BalancedRunBlamesNoRanksPipelineStage) {
     EXPECT_LT(c["share"].get<double>(), 0.1) << "no rank's stage dominates a balanced run: " << c.dump();
   }
   for (const auto& f : j["flags"]) EXPECT_NE(f["id"], "loader_cannot_keep_up") << f.dump();
-  // The replay of the run's graph gives its steps back (docs/stalls.md, "What if").
-  ASSERT_TRUE(j["replay"]["step_error_mean"].is_number()) << j["replay"].dump();
-  EXPECT_LE(j["replay"]["step_error_mean"].get<double>(), 0.05) << j["replay"].dump();
-  EXPECT_TRUE(j["replay"]["trusted"].get<bool>()) << j["replay"].dump();
+  // The replay of the run's graph gives its steps back (docs/stalls.md, "The replay"): a check of the graph. Whether
+  // it is trusted is the held-out validation's, and a balanced run on shared cores may have halves apart (Gloo's slow
+  // collectives come in bursts: tests/data/golden/ours_balanced's 17.7 %), so the rule is held here, not a verdict.
+  nlohmann::json& replay = j["replay"];
+  ASSERT_TRUE(replay["step_error_mean"].is_number()) << replay.dump();
+  EXPECT_LE(replay["step_error_mean"].get<double>(), 0.05) << replay.dump();
+  ASSERT_TRUE(replay["holdout_mean_step_error"].is_number()) << replay.dump();
+  EXPECT_EQ(replay["holdout_steps"].get<int>(), j["steps"].get<int>()) << replay.dump();
+  EXPECT_EQ(replay["trusted"].get<bool>(), replay["holdout_mean_step_error"].get<double>() <= ddp::kReplayTrustedError)
+      << replay.dump();
 }
 
 bool has_flag(const nlohmann::json& j, const std::string& id) {

@@ -73,9 +73,14 @@ nlohmann::json rank_json(const RankAnalysis& r) {
 
 nlohmann::json replay_json(const ReplayFit& r) {
   auto when_ok = [&](double v) { return r.ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  auto when_held_out = [&](double v) { return r.ok && r.holdout_ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
   return {{"step_error_mean", when_ok(r.step_error_mean)},
           {"step_error_p90", when_ok(r.step_error_p90)},
           {"replayed_step_ms", when_ok(r.replayed_step_ms)},
+          {"holdout_error_mean", when_held_out(r.holdout_error_mean)},
+          {"holdout_error_p90", when_held_out(r.holdout_error_p90)},
+          {"holdout_mean_step_error", when_held_out(r.holdout_mean_step_error)},
+          {"holdout_steps", r.ok ? r.holdout_steps : 0},
           {"trusted", r.trusted},
           {"reason", r.ok ? r.untrusted_reason : r.error}};
 }
@@ -105,6 +110,22 @@ std::string host_cpu_text(const HostCpu& h) {
     out += fmt("; rank %d's %s uses %.2f ms/step more CPU than the other ranks'", h.culprit_rank,
                h.culprit_stage.c_str(), h.culprit_excess_ms_per_step);
   return out + "\n";
+}
+
+// The replay's lines: the error its predictions carry (the steps it did not fit), its graph's fit to the run beside
+// it, and why it is not trusted when it is not.
+std::string replay_text(const ReplayFit& r) {
+  if (!r.ok) return {};
+  std::string out = "\nreplay: ";
+  if (r.holdout_ok)
+    out +=
+        fmt("predicts steps it did not fit within %.1f%% (mean), %.1f%% (p90), their mean step within %.1f%% (%zu "
+            "steps held out); ",
+            100 * r.holdout_error_mean, 100 * r.holdout_error_p90, 100 * r.holdout_mean_step_error, r.holdout_steps);
+  out += fmt("its graph gives the run back within %.1f%% (mean), %.1f%% (p90)\n", 100 * r.step_error_mean,
+             100 * r.step_error_p90);
+  if (!r.trusted) out += "  untrusted: " + r.untrusted_reason + "\n";
+  return out;
 }
 
 }  // namespace
@@ -163,10 +184,7 @@ std::string analysis_text(const Analysis& a) {
       vs += fmt("%srank %d %s %.2f ms", vs.empty() ? "" : ", ", v.rank, v.stage.c_str(), v.ms);
     out += "     victims: " + vs + "\n";
   }
-  if (a.replay.ok)
-    out += fmt("\nreplay: the run's graph replayed gives its steps back within %.1f%% (mean), %.1f%% (p90)%s\n",
-               100 * a.replay.step_error_mean, 100 * a.replay.step_error_p90,
-               a.replay.trusted ? "" : (": untrusted, " + a.replay.untrusted_reason).c_str());
+  out += replay_text(a.replay);
   if (!a.cpu.empty()) {
     out += "\ncpu (the spans' time on a CPU and waiting for a core; docs/stalls.md \"The cores\"):\n";
     for (const HostCpu& h : a.cpu) out += host_cpu_text(h);

@@ -39,15 +39,21 @@ struct StallCause {
   double what_if_step_ms = -1;
 };
 
-// How well the replay of the run's dependency graph gives back its measured steps (traces/replay/replay.h).
+// How well the replay predicts the steps it did not fit (traces/replay/replay_holdout.h), and how well its graph of the
+// run gives back the measured steps (traces/replay/replay.h).
 struct ReplayFit {
-  bool ok = false;               // false: nothing replayable (then `error`)
-  std::string error;             // why not ok
-  double step_error_mean = 0;    // |replayed - measured| / measured step, mean over the analysed steps
-  double step_error_p90 = 0;     //   its 90th percentile
-  double replayed_step_ms = 0;   // mean replayed step
-  bool trusted = false;          // traces/replay/replay_trust.h's rule, --what-if's too
-  std::string untrusted_reason;  // with ok and not trusted: why (its notes, or how far it misses the steps)
+  bool ok = false;                     // false: nothing replayable (then `error`)
+  std::string error;                   // why not ok
+  double step_error_mean = 0;          // the fit: |replayed - measured| / measured step, mean over the analysed steps
+  double step_error_p90 = 0;           //   its 90th percentile
+  double replayed_step_ms = 0;         // mean replayed step
+  bool holdout_ok = false;             // false: too few steps to hold half out (untrusted_reason says so)
+  double holdout_error_mean = 0;       // |predicted - measured| / measured step of the steps it did not fit, mean
+  double holdout_error_p90 = 0;        //   its 90th percentile
+  double holdout_mean_step_error = 0;  // |predicted - measured| / measured mean step of a half, the larger half's
+  size_t holdout_steps = 0;            // the steps predicted so
+  bool trusted = false;                // traces/replay/replay_trust.h's rule, --what-if's too
+  std::string untrusted_reason;  // with ok and not trusted: why (its notes, too few steps, or the held-out mean step)
 };
 
 struct StallFlag {

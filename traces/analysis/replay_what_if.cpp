@@ -1,7 +1,9 @@
-// The what-if of --analyze: the replay's fit, and per top cause the step predicted without it.
+// The what-if of --analyze: the replay's fit and its held-out validation, and per top cause the step predicted
+// without it.
 #include "traces/analysis/replay_what_if.h"
 
 #include "traces/replay/replay.h"
+#include "traces/replay/replay_holdout.h"
 #include "traces/replay/replay_trust.h"
 
 namespace ddp::analysis_detail {
@@ -30,7 +32,8 @@ std::optional<ReplayEdit> edit_for(const StallCause& c) {
 
 void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vector<uint32_t>& common,
                  const std::vector<HostCores>& hosts) {
-  const ReplayResult fit = replay(data, common);
+  ReplayResult fit = replay(data, common);
+  fit.holdout = replay_holdout(data, common);
   a.replay.ok = fit.ok;
   if (!fit.ok) {
     a.replay.error = fit.error;
@@ -39,6 +42,11 @@ void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vect
   a.replay.step_error_mean = fit.error_mean;
   a.replay.step_error_p90 = fit.error_p90;
   a.replay.replayed_step_ms = fit.step_ms;
+  a.replay.holdout_ok = fit.holdout.ok;
+  a.replay.holdout_error_mean = fit.holdout.error_mean;
+  a.replay.holdout_error_p90 = fit.holdout.error_p90;
+  a.replay.holdout_mean_step_error = fit.holdout.mean_step_error;
+  a.replay.holdout_steps = fit.holdout.steps;
   a.replay.trusted = trusted(fit);
   a.replay.untrusted_reason = distrust_reason(fit);
   for (size_t i = 0; i < a.causes.size() && i < kWhatIfCauses; ++i) {

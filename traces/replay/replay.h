@@ -18,8 +18,9 @@
 //   others to reach theirs.
 //
 // Replayed as measured, the chains give back the measured steps (by construction, up to clamping): the per-step
-// error (mean and p90 of |replayed - measured| / measured step time, averaged over ranks) says how far to trust an
-// edit.
+// error (mean and p90 of |replayed - measured| / measured step time, averaged over ranks) says whether the graph is
+// built right, not whether the model predicts. What says that is the held-out validation (replay_holdout.h): the
+// model's parameters fitted on half of the steps, the other half predicted from them.
 //
 // CPU contention between the ranks and their workers on one host, when the run recorded its spans' CPU splits and
 // each rank's cores (traces/replay/contention.h): an edit that frees CPU shortens every span's wait for a core, one
@@ -48,12 +49,29 @@ struct HostCores {
   double cores = 0;  // what they could use: their affinities' union, a cgroup's limit, the host's online cores
 };
 
+// The replay checked on steps it did not fit (replay_holdout.h): its parameters fitted on one half of the analysed
+// steps, the other half replayed from them alone and compared with its measured steps; each half in turn.
+struct ReplayHoldout {
+  bool ok = false;        // false: too few steps to hold half of them out (then `reason`)
+  std::string reason;     // why not ok
+  size_t steps = 0;       // the steps predicted (every analysed step once)
+  double error_mean = 0;  // |predicted - measured| / measured step, per step, mean
+  double error_p90 = 0;   //   and 90th percentile (covering_percentile)
+  // |predicted - measured| / measured mean step of a half, the larger of the two halves: what a prediction (a mean
+  // step) is held to, and what the trust rule reads. A step's own ups and downs (a slow collective now and then, a
+  // worker's batch late every other step) weigh on the per-step error and average out of the mean step.
+  double mean_step_error = 0;
+};
+
 struct ReplayResult {
   double step_ms = 0;      // mean over the steps of the mean over ranks of the replayed step
   double measured_ms = 0;  // the same, measured
   double fit_ms = 0;       // the same, replayed as measured
-  double error_mean = 0;   // |replayed - measured| / measured, per step, mean (the unedited replay)
-  double error_p90 = 0;    //   and 90th percentile
+  // The fit: |replayed - measured| / measured, per step, of the unedited replay (every measured piece and leftover
+  // kept): a check that the graph is built right, not of the model (holdout is).
+  double error_mean = 0;  // mean
+  double error_p90 = 0;   //   and 90th percentile
+  ReplayHoldout holdout;  // set by the caller with replay_holdout() (replay() does not): what the trust rule reads
   // Replayed ms a step per stage name ("other": untracked time), mean over ranks; of the edited replay, and the fit.
   std::map<std::string, double> stage_ms, fit_stage_ms;
   // The transfer model the collective's edits use, fitted on every bucket: a fixed cost plus the bytes a ring moves

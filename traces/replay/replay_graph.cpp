@@ -115,6 +115,17 @@ void index_batches(const RankData& d, Chain& c) {
   }
 }
 
+// A step's main-lane spans in the order the chain takes them: by start; at one moment a span of no length first (a
+// wait for a batch that was there: it takes no time, and after the span it starts with it would lie inside that span
+// and be lost with its batch), then the longer (a span holds the ones that start with it).
+std::vector<size_t> in_chain_order(const RankData& d, std::vector<size_t> spans) {
+  std::stable_sort(spans.begin(), spans.end(), [&](size_t a, size_t b) {
+    const Span &x = d.main[a], &y = d.main[b];
+    return std::tuple(x.t0, x.dur() > 0, -x.t1) < std::tuple(y.t0, y.dur() > 0, -y.t1);
+  });
+  return spans;
+}
+
 // One rank's analysed steps as ops covering its main thread from the first step's start to the last step's end.
 Chain build(const RankData& d, const std::vector<uint32_t>& common) {
   Chain c;
@@ -127,7 +138,7 @@ Chain build(const RankData& d, const std::vector<uint32_t>& common) {
     c.ops.push_back({OpKind::step_begin, Stage::step, false, s, 0, cursor, cursor, 0});
     auto idx = d.main_by_step.find(s);
     if (idx != d.main_by_step.end())
-      for (size_t i : idx->second) {
+      for (size_t i : in_chain_order(d, idx->second)) {
         const Span& sp = d.main[i];
         if (sp.t0 < cursor) {  // inside the last top-level span: a fetch inside wait_data is the rank's own work
           if (!c.ops.empty() && c.ops.back().kind == OpKind::wait_data && is_data_stage(sp.stage))

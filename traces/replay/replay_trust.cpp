@@ -5,7 +5,9 @@
 
 namespace ddp {
 
-bool trusted(const ReplayResult& r) { return r.ok && r.notes.empty() && r.error_mean <= kReplayTrustedError; }
+bool trusted(const ReplayResult& r) {
+  return r.ok && r.notes.empty() && r.holdout.ok && r.holdout.mean_step_error <= kReplayTrustedError;
+}
 
 std::string notes_line(const ReplayResult& r) {
   std::string all;
@@ -16,11 +18,13 @@ std::string notes_line(const ReplayResult& r) {
 std::string distrust_reason(const ReplayResult& r) {
   if (!r.ok) return r.error;
   if (!r.notes.empty()) return notes_line(r);
-  if (r.error_mean <= kReplayTrustedError) return {};
+  if (!r.holdout.ok) return r.holdout.reason;
+  if (r.holdout.mean_step_error <= kReplayTrustedError) return {};
   return fmt(
-      "the replay misses the measured steps by %.1f%% on average (more than %.0f%%): what it leaves out (CPU "
-      "contention between ranks, the loader's back-pressure, memory bandwidth) weighs on this run",
-      100 * r.error_mean, 100 * kReplayTrustedError);
+      "fitted on one half of the steps, the replay misses the other half's mean step by %.1f%% (more than %.0f%%): the "
+      "run changes along its steps, or what the replay leaves out (CPU contention between ranks, the loader's "
+      "back-pressure, memory bandwidth) weighs on it",
+      100 * r.holdout.mean_step_error, 100 * kReplayTrustedError);
 }
 
 }  // namespace ddp

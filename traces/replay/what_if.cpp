@@ -10,6 +10,7 @@
 #include "traces/native/trace_writer.h"
 #include "traces/rank_data/rank_data.h"
 #include "traces/replay/contention.h"
+#include "traces/replay/replay_holdout.h"
 #include "traces/replay/replay_trust.h"
 
 namespace ddp {
@@ -96,6 +97,7 @@ bool what_if(const RunTrace& run, const std::vector<WhatIfEdit>& edits, WhatIf& 
   out.ranks = static_cast<int>(data.size());
   out.steps = common.size();
   out.result = replay(data, common, es, keep_trace, host_cores(run, data));
+  out.result.holdout = replay_holdout(data, common);
   out.trusted = trusted(out.result);
   for (const WhatIfEdit& w : edits) out.assumptions.push_back(assumption(w, out.result));
   if (!out.result.saturated.empty()) out.assumptions.push_back(out.result.saturated);
@@ -113,20 +115,26 @@ nlohmann::json what_if_json(const WhatIf& w) {
     stages[n] = {{"replayed_ms", r.fit_stage_ms.count(n) ? r.fit_stage_ms.at(n) : 0.0},
                  {"predicted_ms", r.stage_ms.count(n) ? r.stage_ms.at(n) : 0.0}};
   auto when_ok = [&](double v) { return r.ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  return {
-      {"edits", edits},
-      {"ranks", w.ranks},
-      {"steps", w.steps},
-      {"ok", r.ok},
-      {"reason", r.ok ? notes_line(r) : r.error},
-      {"step_ms", when_ok(r.step_ms)},
-      {"measured_step_ms", when_ok(r.measured_ms)},
-      {"replayed_step_ms", when_ok(r.fit_ms)},
-      {"replay",
-       {{"step_error_mean", when_ok(r.error_mean)}, {"step_error_p90", when_ok(r.error_p90)}, {"trusted", w.trusted}}},
-      {"stages", stages},
-      {"comm_model", {{"fixed_ms", r.comm_fixed_ms}, {"bus_bytes_per_s", r.comm_bus_bytes_per_s}}},
-      {"assumptions", w.assumptions}};
+  auto when_held_out = [&](double v) { return r.ok && r.holdout.ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"edits", edits},
+          {"ranks", w.ranks},
+          {"steps", w.steps},
+          {"ok", r.ok},
+          {"reason", distrust_reason(r)},
+          {"step_ms", when_ok(r.step_ms)},
+          {"measured_step_ms", when_ok(r.measured_ms)},
+          {"replayed_step_ms", when_ok(r.fit_ms)},
+          {"replay",
+           {{"step_error_mean", when_ok(r.error_mean)},
+            {"step_error_p90", when_ok(r.error_p90)},
+            {"holdout_error_mean", when_held_out(r.holdout.error_mean)},
+            {"holdout_error_p90", when_held_out(r.holdout.error_p90)},
+            {"holdout_mean_step_error", when_held_out(r.holdout.mean_step_error)},
+            {"holdout_steps", r.ok ? r.holdout.steps : 0},
+            {"trusted", w.trusted}}},
+          {"stages", stages},
+          {"comm_model", {{"fixed_ms", r.comm_fixed_ms}, {"bus_bytes_per_s", r.comm_bus_bytes_per_s}}},
+          {"assumptions", w.assumptions}};
 }
 
 std::string what_if_text(const WhatIf& w) {
@@ -137,6 +145,11 @@ std::string what_if_text(const WhatIf& w) {
   if (!r.ok) return out + "  cannot be replayed: " + r.error + "\n";
   out += fmt("  measured step %.3f ms; replayed as measured %.3f ms (error %.1f%% mean, %.1f%% p90)\n", r.measured_ms,
              r.fit_ms, 100 * r.error_mean, 100 * r.error_p90);
+  if (r.holdout.ok)
+    out += fmt(
+        "  the replay predicts steps it did not fit within %.1f%% (mean), %.1f%% (p90), their mean step within %.1f%% "
+        "(%zu steps held out)\n",
+        100 * r.holdout.error_mean, 100 * r.holdout.error_p90, 100 * r.holdout.mean_step_error, r.holdout.steps);
   out += fmt("  predicted step %.3f ms (%+.1f%%)%s\n", r.step_ms, 100 * (r.step_ms / r.fit_ms - 1),
              w.trusted ? "" : ("  UNTRUSTED: " + distrust_reason(r)).c_str());
   for (const WhatIfEdit& e : w.edits)

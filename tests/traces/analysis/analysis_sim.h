@@ -70,7 +70,15 @@ struct Sim {
   double jitter = 0.02;  // relative, deterministic
   int cores = 0;         // > 0: every span carries its CPU split (RankKnobs::wait_share) and the manifest the cores
   std::vector<RankKnobs> rank = std::vector<RankKnobs>(2);
+  // From step `change_at` on (when set), each rank runs with `rank_after` instead: a run that changes mid-way.
+  int change_at = -1;
+  std::vector<RankKnobs> rank_after;
 };
+
+// Rank r's knobs at step s.
+inline const RankKnobs& knobs(const Sim& sim, int r, int s) {
+  return sim.change_at >= 0 && s >= sim.change_at ? sim.rank_after[r] : sim.rank[r];
+}
 
 inline constexpr int64_t kMs = 1000000;
 
@@ -148,18 +156,19 @@ inline void simulate(const Sim& sim, const std::string& dir) {
   std::vector<std::vector<int64_t>> worker_free(W, std::vector<int64_t>(sim.workers, 0));
   std::vector<int64_t> t(W, 0), step_start(W, 0);
   auto produce = [&](int r, int upto) {
-    const RankKnobs& k = sim.rank[r];
     for (int j = produced[r]; j <= upto; ++j) {
+      const RankKnobs& k = knobs(sim, r, j / sim.accum);
       int wk = j % sim.workers;
       int64_t s = std::max(worker_free[r][wk], j >= Q ? consumed[r][j - Q] : 0);
       uint8_t lane = static_cast<uint8_t>(kLoader0 + wk);
       uint32_t dst = static_cast<uint32_t>(j / sim.accum);
+      uint8_t micro = static_cast<uint8_t>(j % sim.accum);  // the micro-step it feeds, as the runtime's loader records
       int64_t a = s, b = a + jit(k.disk_read);
-      w[r].span(lane, ddp::Stage::disk_read, a, b, dst, 0, j, 1 << 20);
+      w[r].span(lane, ddp::Stage::disk_read, a, b, dst, micro, j, 1 << 20);
       a = b, b = a + jit(k.transform);
-      w[r].span(lane, ddp::Stage::transform, a, b, dst, 0, j);
+      w[r].span(lane, ddp::Stage::transform, a, b, dst, micro, j);
       a = b, b = a + jit(k.pin);
-      w[r].span(lane, ddp::Stage::pin, a, b, dst, 0, j, 1 << 20);
+      w[r].span(lane, ddp::Stage::pin, a, b, dst, micro, j, 1 << 20);
       ready[r][j] = b;
       worker_free[r][wk] = b;
       if (!sim.loader_spans) w[r].lanes[lane].resize(w[r].lanes[lane].size() - 3);
@@ -174,7 +183,7 @@ inline void simulate(const Sim& sim, const std::string& dir) {
       std::vector<std::vector<int64_t>> launch(W, std::vector<int64_t>(sim.buckets, 0));
       std::vector<int64_t> bwd_end(W, 0);
       for (int r = 0; r < W; ++r) {
-        const RankKnobs& k = sim.rank[r];
+        const RankKnobs& k = knobs(sim, r, s);
         const int i = s * sim.accum + m;
         produce(r, i);
         int64_t a = t[r], b = std::max(t[r], ready[r][i]);
@@ -215,7 +224,7 @@ inline void simulate(const Sim& sim, const std::string& dir) {
       }
       if (last) {
         for (int r = 0; r < W; ++r) {
-          const RankKnobs& k = sim.rank[r];
+          const RankKnobs& k = knobs(sim, r, s);
           int64_t a = t[r], b = a + jit(k.optimizer);
           w[r].span(kMain, ddp::Stage::optimizer, a, b, s, m);
           if (k.wait_gpu > 0) {
