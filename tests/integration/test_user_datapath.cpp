@@ -191,6 +191,10 @@ TEST_F(UserDatapath, NoWorkersSplitsTheFetchOnTheMainThread) {
   ASSERT_NE(c, nullptr) << r.a.dump();
   EXPECT_EQ((*c)["stage"], "transform") << cause_text(c);
   EXPECT_EQ((*c)["rank"], 1) << cause_text(c);
+  // Said as the user configured it: the training thread loads, no worker supplies.
+  const std::string why = (*c)["explanation"];
+  EXPECT_NE(why.find("the training thread loads each batch itself (num_workers=0)"), std::string::npos) << why;
+  EXPECT_EQ(why.find("0 worker(s) supply"), std::string::npos) << why;
 }
 
 }  // namespace

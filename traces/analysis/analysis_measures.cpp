@@ -192,6 +192,12 @@ const RankAnalysis* find_rank(const std::vector<RankAnalysis>& ra, int rank) {
 }
 
 std::string loader_supply_text(const LoaderStats& L) {
+  // num_workers=0: no worker supplies anything; the training thread fetches each batch between its steps.
+  if (L.workers == 0)
+    return fmt(
+        "the training thread loads each batch itself (num_workers=0): %.2f ms a batch in the step, beside %.2f "
+        "ms of compute; %d DataLoader worker(s) would take it off the step",
+        L.batch_ms, L.demand_ms_per_batch, std::max(1, L.workers_needed));
   std::string s = fmt("%d worker(s) supply a batch every %.2f ms, compute needs one every %.2f ms", L.workers,
                       L.supply_ms_per_batch, L.demand_ms_per_batch);
   if (L.utilization > 1 && L.workers_needed > L.workers) s += fmt(": %d would keep up", L.workers_needed);

@@ -176,7 +176,11 @@ std::string analysis_text(const Analysis& a) {
                ++i, who.c_str(), c.stage.c_str(), c.lost_ms, c.lost_ms_per_step, 100 * c.share, c.at_step, c.at_rank,
                static_cast<double>(c.at_ns) / 1e9);
     out += "     " + c.explanation + "\n";
-    if (c.what_if_step_ms >= 0)
+    if (c.what_if_step_ms >= 0 && c.evidence.contains("enough_cores"))
+      out +=
+          fmt("     on enough cores (cores=%g): %.3f ms a step, replayed%s\n", c.evidence["enough_cores"].get<double>(),
+              c.what_if_step_ms, a.replay.trusted ? "" : " (untrusted: see replay)");
+    else if (c.what_if_step_ms >= 0)
       out += fmt("     without it (this rank's %s as on the median rank): %.3f ms a step, replayed%s\n",
                  c.stage.c_str(), c.what_if_step_ms, a.replay.trusted ? "" : " (untrusted: see replay)");
     std::string vs;

@@ -34,8 +34,9 @@ struct StallCause {
   int64_t at_ns = 0;        // start of the worst instance's wait span, common clock, relative to RunTrace::origin_ns()
   int at_rank = 0;          // the rank where that wait span is
   uint32_t at_step = 0;     // the step of the worst instance
-  // The mean step predicted without it (traces/replay/replay.h: the rank's stage as on the median rank); -1 when
-  // no single rank's stage is the cause (the collective, an input all ranks share) or nothing could be replayed.
+  // The mean step predicted without it (traces/replay/replay.h: the rank's stage as on the median rank; the cores'
+  // cause: on the cores every saturated host needs); -1 when no single rank's stage is the cause (the collective, an
+  // input all ranks share) or nothing could be replayed.
   double what_if_step_ms = -1;
 };
 

@@ -2,6 +2,10 @@
 // without it.
 #include "traces/analysis/replay_what_if.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "traces/analysis/analysis_attribution.h"
 #include "traces/replay/replay.h"
 #include "traces/replay/replay_holdout.h"
 #include "traces/replay/replay_trust.h"
@@ -28,6 +32,44 @@ std::optional<ReplayEdit> edit_for(const StallCause& c) {
   return e;
 }
 
+// The cores every saturated host would need for no thread to wait: its runnable threads, rounded up; 0 when none is.
+double enough_cores(const std::vector<HostCpu>& hosts) {
+  double n = 0;
+  for (const HostCpu& h : hosts)
+    if (h.saturated) n = std::max(n, std::ceil(h.runnable));
+  return n;
+}
+
+// The cores' cause (rank -1, "cpu") is worth what enough cores buy, no more: the waits the attribution charged to it
+// add up what every thread waited, but the step on enough cores still waits for whatever else holds it (a loader
+// slow on any cores). Its loss is cut to the replay's gain with the cores every saturated host needs (cores=N), said
+// in its evidence; a cause that buys nothing is dropped.
+void price_the_cores(Analysis& a, const ReplayResult& fit, const std::vector<RankData>& data,
+                     const std::vector<uint32_t>& common, const std::vector<HostCores>& hosts) {
+  const double cores = enough_cores(a.cpu);
+  auto it = std::find_if(a.causes.begin(), a.causes.end(),
+                         [](const StallCause& c) { return c.rank < 0 && c.stage == kCoresCauseName; });
+  if (cores <= 0 || it == a.causes.end()) return;
+  ReplayEdit e;
+  e.kind = ReplayEdit::Kind::cores;
+  e.value = cores;
+  const ReplayResult r = replay(data, common, {e}, false, hosts);
+  if (!r.ok) return;
+  StallCause& c = *it;
+  c.what_if_step_ms = r.step_ms;
+  c.evidence["enough_cores"] = cores;
+  const double gain = std::max(0.0, fit.step_ms - r.step_ms);
+  if (gain >= c.lost_ms_per_step) return;
+  c.evidence["waits_ms_per_step"] = c.lost_ms_per_step;
+  c.lost_ms *= c.lost_ms_per_step > 0 ? gain / c.lost_ms_per_step : 0;
+  c.lost_ms_per_step = gain;
+  c.share = a.step_ms > 0 ? gain / a.step_ms : 0;
+  c.evidence["lost_ms_per_step"] = gain;
+  if (c.share < kMinCauseShare) a.causes.erase(it);
+  std::stable_sort(a.causes.begin(), a.causes.end(),
+                   [](const StallCause& x, const StallCause& y) { return x.lost_ms > y.lost_ms; });
+}
+
 }  // namespace
 
 void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vector<uint32_t>& common,
@@ -49,6 +91,7 @@ void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vect
   a.replay.holdout_steps = fit.holdout.steps;
   a.replay.trusted = trusted(fit);
   a.replay.untrusted_reason = distrust_reason(fit);
+  price_the_cores(a, fit, data, common, hosts);
   for (size_t i = 0; i < a.causes.size() && i < kWhatIfCauses; ++i) {
     std::optional<ReplayEdit> e = edit_for(a.causes[i]);
     if (e) e = edit_for_traces(*e, data);
