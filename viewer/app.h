@@ -1,6 +1,7 @@
 #pragma once
 // The viewer application state and the frame builder. Everything here builds ImGui draw lists and needs no GL, so
 // tests and benchmarks drive whole frames headless (an ImGui context with a built font atlas is enough).
+#include <array>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -64,6 +65,7 @@ struct FrameInfo {
   uint64_t spans_in_merged = 0;
   uint64_t labels = 0;
   uint64_t overview_rects = 0;
+  uint64_t cpu_strips = 0;  // spans drawn with their CPU split
 };
 
 class App {
@@ -134,6 +136,17 @@ class App {
   std::shared_ptr<const RunTrace> analysed_run_;  // what the pending analysis reads, kept until it is taken
   std::future<Analysis> pending_analysis_;
 };
+
+// A span's wall time in its CPU split's three parts (CpuPart order), in microseconds: on a CPU, waiting for a core
+// (0 when not known) and the rest, blocked (traces/model/span_cpu.h's blocked_us: a wait not known is in it).
+struct CpuParts {
+  std::array<uint32_t, kCpuPartCount> us{};
+  bool wait_known = true;
+  uint64_t total() const { return uint64_t{us[0]} + us[1] + us[2]; }
+};
+CpuParts cpu_parts(const SpanCpuSplit& c, int64_t wall_ns);  // timeline_view.cpp
+// "on CPU 5.000 ms, waiting for a core 2.000 ms, blocked 3.000 ms" (the wait "not known" when it is not).
+std::string cpu_split_text(const SpanCpuSplit& c, int64_t wall_ns);  // timeline_view.cpp
 
 // Views, one file each.
 void draw_timeline(App& app, float width, float height);  // timeline_view.cpp

@@ -32,7 +32,14 @@ double HeadlessImGui::frame(App& app, float mouse_x, float mouse_y, float wheel,
   io.MouseDown[0] = mouse_down;
   auto t0 = std::chrono::steady_clock::now();
   ImGui::NewFrame();
+  // ImGui's log, to the context's own clipboard (without a window, ImGui keeps that itself): public API only
+  if (capture_text_) ImGui::LogToClipboard();
   app.frame(w_, h_);
+  if (capture_text_) {
+    ImGui::LogFinish();
+    const char* text = ImGui::GetClipboardText();
+    text_ = text ? text : "";
+  }
   ImGui::Render();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,8 @@ constexpr ImU32 kLaneAlt = IM_COL32(32, 32, 38, 255);
 constexpr ImU32 kHeader = IM_COL32(48, 52, 64, 255);
 constexpr ImU32 kWaitOutline = IM_COL32(255, 40, 40, 255);
 constexpr ImU32 kStepLine = IM_COL32(255, 255, 255, 70);
+constexpr float kCpuStripH = 4.0f;     // the CPU split's strip along the bottom of a span's box
+constexpr float kCpuStripMinW = 6.0f;  // narrower boxes get none: a pixel or two of three colours says nothing
 
 ImU32 darker(ImU32 c, float f) {
   auto ch = [&](int shift) { return static_cast<ImU32>(static_cast<float>((c >> shift) & 0xFF) * f) << shift; };
@@ -131,6 +134,29 @@ struct RowAt {
 
 using WaitRuns = std::vector<std::pair<float, float>>;  // x ranges of the wait spans drawn in a process
 
+// Along the bottom of a span's box (x0..x1, the visible part), its wall time split into on a CPU, waiting for a core
+// and blocked, each part as wide as its share of the whole span (of its true extent: a span cut by the view's edge
+// shows the parts that lie in the view). The part colours: stages.h, cpu_part_color.
+void draw_cpu_strip(App& app, ImDrawList* dl, const TrackLayout& t, const Span& s, const SpanCpuSplit& c, float x0,
+                    float x1, float y1) {
+  const CpuParts parts = cpu_parts(c, s.duration());
+  const uint64_t total = parts.total();
+  if (total == 0) return;
+  const double sx0 = app.view.x_of(s.t0, t.x0, t.w), sw = app.view.x_of(s.t1(), t.x0, t.w) - sx0;
+  auto x_after = [&](uint64_t us) {  // each edge from the sum of the parts before it: no gap, no overlap
+    return static_cast<float>(std::clamp(sx0 + sw * static_cast<double>(us) / static_cast<double>(total),
+                                         static_cast<double>(x0), static_cast<double>(x1)));
+  };
+  uint64_t before = 0;
+  for (size_t i = 0; i < kCpuPartCount; ++i) {
+    const float a = x_after(before);
+    before += parts.us[i];
+    const float z = x_after(before);
+    if (z > a) dl->AddRectFilled(ImVec2(a, y1 - kCpuStripH), ImVec2(z, y1), cpu_part_color(static_cast<CpuPart>(i)));
+  }
+  ++app.last.cpu_strips;
+}
+
 void draw_box(App& app, ImDrawList* dl, const TrackLayout& t, const Span& s, const DrawBox& b, float x0, float x1,
               float ry, WaitRuns& waits) {
   const ImU32 col = app.tl.color(s);
@@ -152,6 +178,9 @@ void draw_box(App& app, ImDrawList* dl, const TrackLayout& t, const Span& s, con
                 0.0f, &clip);
     ++app.last.labels;
   }
+  // over the outline and the label, so that all of its height shows
+  if (x1 - x0 >= kCpuStripMinW)
+    if (const SpanCpuSplit* c = app.tl.cpu_split(s)) draw_cpu_strip(app, dl, t, s, *c, x0, x1, z.y);
   if (app.opt.highlight_waits && s.has_stage() && is_wait(static_cast<Stage>(s.stage))) {
     dl->AddRect(ImVec2(x0 - 1, ry), ImVec2(x1 + 1, ry + kRowH), kWaitOutline, 0.0f, 0, 2.0f);
     waits.emplace_back(x0, x1);
@@ -301,6 +330,24 @@ float draw_processes(App& app, ImDrawList* dl, const TrackLayout& t, float y, co
 
 // ---- the tooltip of the box under the mouse ----
 
+// The CPU split of the span under the mouse, and which strip colour is which part.
+void tooltip_cpu(const SpanCpuSplit& c, int64_t wall_ns) {
+  const std::string text = cpu_split_text(c, wall_ns);
+  ImGui::Text("cpu       %s", text.c_str());
+  const float h = ImGui::GetTextLineHeight();
+  for (size_t i = 0; i < kCpuPartCount; ++i) {
+    const auto part = static_cast<CpuPart>(i);
+    if (i) ImGui::SameLine();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(p.x + h - 4, p.y + h - 2),
+                                              cpu_part_color(part));
+    ImGui::Dummy(ImVec2(h - 2, h));
+    ImGui::SameLine();
+    const std::string_view name = cpu_part_name(part);
+    ImGui::TextUnformatted(name.data(), name.data() + name.size());
+  }
+}
+
 void tooltip(const App& app, const Hit& h) {
   const Timeline& tl = app.tl;
   const Process& p = tl.processes[h.process];
@@ -330,6 +377,7 @@ void tooltip(const App& app, const Hit& h) {
       double gbps = s.duration() > 0 ? static_cast<double>(bytes) / static_cast<double>(s.duration()) : 0.0;
       ImGui::Text("bytes     %s  (%.2f GB/s)", format_bytes(static_cast<double>(bytes)).c_str(), gbps);
     }
+    if (const SpanCpuSplit* c = tl.cpu_split(s)) tooltip_cpu(*c, s.duration());
     if (s.has_stage() && is_wait(static_cast<Stage>(s.stage)))
       ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "a wait: see the stalls panel for its cause");
     const std::string extra = tl.extra(s);
@@ -390,6 +438,27 @@ void handle_input(App& app, const TrackLayout& t, bool hovered, const Pointer& m
 }
 
 }  // namespace
+
+CpuParts cpu_parts(const SpanCpuSplit& c, int64_t wall_ns) {
+  const SpanCpu split{0, c.cpu_us, c.wait_us};
+  CpuParts p;
+  p.wait_known = split.wait_known();
+  p.us = {c.cpu_us, p.wait_known ? c.wait_us : 0, blocked_us(split, wall_ns)};
+  return p;
+}
+
+std::string cpu_split_text(const SpanCpuSplit& c, int64_t wall_ns) {
+  const CpuParts p = cpu_parts(c, wall_ns);
+  auto ms = [](uint32_t us) { return static_cast<double>(us) / 1e3; };
+  char buf[160];
+  if (p.wait_known)
+    std::snprintf(buf, sizeof(buf), "on CPU %.3f ms, waiting for a core %.3f ms, blocked %.3f ms", ms(p.us[0]),
+                  ms(p.us[1]), ms(p.us[2]));
+  else  // blocked_us then holds the wait too
+    std::snprintf(buf, sizeof(buf), "on CPU %.3f ms, waiting for a core not known, blocked %.3f ms (any wait in it)",
+                  ms(p.us[0]), ms(p.us[2]));
+  return buf;
+}
 
 void draw_timeline(App& app, float width, float height) {
   const ImGuiStyle& style = ImGui::GetStyle();

@@ -93,6 +93,31 @@ constexpr uint32_t stage_color(Stage s) {
   return i < std::size(stage_table::kStages) ? stage_table::kStages[i].color : 0xFFFFFFFFu;
 }
 
+// The three parts of a span's wall time on its thread (traces/model/span_cpu.h), kept here beside the stage colours
+// so that every view paints them the same way: on a CPU in green, runnable but waiting for a core in magenta (hot:
+// the host has too few cores), blocked in grey (not running). They are drawn as a strip over a span's own stage
+// colour, so they are apart from each other and from every stage colour (stages.def), and opaque (0xAABBGGRR).
+enum class CpuPart : uint8_t { on_cpu, waiting_for_core, blocked };
+inline constexpr size_t kCpuPartCount = 3;
+constexpr uint32_t cpu_part_color(CpuPart p) {
+  constexpr uint32_t kColors[kCpuPartCount] = {0xFF5ADC3Cu, 0xFFC83CFFu, 0xFFA59696u};
+  return kColors[static_cast<size_t>(p) % kCpuPartCount];
+}
+constexpr bool cpu_part_colors_stand_out() {
+  for (size_t p = 0; p < kCpuPartCount; ++p) {
+    for (size_t q = 0; q < p; ++q)
+      if (cpu_part_color(static_cast<CpuPart>(p)) == cpu_part_color(static_cast<CpuPart>(q))) return false;
+    for (const auto& row : stage_table::kStages)
+      if (row.color == cpu_part_color(static_cast<CpuPart>(p))) return false;
+  }
+  return true;
+}
+static_assert(cpu_part_colors_stand_out(), "a CPU part's colour must differ from the others' and every stage's");
+constexpr std::string_view cpu_part_name(CpuPart p) {
+  constexpr std::string_view kNames[kCpuPartCount] = {"on CPU", "waiting for a core", "blocked"};
+  return kNames[static_cast<size_t>(p) % kCpuPartCount];
+}
+
 // The StageFlag bits of a stage; 0 for a value outside the table.
 constexpr uint32_t stage_flags(Stage s) {
   auto i = static_cast<size_t>(s);

@@ -163,6 +163,7 @@ struct Timeline {
   StringTable names;
   ExtraTexts extras;
   std::vector<SpanDetail> details;    // Span::detail with kDetailBit set indexes these; without it, an ExtraTexts id
+  std::vector<SpanCpuSplit> cpu;      // Span::detail with kCpuTag indexes these (the spans that carry a CPU split)
   std::vector<uint32_t> name_colors;  // per name id (stage colour or a hashed colour)
   std::vector<Process> processes;     // sorted for display
   int64_t t_begin = 0, t_end = 0;     // over all spans and counter samples
@@ -176,10 +177,25 @@ struct Timeline {
     return s.name < name_colors.size() ? name_colors[s.name] : 0xFFA0A0A0;
   }
   std::string_view name(const Span& s) const { return names.at(s.name); }
+  // Span::detail: kDetailBit and an index into `details` (fewer than 2^30: 24 GB of them), kCpuTag (both top bits)
+  // and an index into `cpu`, or else an ExtraTexts id (0 = none).
   static constexpr uint32_t kDetailBit = 0x80000000u;
+  static constexpr uint32_t kCpuTag = 0xC0000000u;
+  static constexpr uint32_t kTagMask = 0xC0000000u;
+  const SpanCpuSplit* cpu_split(const Span& s) const {
+    const uint32_t i = s.detail & ~kTagMask;
+    return (s.detail & kTagMask) == kCpuTag && i < cpu.size() ? &cpu[i] : nullptr;
+  }
+  // The span's detail field without its CPU split: a details index with kDetailBit, or a text id.
+  uint32_t own_detail(const Span& s) const {
+    if ((s.detail & kTagMask) != kCpuTag) return s.detail;
+    const SpanCpuSplit* c = cpu_split(s);
+    return c ? c->detail : 0;
+  }
   const SpanDetail* detail(const Span& s) const {
-    const uint32_t i = s.detail & ~kDetailBit;
-    return (s.detail & kDetailBit) && i < details.size() ? &details[i] : nullptr;
+    const uint32_t d = own_detail(s);
+    const uint32_t i = d & ~kDetailBit;
+    return (d & kDetailBit) && i < details.size() ? &details[i] : nullptr;
   }
   uint64_t bytes(const Span& s) const {
     const SpanDetail* d = detail(s);
@@ -199,7 +215,8 @@ struct Timeline {
   }
   std::string extra(const Span& s) const {
     const SpanDetail* d = detail(s);
-    return extras.at(d ? d->text : (s.detail & kDetailBit) ? 0 : s.detail);
+    const uint32_t own = own_detail(s);
+    return extras.at(d ? d->text : (own & kDetailBit) ? 0 : own);
   }
   // Steps known in any process: the union of their ranges. False when the step is not in the trace.
   bool step_range(uint32_t step, int64_t& t0, int64_t& t1) const;
@@ -221,6 +238,12 @@ class TimelineBuilder {
   // A Span::detail for these (0 when there is nothing: no bytes, no bucket, no text).
   // text_id: an ExtraTexts id or 0. A detail record only when there is more than a text.
   uint32_t add_detail(uint64_t bytes, uint16_t bucket, uint32_t text_id, uint16_t epoch = 0, uint8_t micro = 0);
+  // The Span::detail of a span whose detail was `detail` (add_detail's) and that carries this CPU split.
+  uint32_t add_cpu_split(uint32_t detail, uint32_t cpu_us, uint32_t wait_us) {
+    tl_.cpu.push_back(SpanCpuSplit{cpu_us, wait_us, detail});
+    return Timeline::kCpuTag | static_cast<uint32_t>(tl_.cpu.size() - 1);
+  }
+  void reserve_cpu_splits(size_t more) { tl_.cpu.reserve(tl_.cpu.size() + more); }
   ExtraTexts& extras() { return tl_.extras; }
   void add_span(int p, int l, const Span& s) {
     if (!remaps_.empty()) apply_remaps();  // spans absorbed before wait for theirs: they go first
@@ -253,14 +276,18 @@ class TimelineBuilder {
   struct SpanRemap {
     int64_t shift = 0;
     std::vector<uint32_t> name_of;
-    uint32_t text_offset = 0, detail_offset = 0;
+    uint32_t text_offset = 0, detail_offset = 0, cpu_offset = 0;
+    // A detail field (a split's inner one too) onto this builder's tables.
+    uint32_t detail(uint32_t d) const {
+      if ((d & Timeline::kTagMask) == Timeline::kCpuTag)
+        return Timeline::kCpuTag | ((d & ~Timeline::kTagMask) + cpu_offset);
+      if (d & Timeline::kDetailBit) return Timeline::kDetailBit | ((d & ~Timeline::kDetailBit) + detail_offset);
+      return d ? d + text_offset : 0;
+    }
     void operator()(Span& s) const {
       s.t0 += shift;
       s.name = name_of[s.name];
-      if (s.detail & Timeline::kDetailBit)
-        s.detail = Timeline::kDetailBit | ((s.detail & ~Timeline::kDetailBit) + detail_offset);
-      else if (s.detail)
-        s.detail += text_offset;
+      s.detail = detail(s.detail);
     }
   };
   static constexpr int kNoRemap = -1;

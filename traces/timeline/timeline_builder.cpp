@@ -270,6 +270,11 @@ void TimelineBuilder::absorb_all(const std::vector<std::pair<TimelineBuilder*, i
       if (d.text) d.text += r.text_offset;
       tl_.details.push_back(d);
     }
+    r.cpu_offset = static_cast<uint32_t>(tl_.cpu.size());
+    for (SpanCpuSplit c : other.tl_.cpu) {
+      c.detail = r.detail(c.detail);  // a details index or a text: never another split
+      tl_.cpu.push_back(c);
+    }
     r.name_of.resize(other.tl_.names.size());
     for (uint32_t n = 0; n < r.name_of.size(); ++n) r.name_of[n] = tl_.names.intern(other.tl_.names.at(n));
     if (other.span_lo_ <= other.span_hi_) {
@@ -323,6 +328,7 @@ Timeline TimelineBuilder::finish() {
   tl_.processes = std::move(procs_);
   tl_.extras.seal();
   tl_.details.shrink_to_fit();
+  tl_.cpu.shrink_to_fit();
   assign_name_colors(tl_);
   procs_.clear();
   staged_.clear();

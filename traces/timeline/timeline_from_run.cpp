@@ -7,6 +7,7 @@
 
 #include "traces/flight_recorder/fr_dump.h"
 #include "traces/model/cuda_names.h"
+#include "traces/model/span_cpu.h"
 #include "traces/native/load_run.h"
 #include "traces/timeline/timeline.h"
 #include "traces/timeline/timeline_sources.h"
@@ -89,11 +90,16 @@ int add_rank_to_timeline(TimelineBuilder& b, const RankTrace& r, int64_t origin_
   const std::array<int, 256> lane_of = map_span_lanes(b, p, r);
   const int64_t shift = r.clock_offset_ns() - origin_ns;
   SpanNames names(b, r);
-  for (const Event& e : r.events) {
-    if (e.is_span())
-      b.add_span(p, lane_of[e.lane], span_of(e, shift, names, b));
-    else
+  SpanCpuCursor splits(r.cpu);
+  for (size_t i = 0; i < r.events.size(); ++i) {
+    const Event& e = r.events[i];
+    if (e.is_span()) {
+      Span s = span_of(e, shift, names, b);
+      if (const SpanCpu* c = splits.at(i)) s.detail = b.add_cpu_split(s.detail, c->cpu_us, c->wait_us);
+      b.add_span(p, lane_of[e.lane], s);
+    } else {
       b.add_counter(p, counter_name(e.counter_id()), e.t0 + shift, static_cast<double>(e.value));
+    }
   }
   return p;
 }
@@ -109,6 +115,9 @@ Timeline timeline_from_run(const RunTrace& run) {
   tl.problems = run.problems;
   const int64_t origin = run.origin_ns();
   tl.origin_ns = origin;
+  size_t splits = 0;  // room for every rank's splits at once: no growth that copies them, no slack left
+  for (const RankTrace& r : run.ranks) splits += r.cpu.size();
+  b.reserve_cpu_splits(splits);
   for (const RankTrace& r : run.ranks) timeline_detail::add_rank_to_timeline(b, r, origin);
   return b.finish();  // the earliest event is at 0 already, so origin_ns stays the run's origin
 }
