@@ -85,19 +85,21 @@ void add_loader_measures(RankAnalysis& r, const RankData& d, const records::job_
   LoaderStats& L = r.loader;
   std::vector<uint64_t> batches;
   std::array<double, kStageCount> lt{};
-  std::set<uint8_t> lanes;
+  std::set<uint8_t> worker_lanes;
+  // With num_workers=0 the training thread fetches its own batches, on its own lane: that lane is no worker.
+  const int main_lane = d.main.empty() ? -1 : d.main.front().lane;
   for (const Span& s : d.loader) {
     if (!d.in(s.step)) continue;
     batches.push_back((static_cast<uint64_t>(s.epoch) << 32) | s.item);
     lt[static_cast<int>(s.stage)] += static_cast<double>(s.dur());
-    lanes.insert(s.lane);
+    if (s.lane != main_lane) worker_lanes.insert(s.lane);
   }
   std::sort(batches.begin(), batches.end());
   batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
   L.batches = static_cast<double>(batches.size());
   // Our job says how many workers it ran; of a user's, the lanes that delivered batches are what is known.
   L.workers = job ? job->workers : 0;
-  if (L.workers <= 0) L.workers = static_cast<int>(lanes.size());
+  if (L.workers <= 0) L.workers = static_cast<int>(worker_lanes.size());
   if (!batches.empty()) {
     for (Stage st : kLoaderStages) {
       double v = ms(lt[static_cast<int>(st)]) / L.batches;
