@@ -141,6 +141,38 @@ TEST_F(UserDatapath, ASlowReadOnOneRankIsNamedAsTheRead) {
   EXPECT_EQ((*c)["rank"], 0) << cause_text(c);
 }
 
+// A loader that keeps up on average but whose every 12th or so batch pays 300 ms for its read (a shard fetched): the
+// burst is named with the queue that would hide it, and the twin run with that prefetch_factor confirms the replay's
+// price (issue 51's bar for prefetch=N: within 20 %) and shows no burst. A bigger model (--width 64) gives compute
+// ~25-30 ms a batch, so that two workers keep up with the burst's mean cost.
+TEST_F(UserDatapath, ABurstyLoaderIsNamedWithTheQueueThatHidesItAndItsTwinConfirms) {
+  const std::vector<std::string> job = {"--burst", "1:96:300", "--width", "64", "--images", "512"};
+  Recorded r = record("burst", job);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json* c = r.top_cause();
+  ASSERT_NE(c, nullptr) << r.a.dump();
+  EXPECT_EQ((*c)["stage"], "disk_read") << cause_text(c);
+  EXPECT_EQ((*c)["rank"], 1) << cause_text(c);
+  EXPECT_NE((*c)["explanation"].get<std::string>().find("one batch in "), std::string::npos) << cause_text(c);
+  EXPECT_TRUE(r.a["ranks"][1]["loader"]["burst"]["found"].get<bool>()) << r.a["ranks"][1].dump();
+  EXPECT_FALSE(r.a["ranks"][0]["loader"]["burst"]["found"].get<bool>()) << r.a["ranks"][0].dump();
+  ASSERT_TRUE((*c)["evidence"].contains("hidden_by")) << cause_text(c);
+  const int prefetch = (*c)["evidence"]["burst"]["prefetch_to_hide"];
+  const double predicted = (*c)["what_if_step_ms"];
+  const double bursty = r.a["step_ms"];
+  EXPECT_LT(predicted, bursty) << cause_text(c);
+
+  std::vector<std::string> twin_job = job;
+  twin_job.insert(twin_job.end(), {"--prefetch", std::to_string(prefetch)});
+  Recorded twin = record("burst_hidden", twin_job);
+  ASSERT_EQ(twin.code, 0) << twin.output;
+  const double measured = twin.a["step_ms"];
+  std::printf("burst: %.2f ms a step; prefetch=%d predicted %.2f, the twin measured %.2f\n", bursty, prefetch,
+              predicted, measured);
+  EXPECT_FALSE(twin.a["ranks"][1]["loader"]["burst"]["found"].get<bool>()) << twin.a["ranks"][1].dump();
+  EXPECT_NEAR(predicted, measured, 0.20 * measured) << cause_text(c);
+}
+
 // One worker that cannot keep up: the loader is named, with how many workers would.
 TEST_F(UserDatapath, TooFewWorkersAreNamedWithHowManyWouldKeepUp) {
   Recorded r = record("one_worker", {"--workers", "1", "--slow-transform", "0:3"});

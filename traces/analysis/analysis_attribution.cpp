@@ -49,15 +49,17 @@ CauseKey contention_cause(const HostCpu& h) {
   return {-1, CauseStage::saturated_cores()};
 }
 
-// Who is to blame for a rank's data waits: wait_data itself when the rank recorded no loader spans or its loader
-// keeps up (kLoaderKeepsUpUtilization: no stage of it makes the rank wait, however it compares with the other ranks');
-// on a saturated host (cpu_verdict.h), the host's contention when the loader keeps up or would with the cores it needs
+// Who is to blame for a rank's data waits: a burst's stage when batches slower than the queue hides hold them
+// (loader_burst.h); wait_data itself when the rank recorded no loader spans or its loader keeps up
+// (kLoaderKeepsUpUtilization: no stage of it makes the rank wait, however it compares with the other ranks'); on a
+// saturated host (cpu_verdict.h), the host's contention when the loader keeps up or would with the cores it needs
 // (kLoaderKeepsUpOnEnoughCores); else the loader stage most above the other ranks' (when clearly above), else the
 // largest per batch.
 CauseKey loader_cause(const std::vector<RankAnalysis>& ra, size_t r, const std::vector<HostCpu>& hosts) {
   const LoaderStats& L = ra[r].loader;
   const int rank = ra[r].rank;
   if (L.ms_per_batch.empty()) return {rank, Stage::wait_data};
+  if (L.burst.found) return {rank, L.burst.stage};
   const bool keeps_up = L.utilization > 0 && L.utilization <= kLoaderKeepsUpUtilization;
   if (const HostCpu* h = saturated_host_of(hosts, rank))
     if (keeps_up || utilization_on_enough_cores(ra[r]) < kLoaderKeepsUpOnEnoughCores) return contention_cause(*h);

@@ -8,6 +8,7 @@
 #include "traces/analysis/analysis_attribution.h"
 #include "traces/analysis/analysis_measures.h"
 #include "traces/analysis/cpu_verdict.h"
+#include "traces/analysis/loader_burst.h"
 #include "traces/base/text_format.h"
 
 namespace ddp::analysis_detail {
@@ -127,6 +128,22 @@ void explain_cores(StallCause& c, nlohmann::json& ev, const std::vector<RankAnal
           saturation_text(*h).c_str(), workers);
 }
 
+// Batches slower than the queue hides hold the rank's waits (loader_burst.h): said with those batches and the queue
+// that would hide them.
+void explain_burst(StallCause& c, nlohmann::json& ev, const RankAnalysis& r) {
+  const LoaderBurst& b = r.loader.burst;
+  ev["burst"] = {{"batches", b.batches},
+                 {"slow_batches", b.slow_batches},
+                 {"slow_fetch_ms", b.slow_fetch_ms},
+                 {"typical_fetch_ms", b.typical_fetch_ms},
+                 {"queue_depth", b.depth},
+                 {"queue_lead_ms", b.queue_lead_ms},
+                 {"wait_share", b.wait_share},
+                 {"prefetch_to_hide", b.prefetch_to_hide},
+                 {"workers_to_hide", b.workers_to_hide}};
+  c.explanation = burst_text(b, c.rank);
+}
+
 // A main-thread stage (or untracked time) of rank r against the other ranks'.
 void explain_main_thread(StallCause& c, const CauseStage& stage, nlohmann::json& ev, const RankAnalysis& r,
                          const std::vector<RankAnalysis>& ra) {
@@ -166,6 +183,8 @@ void explain(StallCause& c, const CauseStage& stage, const std::vector<RankAnaly
     explain_collective(c, ev, ranks);
   else if (stage && *stage == Stage::worker_start)
     explain_worker_start(c, ev, *r);
+  else if (stage && r->loader.burst.found && *stage == r->loader.burst.stage)
+    explain_burst(c, ev, *r);
   else if (stage && stage_has(*stage, kStageLoaderThread))
     explain_loader(c, *stage, ev, *r, ranks);
   else

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "traces/analysis/loader_burst.h"
 #include "traces/base/text_format.h"
 
 namespace ddp::analysis_detail {
@@ -118,6 +119,7 @@ void add_loader_measures(RankAnalysis& r, const RankData& d, const records::job_
     L.worker_start_ms += ms(static_cast<double>(s.dur()));
     start_passes.insert(s.epoch);
   }
+  L.burst = find_burst(d, L);
   L.worker_starts = static_cast<int>(d.starts.size());
   L.passes_starting_workers = static_cast<int>(start_passes.size());
   if (L.worker_starts) L.worker_start_ms /= L.worker_starts;

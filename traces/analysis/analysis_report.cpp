@@ -62,6 +62,15 @@ nlohmann::json rank_json(const RankAnalysis& r) {
             {"utilization", L.utilization},
             {"cpu_wait_ms_per_batch", L.cpu_wait_ms_per_batch},
             {"workers_needed", L.workers_needed},
+            {"burst",
+             {{"found", L.burst.found},
+              {"batches", L.burst.batches},
+              {"slow_batches", L.burst.slow_batches},
+              {"queue_depth", L.burst.depth},
+              {"queue_lead_ms", L.burst.queue_lead_ms},
+              {"typical_fetch_ms", L.burst.typical_fetch_ms},
+              {"slow_fetch_ms", L.burst.slow_fetch_ms},
+              {"wait_share", L.burst.wait_share}}},
             {"worker_starts", L.worker_starts},
             {"passes_starting_workers", L.passes_starting_workers},
             {"worker_start_ms", L.worker_start_ms},
@@ -180,6 +189,10 @@ std::string analysis_text(const Analysis& a) {
       out +=
           fmt("     on enough cores (cores=%g): %.3f ms a step, replayed%s\n", c.evidence["enough_cores"].get<double>(),
               c.what_if_step_ms, a.replay.trusted ? "" : " (untrusted: see replay)");
+    else if (c.evidence.contains("hidden_by"))
+      for (const auto& h : c.evidence["hidden_by"])
+        out += fmt("     with %s: %.3f ms a step, replayed%s\n", h["edit"].get<std::string>().c_str(),
+                   h["step_ms"].get<double>(), a.replay.trusted ? "" : " (untrusted: see replay)");
     else if (c.what_if_step_ms >= 0)
       out += fmt("     without it (this rank's %s as on the median rank): %.3f ms a step, replayed%s\n",
                  c.stage.c_str(), c.what_if_step_ms, a.replay.trusted ? "" : " (untrusted: see replay)");

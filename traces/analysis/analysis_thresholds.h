@@ -36,6 +36,19 @@ inline constexpr double kLoaderCauseMinBatchShare = 0.1;
 // too few shows utilization above 1.
 inline constexpr double kLoaderKeepsUpUtilization = 0.8;
 
+// ---- bursts (traces/analysis/loader_burst.h) ----
+// A rank's waits for data are a burst's when the batches slower than the queue hides hold at least this share of
+// them: most of the waiting is then those batches', and hiding them is the fix. Below it the waits are spread over
+// ordinary batches (a loader short of rate, the hand-off) and the other rules name them.
+inline constexpr double kBurstWaitShare = 0.5;
+// ... and when there are at least this many slow batches in the analysed steps: one is a cold start or a one-off
+// hiccup, not a pattern a deeper queue is worth buying for.
+inline constexpr int kBurstMinSlowBatches = 2;
+// ... and unless at least this share of the slow batches' extra time (over the typical batch) was their spans waiting
+// for a core: then the cores made them slow (cpu_verdict.h), and a deeper queue on the same cores buys little. Half:
+// whichever holds the larger part of the extra is its cause.
+inline constexpr double kBurstCoresShare = 0.5;
+
 // ---- the cores (traces/analysis/cpu_verdict.h) ----
 // A host whose spans waited for a core at least this long per ms of CPU work is saturated: its runnable threads
 // outnumber its cores by that share (processor sharing), and its waits are the cores' before they are any stage's.

@@ -77,6 +77,22 @@ struct AllreduceStats {
   bool sizes_known = true;
 };
 
+// Batches whose fetch outlasted what the queue hides, when they hold the rank's waits (loader_burst.h).
+struct LoaderBurst {
+  int batches = 0;                 // analysed batches with a fetch on a lane
+  int slow_batches = 0;            // of them, fetched in more than queue_lead_ms
+  int depth = 0;                   // batches in flight, as the run showed (at least 1)
+  double queue_lead_ms = 0;        // depth x demand: the fetch time the queue hides
+  double typical_fetch_ms = 0;     // median fetch of every batch
+  double slow_fetch_ms = 0;        // median fetch of the slow ones
+  double wait_share = 0;           // share of the rank's waits for data spent on slow batches
+  double slow_cpu_wait_ms = 0;     // of a slow batch's extra time (over typical), waiting for a core; -1 unknown
+  Stage stage = Stage::disk_read;  // the loader stage the slow batches spend their extra time in
+  int prefetch_to_hide = 0;        // batches in flight per worker that would hide a slow fetch
+  int workers_to_hide = 0;         // or workers at the run's prefetch
+  bool found = false;              // the rules of loader_burst.h hold: the rank's waits are this burst's
+};
+
 struct LoaderStats {
   int workers = 0;
   double batches = 0;                                // batches the analysed steps consumed
@@ -93,6 +109,7 @@ struct LoaderStats {
   double start_wait_ms = 0;                          // per analysed step: waits for data while workers were starting
   std::map<std::string, double> transform_steps_ms;  // a Compose's steps by class, whole run (a user's job)
   double cpu_wait_ms_per_batch = 0;  // of batch_ms: its workers runnable, waiting for a core (cpu_verdict.h)
+  LoaderBurst burst;
 };
 
 struct RankAnalysis {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "traces/analysis/analysis_attribution.h"
 #include "traces/replay/replay.h"
@@ -70,6 +71,26 @@ void price_the_cores(Analysis& a, const ReplayResult& fit, const std::vector<Ran
                    [](const StallCause& x, const StallCause& y) { return x.lost_ms > y.lost_ms; });
 }
 
+// A burst's cause (loader_burst.h) is priced by the queue that would hide it: the replay with prefetch=K and with
+// workers=N (each alone), said in its evidence; its step without it is the deeper prefetch's, the fix that costs no
+// more processes or cores.
+void price_the_burst(StallCause& c, const std::vector<RankData>& data, const std::vector<uint32_t>& common,
+                     const std::vector<HostCores>& hosts) {
+  const nlohmann::json& b = c.evidence["burst"];
+  nlohmann::json hidden = nlohmann::json::array();
+  for (auto [kind, key, name] : {std::tuple(ReplayEdit::Kind::prefetch, "prefetch_to_hide", "prefetch"),
+                                 std::tuple(ReplayEdit::Kind::workers, "workers_to_hide", "workers")}) {
+    ReplayEdit e;
+    e.kind = kind;
+    e.value = b[key].get<double>();
+    const ReplayResult r = replay(data, common, {e}, false, hosts);
+    if (!r.ok) continue;
+    hidden.push_back({{"edit", std::string(name) + "=" + std::to_string(b[key].get<int>())}, {"step_ms", r.step_ms}});
+    if (kind == ReplayEdit::Kind::prefetch) c.what_if_step_ms = r.step_ms;
+  }
+  c.evidence["hidden_by"] = hidden;
+}
+
 }  // namespace
 
 void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vector<uint32_t>& common,
@@ -93,6 +114,10 @@ void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vect
   a.replay.untrusted_reason = distrust_reason(fit);
   price_the_cores(a, fit, data, common, hosts);
   for (size_t i = 0; i < a.causes.size() && i < kWhatIfCauses; ++i) {
+    if (a.causes[i].evidence.contains("burst")) {
+      price_the_burst(a.causes[i], data, common, hosts);
+      continue;
+    }
     std::optional<ReplayEdit> e = edit_for(a.causes[i]);
     if (e) e = edit_for_traces(*e, data);
     if (!e) continue;

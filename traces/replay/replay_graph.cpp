@@ -20,17 +20,6 @@ size_t op_at(const Chain& c, int64_t t) {
 
 namespace {
 
-// A batch's fetch takes its spans' splits summed; one span without a split (or without its wait) leaves it unknown.
-void add_split(Batch& b, const SpanSplit& s, bool first) {
-  if (!first && b.cpu < 0) return;
-  if (!s.known()) {
-    b.cpu = b.wait = -1;
-    return;
-  }
-  b.cpu = (first ? 0 : b.cpu) + int64_t{s.cpu_us} * 1000;
-  b.wait = s.wait_known() && (first || b.wait >= 0) ? (first ? 0 : b.wait) + int64_t{s.wait_us} * 1000 : -1;
-}
-
 void gap(Chain& c, uint32_t step, int64_t a, int64_t b) {
   if (b <= a) return;
   Op g;
@@ -44,25 +33,7 @@ void gap(Chain& c, uint32_t step, int64_t a, int64_t b) {
 // The batches the rank's waits for data took, with their fetches: on a worker's lane, or on the main lane (no
 // workers: the rank's own work).
 void index_batches(const RankData& d, Chain& c) {
-  // Per batch, its spans per lane; the lane that fetched it is the one that spent the most on it (pin on a thread of
-  // its own, a user's pin thread, is then part of the hand-over).
-  std::unordered_map<uint64_t, std::map<uint8_t, Batch>> by_lane;
-  for (size_t i = 0; i < d.loader.size(); ++i) {
-    const Span& s = d.loader[i];
-    Batch& b = by_lane[sync_key(s.step, s.micro)][s.lane];
-    const bool first = b.stages.empty();
-    if (first) b.lane = s.lane, b.start = s.t0, b.end = s.t1, b.pass = s.epoch;
-    b.start = std::min(b.start, s.t0);
-    b.end = std::max(b.end, s.t1);
-    b.stages[s.stage] += s.dur();
-    add_split(b, i < d.loader_cpu.size() ? d.loader_cpu[i] : SpanSplit{}, first);
-  }
-  std::unordered_map<uint64_t, Batch> fetched;
-  for (auto& [sync, lanes] : by_lane) {
-    auto most = std::max_element(lanes.begin(), lanes.end(),
-                                 [](const auto& a, const auto& b) { return spent(a.second) < spent(b.second); });
-    fetched[sync] = std::move(most->second);
-  }
+  const std::unordered_map<uint64_t, Fetch> fetched = fetched_batches(d);
   std::map<uint16_t, int64_t> pass_start;
   for (const auto& [sync, b] : fetched) {
     auto [it, fresh] = pass_start.emplace(b.pass, b.start);
@@ -82,18 +53,15 @@ void index_batches(const RankData& d, Chain& c) {
   }
   c.workers = static_cast<int>(worker_lanes.size());
   c.slots = std::max<int64_t>(1, c.workers) * kReplayPrefetch;
-  for (size_t n = 0; n < start_take.size(); ++n) {
-    int64_t depth = 0;
-    for (size_t m = 0; m < n; ++m) depth += start_take[m].second > start_take[n].first;
-    c.slots = std::max(c.slots, depth + 1);
-  }
+  c.slots = std::max(c.slots, queue_depth_seen(start_take));
   std::map<uint8_t, int64_t> last_on;
   for (size_t i = 0; i < c.ops.size(); ++i) {
     Op& o = c.ops[i];
     if (o.stage != Stage::wait_data || o.other) continue;
     auto f = fetched.find(sync_key(o.step, o.micro));
     if (f == fetched.end()) continue;
-    Batch b = f->second;
+    Batch b;
+    static_cast<Fetch&>(b) = f->second;
     b.sync = f->first;
     b.op = i;
     b.on_main = b.lane == main_lane;

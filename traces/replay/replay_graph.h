@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "traces/rank_data/loader_fetch.h"
 #include "traces/rank_data/rank_data.h"
 #include "traces/replay/replay.h"
 
@@ -43,31 +44,23 @@ struct Launch {
   uint64_t sync() const { return key >> 16; }
 };
 
-// One batch a rank consumed, as its loader made it (see replay.h for the schedule).
-struct Batch {
-  uint64_t sync = 0;                // sync_key(step, micro) of the step that consumed it
-  uint8_t lane = 0;                 // the lane that fetched it
-  bool on_main = false;             // fetched by the rank itself (num_workers=0): its wait is that work
-  int64_t start = 0, end = 0;       // its fetch, measured (first span's start, last span's end on that lane)
-  uint16_t pass = 0;                // the loader's pass (epoch) it belongs to
-  int64_t pass_start = 0;           // the earliest fetch of its pass: no batch of a pass starts before its pass does
-  bool opens_pass = false;          // the first of its pass the rank took: its pass began `pass_lead` after its wait
-  int64_t pass_lead = 0;            //   began (the pass starts when the rank asks for it, and moves with the rank)
-  int64_t idle = 0;                 // measured start minus what allowed it
-  int64_t handoff = 0;              // the wait's measured end minus the later of the fetch's end and the wait's start
-  int64_t prev = -1;                // the worker's batch before it (index), -1: none analysed
-  int64_t behind = -1;              // the batch `slots` before it in consumption order, -1: none analysed
-  size_t op = 0;                    // the wait op that takes it
-  std::map<Stage, int64_t> stages;  // its time per loader stage
-  int64_t cpu = -1, wait = -1;      // its fetch's time on a CPU and waiting for a core; -1: a span without a split
+// One batch a rank consumed, as its loader made it (rank_data::Fetch: its fetch as measured; see replay.h for the
+// schedule).
+struct Batch : rank_data::Fetch {
+  uint64_t sync = 0;        // sync_key(step, micro) of the step that consumed it
+  bool on_main = false;     // fetched by the rank itself (num_workers=0): its wait is that work
+  int64_t pass_start = 0;   // the earliest fetch of its pass: no batch of a pass starts before its pass does
+  bool opens_pass = false;  // the first of its pass the rank took: its pass began `pass_lead` after its wait
+  int64_t pass_lead = 0;    //   began (the pass starts when the rank asks for it, and moves with the rank)
+  int64_t idle = 0;         // measured start minus what allowed it
+  int64_t handoff = 0;      // the wait's measured end minus the later of the fetch's end and the wait's start
+  int64_t prev = -1;        // the worker's batch before it (index), -1: none analysed
+  int64_t behind = -1;      // the batch `slots` before it in consumption order, -1: none analysed
+  size_t op = 0;            // the wait op that takes it
 };
 
 // A batch's time on its lane, all stages.
-inline int64_t spent(const Batch& b) {
-  int64_t t = 0;
-  for (const auto& [stage, ns] : b.stages) t += ns;
-  return t;
-}
+inline int64_t spent(const Batch& b) { return b.spent(); }
 
 struct Chain {
   std::vector<Op> ops;

@@ -5,10 +5,13 @@ plant one fault at a time and expect `ddp_profile --record` to name it at its st
 
 --slow-transform R:MS   rank R's transform pipeline has a costly extra step (MS ms per image)
 --slow-read R:MS        rank R reads its files from slow storage (MS ms per file, before the decode)
+--burst R:N:MS          rank R's every N-th file read in a worker waits MS ms more (a shard fetched, a cold cache)
 --workers N             DataLoader workers (0: the main process loads)
+--prefetch K            batches each worker keeps in flight (DataLoader's prefetch_factor; its default when absent)
 --no-persistent         workers end with each epoch and start again with the next
 --worker-start S        each worker's worker_init_fn takes S seconds (an expensive per-worker setup)
 --image-size PX         the images' side (bigger: a costlier decode)
+--width C               the CNN's channels (bigger: more compute a batch)
 --report                rank 0 prints {"mean_step_ms": ...} over the steps after the first (bench/datapath_bench.py)
 """
 import argparse
@@ -68,6 +71,18 @@ def slow_loader(ms: float):  # type: ignore[no-untyped-def]
     return load
 
 
+def bursty_loader(every: int, ms: float):  # type: ignore[no-untyped-def]
+    reads = [0]  # per process: each worker counts its own reads
+
+    def load(path: str):  # type: ignore[no-untyped-def]
+        reads[0] += 1
+        if reads[0] % every == 0:
+            time.sleep(ms / 1000.0)  # now and then a read pays for a whole shard
+        with open(path, "rb") as f:
+            return Image.open(f).convert("RGB")
+    return load
+
+
 def slow_start(s: float):  # type: ignore[no-untyped-def]
     def init(worker_id: int) -> None:
         time.sleep(s)
@@ -86,6 +101,9 @@ def main() -> None:
     p.add_argument("--worker-start", type=float, default=0.0)
     p.add_argument("--slow-transform", default="")
     p.add_argument("--slow-read", default="")
+    p.add_argument("--burst", default="")
+    p.add_argument("--width", type=int, default=16)
+    p.add_argument("--prefetch", type=int, default=0)
     p.add_argument("--report", action="store_true")
     a = p.parse_args()
 
@@ -104,15 +122,20 @@ def main() -> None:
         steps.insert(2, Sleep(slow_ms))
     read_rank, read_ms = parse_rank_ms(a.slow_read)
     kw = {"loader": slow_loader(read_ms)} if rank == read_rank else {}
+    if a.burst and int(a.burst.split(":")[0]) == rank:
+        _, every, ms = a.burst.split(":")
+        kw = {"loader": bursty_loader(int(every), float(ms))}
     ds = datasets.ImageFolder(root, transform=transforms.Compose(steps), **kw)
     sampler = DistributedSampler(ds, shuffle=True, seed=0)
     loader = DataLoader(ds, batch_size=a.batch_size, sampler=sampler, num_workers=a.workers,
                         persistent_workers=a.workers > 0 and not a.no_persistent,
-                        worker_init_fn=slow_start(a.worker_start) if a.worker_start > 0 else None)
+                        worker_init_fn=slow_start(a.worker_start) if a.worker_start > 0 else None,
+                        **({"prefetch_factor": a.prefetch} if a.prefetch > 0 else {}))
 
-    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(32, 4))
+    c = a.width
+    model = nn.Sequential(nn.Conv2d(3, c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(c, 2 * c, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(2 * c, 4))
     model = DDP(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     steps_ms = []

@@ -42,6 +42,8 @@ struct RankKnobs {
   int64_t clock_offset_ns = 0;  // rank-0 time = local time + offset
   double late_ms = 0;           // extra forward time on every `late_every`-th step (a peer arriving late now and then)
   int late_every = 0;
+  double burst_ms = 0;  // extra disk_read of every `burst_every`-th batch (a shard opened, a cold cache)
+  int burst_every = 0;
   // With Sim::cores: the share of every working span's wall (not wait_data, wait_comm) its thread spent runnable,
   // waiting for a core, on the training thread and on the loader's workers; the rest it was on one. -1: the kernel
   // said no wait (CPU time only).
@@ -163,7 +165,8 @@ inline void simulate(const Sim& sim, const std::string& dir) {
       uint8_t lane = static_cast<uint8_t>(kLoader0 + wk);
       uint32_t dst = static_cast<uint32_t>(j / sim.accum);
       uint8_t micro = static_cast<uint8_t>(j % sim.accum);  // the micro-step it feeds, as the runtime's loader records
-      int64_t a = s, b = a + jit(k.disk_read);
+      const bool burst = k.burst_every > 0 && (j + 1) % k.burst_every == 0;
+      int64_t a = s, b = a + jit(k.disk_read + (burst ? k.burst_ms : 0));
       w[r].span(lane, ddp::Stage::disk_read, a, b, dst, micro, j, 1 << 20);
       a = b, b = a + jit(k.transform);
       w[r].span(lane, ddp::Stage::transform, a, b, dst, micro, j);
