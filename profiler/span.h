@@ -16,7 +16,7 @@ class Span {
   explicit Span(Stage stage, const StepContext* ctx = nullptr) : stage_(stage), ctx_(ctx) {
     if (recording()) {
       t0_ = ticks();
-      cpu0_ = cpu_mark();  // inside the wall interval: CPU and wait never exceed it
+      cpu0_ = cpu_mark(t0_);
       nvtx_push(stage);
     }
   }
@@ -30,8 +30,8 @@ class Span {
   // Ends the span before scope exit.
   void end() {
     if (t0_) {
-      const CpuMark cpu1 = cpu_mark();
       const uint64_t t1 = ticks();
+      const CpuMark cpu1 = cpu_mark(t1);  // each mark just after its end's tick: the split stays inside the wall
       record_span_cpu(stage_, t0_, t1, value_, bucket_, item_, ctx_, cpu1.cpu_ns - cpu0_.cpu_ns,
                       cpu1.wait_ns < 0 || cpu0_.wait_ns < 0 ? -1 : cpu1.wait_ns - cpu0_.wait_ns);
       nvtx_pop();

@@ -33,15 +33,20 @@ struct SchedStat {
 };
 
 thread_local SchedStat t_schedstat;
+thread_local uint64_t t_last_ticks = 0;
+thread_local CpuMark t_last;
 
 }  // namespace
 
-CpuMark cpu_mark() {
+CpuMark cpu_mark(uint64_t now) {
+  if (t_last_ticks != 0 && now >= t_last_ticks && now - t_last_ticks <= kCpuMarkReuseTicks) return t_last;
   CpuMark m;
   timespec ts;
   if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
     m.cpu_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
   m.wait_ns = t_schedstat.run_delay_ns();
+  t_last_ticks = now;
+  t_last = m;
   return m;
 }
 

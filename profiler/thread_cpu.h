@@ -15,8 +15,16 @@ struct CpuMark {
   int64_t wait_ns = -1;  // -1: not known (no schedstat)
 };
 
-// Now, for the calling thread. Keeps one file descriptor per thread open (closed when the thread ends).
-CpuMark cpu_mark();
+// A mark asked for within this many ticks (ticks(), profiler/clock.h: ns, or TSC cycles at >= 1 GHz, so at most 4 us)
+// after the calling thread's previous one is that one again. Adjacent spans share a boundary (one ends, the next
+// starts, or a span opens inside one that just opened) tens of ns apart, and a read costs ~0.5 us: our default step's
+// spans cost 1.3 us each with two reads apiece, its recording 1.07x the step; what the reuse misplaces is at most
+// this much of a thread's CPU, between two spans that touch.
+inline constexpr uint64_t kCpuMarkReuseTicks = 4000;
+
+// The calling thread's mark at `now` (its ticks()). Keeps one file descriptor per thread open (closed when the thread
+// ends).
+CpuMark cpu_mark(uint64_t now);
 
 // Whether this kernel reports run-queue waits (read once).
 bool run_queue_wait_known();
