@@ -3,8 +3,9 @@ num_workers=0): the dataset's transform / transforms / target_transform callable
 holds them) and the loader's collate_fn are wrapped, the fetcher's fetch collects their intervals, and emit_fetch
 turns one fetch into spans: each `transform`, the `collate` less its nested transforms, and the rest as `disk_read`
 (file reads, decoding: whatever is not a transform); a Compose's steps are timed by class (in_progress.steps). Where
-the spans go is the process's `in_progress.sink`. Each interval's ends are moments (thread_cpu.moment): every span of
-a fetch carries its CPU split, the gaps between the timed calls (the reads) too, as their ends are the calls'.
+the spans go is the process's `in_progress.sink`. The fetch's ends are moments (thread_cpu.moment), the timed calls'
+are CPU moments (thread_cpu.cpu_moment, no schedstat read): every span of a fetch carries its CPU time, the gaps
+between the timed calls (the reads) too, as their ends are the calls', and its share of the fetch's wait for a core.
 
 Part = (stage, start moment, end moment)."""
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .thread_cpu import Moment
 
 _now = time.monotonic_ns
 _moment = thread_cpu.moment
+_cpu_moment = thread_cpu.cpu_moment
 Part = Tuple[str, Moment, Moment]
 _TRANSFORM_ATTRS = ("transform", "transforms", "target_transform")
 
@@ -48,11 +50,11 @@ class _TimedTransform:
         if f.parts is None or f.depth:
             return self.fn(*args, **kwargs)
         f.depth += 1
-        m0 = _moment()
+        m0 = _cpu_moment()
         try:
             return self.fn(*args, **kwargs)
         finally:
-            f.parts.append((self.stage, m0, _moment()))
+            f.parts.append((self.stage, m0, _cpu_moment()))
             f.depth -= 1
 
     def __getattr__(self, name: str) -> Any:  # Compose's .transforms, a user's attributes
@@ -169,13 +171,19 @@ def _subtract(t0: int, t1: int, holes: List[Tuple[int, int]]) -> List[Tuple[int,
 def emit_fetch(log: events.EventLog, lane: int, start: Moment, end: Moment, parts: List[Part], item: int, epoch: int,
                step: int = 0) -> None:
     """A batch's fetch as spans: each transform, the collate less its nested transforms, and the rest as disk_read;
-    each with its CPU split between the moments at its ends (every end is the fetch's or a timed call's)."""
+    each with its CPU time between the moments at its ends (every end is the fetch's or a timed call's) and its share
+    of the fetch's wait for a core (thread_cpu.apportion_wait: the timed calls' moments read no wait)."""
     at = {start.t: start, end.t: end}
     for _, a, b in parts:
         at[a.t], at[b.t] = a, b
 
+    total = thread_cpu.split(start, end)
+
     def span(stage: str, x: int, y: int) -> Tuple[str, int, int, Optional[Tuple[int, int]]]:
-        return stage, x, y, thread_cpu.split(at[x], at[y])
+        s = thread_cpu.split(at[x], at[y])
+        if s is not None and s[1] < 0:  # its ends are the timed calls' (cpu_moment): its share of the fetch's wait
+            s = (s[0], thread_cpu.apportion_wait(total, s[0]))
+        return stage, x, y, s
 
     parts.sort(key=lambda p: p[1].t)
     transforms = [(a.t, b.t) for s, a, b in parts if s == "transform"]

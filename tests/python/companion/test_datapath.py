@@ -66,6 +66,24 @@ def test_a_fetch_is_split_without_overlap(tmp_path):
         assert split["value"] == wall // 2 and split["item"] == (wall // 4 + 500) // 1000
 
 
+def test_the_timed_calls_share_the_fetchs_wait_by_their_cpu(tmp_path):
+    # The fetch's ends read the wait (30 us of it over 90 us); the timed calls' moments do not (wait -1): a transform
+    # that ran 8 us of the fetch's 40 us of CPU gets 6 us, a read that slept (no CPU) none.
+    cpu = {10: 0, 20: 0, 30: 8, 40: 8, 60: 30, 100: 40}
+
+    def at(us, wait=-1):
+        return thread_cpu.Moment(us * 1000, cpu[us] * 1000, wait, (1, 1))
+
+    log = events.EventLog(str(tmp_path), 0, "main")
+    parts = [("transform", at(20), at(30)), ("transform", at(40), at(60))]
+    fetch_spans.emit_fetch(log, 0, at(10, 0), at(100, 30000), parts, item=0, epoch=0)
+    log.close()
+    evs = read_events(os.path.join(str(tmp_path), layout.datapath_events_file(0, os.getpid())))
+    waits = {(STAGE_NAME[s["stage"]], s["t0"] // 1000): (c["value"] // 1000, c["item"]) for s, c in zip(evs[::2], evs[1::2])}
+    assert waits == {("disk_read", 10): (0, 0), ("transform", 20): (8, 6), ("disk_read", 30): (0, 0),
+                     ("transform", 40): (22, 17), ("disk_read", 60): (10, 8)}
+
+
 def test_a_split_across_threads_is_not_known_and_a_wait_may_be_unknown():
     a = thread_cpu.Moment(0, 0, 0, (1, 1))
     assert thread_cpu.split(a, thread_cpu.Moment(10, 5, 2, (1, 2))) is None
