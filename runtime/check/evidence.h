@@ -134,7 +134,8 @@ struct CheckpointContents {
 };
 struct CheckpointEvidence {
   std::vector<CheckpointContents> files;  // per rank or per save; the first failing one is the verdict
-  std::string none;                       // when there is no checkpoint: why (the verdict's text)
+  std::string none;                       // when there is no checkpoint: what the job did not do (a warning's
+                                          // text; empty: a job that must save one, and its missing save a fail)
   std::string failure;                    // a save's log or files do not read (damaged, against the table): what
 };
 

@@ -84,7 +84,16 @@ CheckResult judge_checkpoint_file(const CheckpointContents& c) {
 
 CheckResult judge_checkpoint_complete(const CheckpointEvidence& e) {
   if (!e.failure.empty()) return check_result(check_id::kCheckpointComplete, CheckStatus::fail, e.failure);
-  if (e.files.empty()) return check_result(check_id::kCheckpointComplete, CheckStatus::fail, e.none);
+  // No checkpoint is a choice with a risk, not a wrong result (a fail means the job computes or saves something
+  // wrong): a warning that says the risk. Without the reason (`none`) nothing says it was the job's choice.
+  if (e.files.empty() && e.none.empty())
+    return check_result(check_id::kCheckpointComplete, CheckStatus::fail, "no checkpoint was found");
+  if (e.files.empty())
+    return check_result(check_id::kCheckpointComplete, CheckStatus::warn,
+                        e.none +
+                            ": nothing is wrong in what it computes, but a job stopped before its end (a node "
+                            "lost, a time limit) starts again from its first step; to resume, save the model, "
+                            "the optimizer, the scheduler, the sampler's position and the RNG streams");
   CheckResult first;
   for (size_t i = 0; i < e.files.size(); ++i) {
     const CheckpointContents& c = e.files[i];

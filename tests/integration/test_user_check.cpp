@@ -57,10 +57,18 @@ TEST_F(UserCheck, TheSeedJobInPlainPyTorchPassesTheWholeLadder) {
   EXPECT_EQ(m["config"]["args"]["--ckpt"], ckpt);
 }
 
-TEST_F(UserCheck, WithoutResumeArgTheResumeCheckSkipsSayingHowToEnableIt) {
-  Checked c = check("seed_noresume", {"--checks", "checkpoint.resume"},
+// A script that saves no checkpoint (the README's own pip example without --ckpt, PyTorch's DDP tutorial) made a
+// choice with a risk, not a mistake: checkpoint.complete warns with the risk, the resume check skips saying how to
+// enable it, and --check exits 0.
+TEST_F(UserCheck, WithoutACheckpointTheJobIsWarnedAndWithoutResumeArgTheResumeSkips) {
+  Checked c = check("seed_noresume", {"--checks", "checkpoint.complete,checkpoint.resume"},
                     torchrun_cmd(torchrun_, 2, kExamples + "/seed_job.py", {"--epochs", "1"}), torchrun_);
   EXPECT_EQ(c.code, 0) << c.output;
+  EXPECT_EQ(c.status("checkpoint.complete"), "warn") << c.summary("checkpoint.complete");
+  EXPECT_NE(c.summary("checkpoint.complete").find("saved no checkpoint"), std::string::npos)
+      << c.summary("checkpoint.complete");
+  EXPECT_NE(c.summary("checkpoint.complete").find("starts again from its first step"), std::string::npos)
+      << c.summary("checkpoint.complete");
   EXPECT_EQ(c.status("checkpoint.resume"), "skip");
   EXPECT_NE(c.summary("checkpoint.resume").find("--resume-arg"), std::string::npos);
 }

@@ -340,6 +340,18 @@ TEST(CheckpointComplete, ItemsAnEpochBoundaryResumeDoesNotNeedWarnOthersFail) {
   EXPECT_EQ(ddp::judge_checkpoint_complete(e).status, CheckStatus::fail);
 }
 
+// No checkpoint at all: a user's choice (its reason given) warns with the risk; without a reason (a job that must
+// save one) it fails.
+TEST(CheckpointComplete, NoCheckpointWarnsWithItsRiskWhenItWasTheJobsChoice) {
+  ddp::CheckpointEvidence e;
+  e.none = "the job saved no checkpoint";
+  auto r = ddp::judge_checkpoint_complete(e);
+  EXPECT_EQ(r.status, CheckStatus::warn) << r.summary;
+  EXPECT_NE(r.summary.find("starts again from its first step"), std::string::npos) << r.summary;
+  e.none.clear();
+  EXPECT_EQ(ddp::judge_checkpoint_complete(e).status, CheckStatus::fail);
+}
+
 ddp::ConsumedBatch batch(int64_t step, int64_t b, std::vector<int64_t> idx, int64_t sampler_epoch) {
   ddp::ConsumedBatch c;
   c.step = step;
