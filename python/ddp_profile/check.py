@@ -163,7 +163,8 @@ class CheckRecorder(Recorder):
         resume needs."""
         c = self.c
         self.resume_point_due = True
-        copy_rel = layout.companion_save_copy_file(k, c.rank)
+        name = os.path.basename(os.path.normpath(path)) if path is not None else layout.BUFFER_SAVE_NAME
+        copy_rel = layout.companion_save_copy_file(k, c.rank, name)
         copy_to(os.path.join(c.cfg.run, copy_rel))
         items = Items(c.module, c.optimizer, c.scheduler, c.scaler, c.sampler_in_use() is not None)
         loader_len = _len(c.loader_obj)

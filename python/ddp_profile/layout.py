@@ -66,8 +66,14 @@ def reference_meta_file(step: int) -> str:
     return "%s/reference_step%d.json" % (VERIFY_DIR, step)
 
 
-def companion_save_copy_file(save: int, rank: int) -> str:
-    return "checkpoints/save%d/rank%d.pt" % (save, rank)
+BUFFER_SAVE_NAME = "checkpoint.pt"  # the copy's name for a save into a buffer (no path of its own)
+
+
+def companion_save_copy_file(save: int, rank: int, name: str) -> str:
+    """The k-th save's copy keeps the name the script gave it (`name`, its file's or folder's own; checkpoint.pt for a
+    save into a buffer): a script that reads its epoch back from the name (epoch3.pt, accelerate's checkpoint_3/)
+    resumes from the copy as from its own."""
+    return "checkpoints/save%d/rank%d/%s" % (save, rank, name)
 
 
 FLIGHT_RECORDER_REQUEST = "flight_recorder/request"  # the supervisor asks for Flight Recorder dumps (a hang)
@@ -215,7 +221,7 @@ def contract() -> dict:
             "meta": companion_meta_file(3),
             "reference_step": reference_step_file(7),
             "reference_meta": reference_meta_file(7),
-            "save_copy": companion_save_copy_file(2, 3),
+            "save_copy": companion_save_copy_file(2, 3, "epoch1.pt"),
             "kineto_trace": kineto_rank_trace_file(3),
             "flight_recorder_request": FLIGHT_RECORDER_REQUEST,
             "flight_recorder_dump": flight_recorder_dump_file(3),

@@ -66,11 +66,31 @@ const std::vector<CheckEntry>& check_table() {
       {check_id::kRankSync, EvidenceFrom::main_run, kEverySubject, rank_sync},
       {check_id::kMemory, EvidenceFrom::main_run, kEverySubject, memory},
       {check_id::kNoSync, EvidenceFrom::main_run, kEverySubject, no_sync},
-      {check_id::kCheckpointComplete, EvidenceFrom::main_run, kEverySubject, checkpoint_complete},
+      {check_id::kCheckpointComplete, EvidenceFrom::main_run, kEverySubject, checkpoint_complete,
+       check_id::kCheckpointResume,
+       "the run resumed exactly without them (a resume from another point may still need them)"},
       {check_id::kCheckpointResume, EvidenceFrom::own_runs, kEverySubject, checkpoint_resume},
       {check_id::kFaultsExit, EvidenceFrom::own_runs, kEverySubject, faults_exit},
   };
   return table;
+}
+
+void settle(std::vector<CheckResult>& results) {
+  auto result_of = [&](const char* id) -> const CheckResult* {
+    for (const CheckResult& r : results)
+      if (r.id == id) return &r;
+    return nullptr;
+  };
+  for (const CheckEntry& c : check_table()) {
+    if (!c.settled_by) continue;
+    const CheckResult* by = result_of(c.settled_by);
+    if (!by || by->status != CheckStatus::pass) continue;
+    for (CheckResult& r : results)
+      if (r.id == c.id && r.status == CheckStatus::fail) {
+        r.status = CheckStatus::warn;
+        r.summary += std::string("; but ") + c.settled_by + " passed: " + c.settled_because;
+      }
+  }
 }
 
 std::vector<std::string> check_ids() {

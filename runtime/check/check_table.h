@@ -30,7 +30,15 @@ struct CheckEntry {
   EvidenceFrom evidence;
   unsigned subjects;  // SubjectKind bits
   Judge judge;
+  // A check whose pass in the same ladder settles this one's fail: its evidence is stronger than this check's
+  // (checkpoint.complete lists the keys a resume might need; an exact checkpoint.resume proves what the resume
+  // needs). Such a fail becomes a warn that says so, with `settled_because`; nullptr: none.
+  const char* settled_by = nullptr;
+  const char* settled_because = nullptr;
 };
+
+// `results` (ladder order) with each fail whose entry's settled_by passed made a warn, the reason appended.
+void settle(std::vector<CheckResult>& results);
 
 const std::vector<CheckEntry>& check_table();
 std::vector<std::string> check_ids();

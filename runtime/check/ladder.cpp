@@ -59,6 +59,7 @@ int run_ladder(CheckSubject& subject, const std::vector<std::string>& wanted_ids
     results.push_back(judge_one(c, L));
     std::cout << " " << status_name(results.back().status) << std::endl;
   }
+  settle(results);
   nlohmann::json j = checks_json(results);
   j["run"] = out_dir;
   const nlohmann::json about = subject.describe();

@@ -73,6 +73,22 @@ TEST_F(UserCheck, WithoutACheckpointTheJobIsWarnedAndWithoutResumeArgTheResumeSk
   EXPECT_NE(c.summary("checkpoint.resume").find("--resume-arg"), std::string::npos);
 }
 
+// A correct script whose checkpoint keeps its epoch in its file name, not in the file: checkpoint.complete finds no
+// epoch, step or sampler position in it, but the resume (handed the copy under the script's own name) is exact, and
+// an exact resume settles what a list of keys suspects: a warn, and --check exits 0.
+TEST_F(UserCheck, AnExactResumeSettlesACheckpointThatKeepsItsEpochInItsName) {
+  Checked c = check(
+      "epoch_in_name", {"--checks", "checkpoint.complete,checkpoint.resume", "--resume-arg", "--resume {ckpt}"},
+      torchrun_cmd(torchrun_, 2, kScripts + "/epoch_in_name_job.py", {"--ckpt-dir", fresh_dir("epoch_in_name_ckpt")}),
+      torchrun_);
+  EXPECT_EQ(c.code, 0) << c.output;
+  EXPECT_EQ(c.status("checkpoint.resume"), "pass") << c.summary("checkpoint.resume");
+  EXPECT_EQ(c.status("checkpoint.complete"), "warn") << c.summary("checkpoint.complete");
+  EXPECT_NE(c.summary("checkpoint.complete").find("epoch"), std::string::npos) << c.summary("checkpoint.complete");
+  EXPECT_NE(c.summary("checkpoint.complete").find("but checkpoint.resume passed"), std::string::npos)
+      << c.summary("checkpoint.complete");
+}
+
 TEST_F(UserCheck, ADifferentModelOptimizerSchedulerAndLossPasses) {
   Checked c =
       check("conv_ok",

@@ -65,7 +65,7 @@ TEST(CompanionContract, TheRunFolderNamesAreTheCppOwners) {
   EXPECT_EQ(f["meta"], ddp::companion_meta_file(3));
   EXPECT_EQ(f["reference_step"], ddp::reference_step_file(7));
   EXPECT_EQ(f["reference_meta"], ddp::reference_meta_file(7));
-  EXPECT_EQ(f["save_copy"], ddp::companion_save_copy_file(2, 3));
+  EXPECT_EQ(f["save_copy"], ddp::companion_save_copy_file(2, 3, "epoch1.pt"));
   EXPECT_EQ(f["kineto_trace"], ddp::kineto_rank_trace_file(3));
   EXPECT_EQ(f["flight_recorder_request"], ddp::kFlightRecorderRequest);
   EXPECT_EQ(f["flight_recorder_dump"], ddp::flight_recorder_dump_file(3));

@@ -34,8 +34,8 @@ bool is_verify_log_file(const std::string& name, const char* kind, int* rank) {
   return !rank || parse_int(m[1].str().c_str(), *rank);
 }
 std::string companion_meta_file(int rank) { return std::string(kVerifyDir) + "/" + rank_name(rank) + ".meta.json"; }
-std::string companion_save_copy_file(int save, int rank) {
-  return "checkpoints/save" + std::to_string(save) + "/" + rank_name(rank) + ".pt";
+std::string companion_save_copy_file(int save, int rank, const std::string& name) {
+  return "checkpoints/save" + std::to_string(save) + "/" + rank_name(rank) + "/" + name;
 }
 std::string reference_step_file(int64_t step) {
   return std::string(kVerifyDir) + "/reference_step" + std::to_string(step) + ".safetensors";

@@ -53,8 +53,9 @@ std::string reference_step_file(int64_t step);
 std::string reference_meta_file(int64_t step);  // verify/reference_step<S>.json: its layer kinds and batch sizes
 inline const char* kLaunchLogFile = "logs/launch.log";  // a user's launch command's combined output
 inline const char* kCompanionDir = "companion";  // the companion ddp_profile put first on a user's job's PYTHONPATH
-std::string companion_save_copy_file(int save, int rank);  // checkpoints/save<k>/rank<R>.pt: a script's k-th save
-std::string verify_step_file(int rank, int64_t step);      // verify/rank<R>_step<S>.pt: our job's (LibTorch's pickler)
+// checkpoints/save<k>/rank<R>/<name>: a script's k-th save, under the name it gave it (a resume may read it back)
+std::string companion_save_copy_file(int save, int rank, const std::string& name);
+std::string verify_step_file(int rank, int64_t step);  // verify/rank<R>_step<S>.pt: our job's (LibTorch's pickler)
 // verify/rank<R>_step<S>.safetensors: a user's rank's, written by the companion (traces/base/safetensors.h)
 std::string companion_verify_step_file(int rank, int64_t step);
 bool is_verify_step_file(const std::string& name, int* rank = nullptr, int64_t* step = nullptr);

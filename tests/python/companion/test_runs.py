@@ -120,9 +120,9 @@ def test_collectives_and_checkpoints(check_run):
     c = lines(v / "rank0.collectives.jsonl")
     assert len(c) == 79 and all(x["collectives"] == 1 and x["bytes"] > 0 for x in c)
     ck = lines(v / "rank0.checkpoints.jsonl")
-    assert len(ck) == 1 and ck[0]["index"] == 1 and ck[0]["copy"] == "checkpoints/save1/rank0.pt"
+    assert len(ck) == 1 and ck[0]["index"] == 1 and ck[0]["copy"] == "checkpoints/save1/rank0/user_ckpt.pt"
     assert set(ck[0]["found"]) >= set(ck[0]["expected"])
-    assert (check_run / "checkpoints" / "save1" / "rank0.pt").exists()
+    assert (check_run / "checkpoints" / "save1" / "rank0" / "user_ckpt.pt").exists()  # under the script's own name
     assert (v / "rank1.checkpoints.jsonl").read_text() == ""  # only rank 0 saves in seed_job
 
 
@@ -192,7 +192,7 @@ def test_hold_after_save(tmp_path):
             time.sleep(0.2)
         time.sleep(2)
         assert p.poll() is None, "the job should hold after its first save"
-        assert len(lines(ck)) == 1 and (tmp_path / "checkpoints" / "save1" / "rank0.pt").exists()
+        assert len(lines(ck)) == 1 and (tmp_path / "checkpoints" / "save1" / "rank0" / "ck.pt").exists()
         assert (tmp_path / "ck.pt").exists()
         assert heartbeat.read(str(tmp_path / "progress" / "rank0.bin"))["stage"] == heartbeat.CHECKPOINT
     finally:  # torchrun starts its workers in sessions of their own: end them by the pids in their heartbeats
