@@ -63,62 +63,96 @@ std::optional<ReplayEdit> edit_for_traces(const ReplayEdit& e, const std::vector
   return on_traces;
 }
 
-ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
-                    const std::vector<ReplayEdit>& edits, bool keep_trace, const std::vector<HostCores>& hosts) {
+// The run made ready: its chains, the plan as measured, the transfer model, each host's load as measured, and the
+// replay as measured.
+struct RunReplay::Prepared {
+  Prepared(const std::vector<RankData>& d, const std::vector<uint32_t>& c, const std::vector<HostCores>& h)
+      : data(d), common(c), hosts(h) {}
+  const std::vector<RankData>& data;
+  const std::vector<uint32_t>& common;
+  const std::vector<HostCores> hosts;  // a copy: a few hosts
+  std::vector<Chain> chains;
+  Plan measured;
+  CommModel model;
+  int world = 0;
+  Timeline fit;
+  std::vector<HostLoad> loads;  // per host
+};
+
+RunReplay::RunReplay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
+                     const std::vector<HostCores>& hosts)
+    : run_(std::make_unique<Prepared>(data, common, hosts)) {
+  if (data.empty() || common.empty()) return;
+  Prepared& p = *run_;
+  p.chains = build_chains(data, common);
+  p.measured = measured_plan(p.chains);
+  p.model = fit_comm(p.measured);
+  p.world =
+      std::max(static_cast<int>(data.size()), data.front().trace ? static_cast<int>(data.front().trace->world) : 0);
+  p.fit = run_chains(p.chains, p.measured);
+  for (const HostCores& h : p.hosts) p.loads.push_back(measured_load(h, p.chains, p.measured));
+}
+
+RunReplay::~RunReplay() = default;
+
+// With edits, the edited replay: the chains with their micro-steps repeated (accum=K) or as they are, the plan the
+// edits change, each host's waits for a core as they leave them, run; "" or why the run cannot take the edits. Sets
+// `res`'s stretch after the edits and its predicted traces (with `predicted`); `bound_ns` the least step the hosts'
+// cores allow (why in res.saturated).
+std::string RunReplay::edited(const std::vector<ReplayEdit>& edits, PredictedRun* predicted, Timeline& out,
+                              ReplayResult& res, double& bound_ns) const {
+  const Prepared& p = *run_;
+  std::vector<Chain> accumulated;  // the chains with their micro-steps repeated, when an edit asks for it
+  bool repeated = false;
+  for (const ReplayEdit& e : edits)
+    if (e.kind == ReplayEdit::Kind::accumulate && e.value > 1) {
+      if (!repeated) accumulated = p.chains, repeated = true;
+      if (std::string err = accumulate(accumulated, static_cast<int>(e.value)); !err.empty()) return err;
+    }
+  const std::vector<Chain>& chains = repeated ? accumulated : p.chains;
+  Plan plan = measured_plan(chains);
+  if (std::string err = edit_plan(plan, chains, edits, p.model, p.world); !err.empty()) return err;
+  const double cores = edited_cores(edits);
+  if (cores > 0 && p.hosts.empty())
+    return "cores=N needs the ranks' cores and their spans' waits for one: a run recorded by this version (its "
+           "manifest's ranks[].cpu and each span's CPU split)";
+  res.stretch_after = apply_contention(plan, chains, p.loads, p.hosts, cores);
+  out = run_chains(chains, plan, predicted);
+  const HostBound bound = host_bound(p.hosts, chains, plan, static_cast<double>(p.common.size()), cores);
+  bound_ns = bound.ns;
+  res.saturated = bound.why;
+  if (predicted) res.predicted = predicted->finish(chains, plan, out);
+  return {};
+}
+
+ReplayResult RunReplay::replay(const std::vector<ReplayEdit>& edits, bool keep_trace) const {
+  const Prepared& p = *run_;
+  const std::vector<RankData>& data = p.data;
   ReplayResult res;
-  if (data.empty() || common.empty()) {
+  if (data.empty() || p.common.empty()) {
     res.error = "no steps in common to replay";
     return res;
   }
-  const std::vector<Chain> chains = build_chains(data, common);
-  const Plan measured = measured_plan(chains);
-  const CommModel model = fit_comm(measured);
-  const int world =
-      std::max(static_cast<int>(data.size()), data.front().trace ? static_cast<int>(data.front().trace->world) : 0);
-  res.comm_fixed_ms = ms(model.fixed_ns);
-  res.comm_bus_bytes_per_s = model.ns_per_byte > 0 ? ring_factor(world) * 1e9 / model.ns_per_byte : 0;
-  const Timeline fit = run_chains(chains, measured);
-  std::vector<HostLoad> loads;
-  for (const HostCores& h : hosts) {
-    loads.push_back(measured_load(h, chains, measured));
-    res.stretch_measured.push_back(loads.back().stretch());
-  }
+  res.comm_fixed_ms = ms(p.model.fixed_ns);
+  res.comm_bus_bytes_per_s = p.model.ns_per_byte > 0 ? ring_factor(p.world) * 1e9 / p.model.ns_per_byte : 0;
+  for (const HostLoad& l : p.loads) res.stretch_measured.push_back(l.stretch());
   res.stretch_after = res.stretch_measured;
   // The predicted run's traces come from the replay that predicts: the edited one, or the fit run again with them.
   std::optional<PredictedRun> predicted;
-  if (keep_trace) predicted.emplace(data, world);
+  if (keep_trace) predicted.emplace(data, p.world);
   Timeline edited_run;
+  const Timeline& fit = p.fit;
   const Timeline* what_if = &fit;
-  HostBound bound;
+  double bound_ns = 0;
   if (!edits.empty()) {
-    std::vector<Chain> accumulated;  // the chains with their micro-steps repeated, when an edit asks for it
-    bool repeated = false;
-    for (const ReplayEdit& e : edits)
-      if (e.kind == ReplayEdit::Kind::accumulate && e.value > 1) {
-        if (!repeated) accumulated = chains, repeated = true;
-        res.error = accumulate(accumulated, static_cast<int>(e.value));
-      }
+    res.error = edited(edits, predicted ? &*predicted : nullptr, edited_run, res, bound_ns);
     if (!res.error.empty()) return res;
-    const std::vector<Chain>& edited_chains = repeated ? accumulated : chains;
-    Plan edited = measured_plan(edited_chains);
-    res.error = edit_plan(edited, edited_chains, edits, model, world);
-    if (!res.error.empty()) return res;
-    const double cores = edited_cores(edits);
-    if (cores > 0 && hosts.empty()) {
-      res.error =
-          "cores=N needs the ranks' cores and their spans' waits for one: a run recorded by this version (its "
-          "manifest's ranks[].cpu and each span's CPU split)";
-      return res;
-    }
-    res.stretch_after = apply_contention(edited, edited_chains, loads, hosts, cores);
-    edited_run = run_chains(edited_chains, edited, predicted ? &*predicted : nullptr);
     what_if = &edited_run;
-    bound = host_bound(hosts, edited_chains, edited, static_cast<double>(common.size()), cores);
-    if (predicted) res.predicted = predicted->finish(edited_chains, edited, edited_run);
   } else if (predicted) {
-    const Timeline again = run_chains(chains, measured, &*predicted);
-    res.predicted = predicted->finish(chains, measured, again);
+    const Timeline again = run_chains(p.chains, p.measured, &*predicted);
+    res.predicted = predicted->finish(p.chains, p.measured, again);
   }
+  const std::vector<uint32_t>& common = p.common;
   std::vector<double> errors;
   double replayed_sum = 0, measured_sum = 0, fit_sum = 0;
   for (uint32_t s : common) {
@@ -152,15 +186,20 @@ ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_
   res.stage_ms = per_stage_ms(*what_if, rank_steps);
   res.fit_stage_ms = per_stage_ms(fit, rank_steps);
   res.step_ms = ms(replayed_sum / static_cast<double>(errors.size()));
-  if (ms(bound.ns) > res.step_ms) {  // the cores cannot run the edited work faster than this
-    res.step_ms = ms(bound.ns);
-    res.saturated = bound.why;
-  }
+  if (ms(bound_ns) > res.step_ms)  // the cores cannot run the edited work faster than this
+    res.step_ms = ms(bound_ns);
+  else
+    res.saturated.clear();
   res.measured_ms = ms(measured_sum / static_cast<double>(errors.size()));
   res.fit_ms = ms(fit_sum / static_cast<double>(errors.size()));
   res.error_mean = mean(errors);
   res.error_p90 = covering_percentile(errors, 0.9);
   return res;
+}
+
+ReplayResult replay(const std::vector<RankData>& data, const std::vector<uint32_t>& common,
+                    const std::vector<ReplayEdit>& edits, bool keep_trace, const std::vector<HostCores>& hosts) {
+  return RunReplay(data, common, hosts).replay(edits, keep_trace);
 }
 
 }  // namespace ddp
