@@ -18,6 +18,7 @@ struct RankCursor {
   bool left = false;  // an op is left
   size_t batch = 0;   // the first batch whose op is not behind
   size_t launch = 0;  // the first of Replayer::by_op_'s launches whose op is not behind
+  size_t last = 0;    // the first of Replayer::last_launches_ whose op is not behind
   size_t index() const { return ops.first() + at; }
   const Op& op() const { return ops.ops()[at]; }
   void pass() {
@@ -40,6 +41,7 @@ class Replayer {
   int64_t fetch_end(size_t r, size_t bi);
   void launched(size_t r, const Op& o, size_t op, int64_t begin, int64_t dur);
   bool sync_ready(uint64_t sync) const;
+  void pass(size_t r);
   int64_t comm_done(size_t r, uint64_t sync);
   void advance(size_t r);
   void force_one();
@@ -53,8 +55,12 @@ class Replayer {
   std::vector<int64_t> t_;                  // per rank: its replayed time
   std::vector<std::vector<size_t>> by_op_;  // per rank: its launches in the order of their ops
   std::vector<std::unordered_map<uint64_t, std::vector<size_t>>> of_sync_;  // sync -> its launches, in order
-  // Per sync: (rank, op of its latest launch); per bucket: the latest replayed launch over the ranks so far.
-  std::unordered_map<uint64_t, std::vector<std::pair<size_t, size_t>>> last_launch_op_;
+  // Per rank: the op of its latest launch in each sync, (op, sync) by op; per sync: the ranks not past that op yet.
+  // A sync is ready once every rank launched all of its buckets: counted as the ranks pass those ops, not asked of
+  // every rank at every wait (at 1024 ranks that scan was most of the run).
+  std::vector<std::vector<std::pair<size_t, uint64_t>>> last_launches_;
+  std::unordered_map<uint64_t, size_t> unlaunched_;
+  // Per bucket: the latest replayed launch over the ranks so far.
   std::unordered_map<uint64_t, int64_t> replayed_latest_;
   std::vector<std::vector<int64_t>> fetched_, taken_;  // per batch: replayed fetch end, replayed take
   std::vector<int64_t> pass_began_;                    // per rank: when the pass of the batch it takes next began
@@ -84,6 +90,7 @@ Replayer::Replayer(const std::vector<Chain>& chains, const Plan& p, PredictedRun
 void Replayer::index_launches() {
   by_op_.resize(ranks_);
   of_sync_.resize(ranks_);
+  last_launches_.resize(ranks_);
   for (size_t r = 0; r < ranks_; ++r) {
     std::unordered_map<uint64_t, size_t> latest;
     for (size_t li = 0; li < plan_.launches[r].size(); ++li) {
@@ -95,7 +102,11 @@ void Replayer::index_launches() {
     }
     const std::vector<Launch>& ls = plan_.launches[r];
     std::stable_sort(by_op_[r].begin(), by_op_[r].end(), [&](size_t a, size_t b) { return ls[a].op < ls[b].op; });
-    for (const auto& [sync, op] : latest) last_launch_op_[sync].push_back({r, op});
+    for (const auto& [sync, op] : latest) {
+      last_launches_[r].push_back({op, sync});
+      ++unlaunched_[sync];
+    }
+    std::sort(last_launches_[r].begin(), last_launches_[r].end());
   }
 }
 
@@ -134,11 +145,18 @@ void Replayer::launched(size_t r, const Op& o, size_t op, int64_t begin, int64_t
 }
 
 bool Replayer::sync_ready(uint64_t sync) const {
-  auto it = last_launch_op_.find(sync);
-  if (it == last_launch_op_.end()) return true;
-  for (const auto& [r, op] : it->second)
-    if (cursors_[r].left && cursors_[r].index() <= op) return false;
-  return true;
+  auto it = unlaunched_.find(sync);
+  return it == unlaunched_.end() || it->second == 0;
+}
+
+// Rank `r` passes its op: each sync whose last launch on this rank was in an op now behind it has one rank fewer to
+// wait for (a rank with no op left has passed them all).
+void Replayer::pass(size_t r) {
+  RankCursor& c = cursors_[r];
+  c.pass();
+  const size_t at = c.left ? c.index() : SIZE_MAX;
+  const std::vector<std::pair<size_t, uint64_t>>& ls = last_launches_[r];
+  for (; c.last < ls.size() && ls[c.last].first < at; ++c.last) --unlaunched_[ls[c.last].second];
 }
 
 // The sync's buckets one after another, each once every rank launched it and the one before is done.
@@ -191,7 +209,7 @@ void Replayer::advance(size_t r) {
   if (in_step_[r]) tl_.stage_ns[o.other ? 256 : static_cast<size_t>(o.stage)] += static_cast<double>(t_[r] - before);
   if (predicted_) predicted_->op(r, o, before, t_[r]);
   launched(r, o, i, before, dur);
-  cursors_[r].pass();
+  pass(r);
 }
 
 // Every rank waits on a sync another never reaches (a trace cut short): the first blocked wait passes as measured, so
@@ -204,7 +222,7 @@ void Replayer::force_one() {
       t_[r] += o.dur();
       if (predicted_) predicted_->op(r, o, before, t_[r]);
       ++tl_.forced;
-      cursors_[r].pass();
+      pass(r);
       return;
     }
 }
