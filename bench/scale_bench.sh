@@ -3,12 +3,17 @@
 # by bench/replicate_ranks.py), in one run: --analyze's time and peak RSS; the same traces digested (--digest, as
 # each node would) and --analyze of the digests; the viewer's load (timeline, then its stalls panel), its peak RSS and
 # its frame time (p90 over --frames static frames with every rank collapsed) under xvfb-run. Prints the ratios the
-# issue sets: viewer load <= 2x --analyze, frame p90 <= 16 ms, digests analysed in < 1 s.
+# issue sets: viewer load <= 2x --analyze, frame p90 <= 16 ms, digests analysed in < 1 s; and at 1024 ranks (issue
+# 51) --analyze in <= 5 s and <= 150 MB of peak RSS, each as measured/target.
 #
 #   bash bench/scale_bench.sh /tmp/scale/r64 /tmp/scale/r256 /tmp/scale/r1024
+#   DDP_BUILD=build-lite bash bench/scale_bench.sh ...   (another build folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exe=build/runtime/ddp_profile viewer=build/viewer/ddp_viewer
+build=${DDP_BUILD:-build}
+exe=$build/runtime/ddp_profile viewer=$build/viewer/ddp_viewer
+analyze_s_target=5 analyze_mb_target=150  # at 1024 ranks
+targets=""
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 timed() {  # timed LOG CMD...: runs CMD, its output in LOG; prints "<seconds> <peak RSS MB>"
@@ -36,5 +41,11 @@ for dir in "$@"; do
       -v an="${ana_ms:-$load_ms}" -v vm="$v_mb" -v p="$p90" 'BEGIN {
     printf "%-28s %6d %9.2f %9d %9.2f %9.2f %9.2f %9.2f %9d %8.2f %8.2fx\n", d, r, as, am, ds, das, l / 1000, an / 1000,
       vm, p, (l / 1000) / as }'
+  if [ "$ranks" -eq 1024 ]; then
+    targets+=$(awk -v d="$dir" -v as="$a_s" -v am="$a_mb" -v ts="$analyze_s_target" -v tm="$analyze_mb_target" 'BEGIN {
+      printf "--analyze of 1024 ranks (%s): %.2f s / %d s = %.2f, peak RSS %d MB / %d MB = %.2f (measured/target, <= 1: met)\n",
+        d, as, ts, as / ts, am, tm, am / tm }')$'\n'
+  fi
 done
 echo "targets: viewer load <= 2x --analyze (load/ana), frame p90 <= 16 ms, --analyze of 1024 digests < 1 s (dig_an_s)"
+printf "%s" "$targets"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <tuple>
+#include <utility>
 
 #include "traces/analysis/analysis_attribution.h"
 #include "traces/replay/replay.h"
@@ -14,7 +15,7 @@
 namespace ddp::analysis_detail {
 namespace {
 
-// Causes given a prediction: the ones a user reads first (each costs two replays of the run).
+// Causes given a prediction: the ones a user reads first (each costs one replay of the run: the fit is shared).
 constexpr size_t kWhatIfCauses = 5;
 
 // The edit that removes a cause: its rank's stage as on the median rank; none for a cause of no single rank, or of a
@@ -45,8 +46,7 @@ double enough_cores(const std::vector<HostCpu>& hosts) {
 // add up what every thread waited, but the step on enough cores still waits for whatever else holds it (a loader
 // slow on any cores). Its loss is cut to the replay's gain with the cores every saturated host needs (cores=N), said
 // in its evidence; a cause that buys nothing is dropped.
-void price_the_cores(Analysis& a, const ReplayResult& fit, const std::vector<RankData>& data,
-                     const std::vector<uint32_t>& common, const std::vector<HostCores>& hosts) {
+void price_the_cores(Analysis& a, const ReplayResult& fit, const RunReplay& run) {
   const double cores = enough_cores(a.cpu);
   auto it = std::find_if(a.causes.begin(), a.causes.end(),
                          [](const StallCause& c) { return c.rank < 0 && c.stage == kCoresCauseName; });
@@ -54,7 +54,7 @@ void price_the_cores(Analysis& a, const ReplayResult& fit, const std::vector<Ran
   ReplayEdit e;
   e.kind = ReplayEdit::Kind::cores;
   e.value = cores;
-  const ReplayResult r = replay(data, common, {e}, false, hosts);
+  const ReplayResult r = run.replay({e});
   if (!r.ok) return;
   StallCause& c = *it;
   c.what_if_step_ms = r.step_ms;
@@ -74,8 +74,7 @@ void price_the_cores(Analysis& a, const ReplayResult& fit, const std::vector<Ran
 // A burst's cause (loader_burst.h) is priced by the queue that would hide it: the replay with prefetch=K and with
 // workers=N (each alone), said in its evidence; its step without it is the deeper prefetch's, the fix that costs no
 // more processes or cores.
-void price_the_burst(StallCause& c, const std::vector<RankData>& data, const std::vector<uint32_t>& common,
-                     const std::vector<HostCores>& hosts) {
+void price_the_burst(StallCause& c, const RunReplay& run) {
   const nlohmann::json& b = c.evidence["burst"];
   nlohmann::json hidden = nlohmann::json::array();
   for (auto [kind, key, name] : {std::tuple(ReplayEdit::Kind::prefetch, "prefetch_to_hide", "prefetch"),
@@ -83,7 +82,7 @@ void price_the_burst(StallCause& c, const std::vector<RankData>& data, const std
     ReplayEdit e;
     e.kind = kind;
     e.value = b[key].get<double>();
-    const ReplayResult r = replay(data, common, {e}, false, hosts);
+    const ReplayResult r = run.replay({e});
     if (!r.ok) continue;
     hidden.push_back({{"edit", std::string(name) + "=" + std::to_string(b[key].get<int>())}, {"step_ms", r.step_ms}});
     if (kind == ReplayEdit::Kind::prefetch) c.what_if_step_ms = r.step_ms;
@@ -95,8 +94,12 @@ void price_the_burst(StallCause& c, const std::vector<RankData>& data, const std
 
 void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vector<uint32_t>& common,
                  const std::vector<HostCores>& hosts) {
-  ReplayResult fit = replay(data, common);
-  fit.holdout = replay_holdout(data, common);
+  // The held-out halves first, each dropped before the run is made ready (the two are never held at once); then the
+  // fit made once for every replay below (RunReplay).
+  ReplayHoldout holdout = replay_holdout(data, common);
+  const RunReplay run(data, common, hosts);
+  ReplayResult fit = run.replay();
+  fit.holdout = std::move(holdout);
   a.replay.ok = fit.ok;
   if (!fit.ok) {
     a.replay.error = fit.error;
@@ -112,16 +115,16 @@ void add_what_if(Analysis& a, const std::vector<RankData>& data, const std::vect
   a.replay.holdout_steps = fit.holdout.steps;
   a.replay.trusted = trusted(fit);
   a.replay.untrusted_reason = distrust_reason(fit);
-  price_the_cores(a, fit, data, common, hosts);
+  price_the_cores(a, fit, run);
   for (size_t i = 0; i < a.causes.size() && i < kWhatIfCauses; ++i) {
     if (a.causes[i].evidence.contains("burst")) {
-      price_the_burst(a.causes[i], data, common, hosts);
+      price_the_burst(a.causes[i], run);
       continue;
     }
     std::optional<ReplayEdit> e = edit_for(a.causes[i]);
     if (e) e = edit_for_traces(*e, data);
     if (!e) continue;
-    const ReplayResult r = replay(data, common, {*e}, false, hosts);
+    const ReplayResult r = run.replay({*e});
     if (r.ok) a.causes[i].what_if_step_ms = r.step_ms;
   }
 }

@@ -48,57 +48,84 @@ Parts parts_at(int64_t cpu, int64_t wait, int64_t measured, int64_t d) {
   return {static_cast<double>(cpu) * scale, static_cast<double>(std::max<int64_t>(wait, 0)) * scale};
 }
 
-int64_t window_of(const Chain& c) { return c.ops.empty() ? 0 : c.ops.back().t1 - c.ops.front().t0; }
+// One rank's ops and fetches under plan `p`, its ops made a step at a time: their parts added to `sum` (in the order
+// the host's sum takes them: the ops, then the fetches), its window (its first op's start to its last op's end) and
+// its steps.
+struct RankSpan {
+  int64_t window = 0;
+  double steps = 0;
+};
+RankSpan add_rank_parts(const Chain& c, const Plan& p, size_t r, Parts& sum) {
+  RankSpan out;
+  OpStream ops(c);
+  size_t batch = 0;  // the first batch whose op is not behind
+  bool first = true;
+  int64_t t0 = 0, t1 = 0;
+  while (ops.next())
+    for (size_t j = 0; j < ops.ops().size(); ++j) {
+      const Op& o = ops.ops()[j];
+      const size_t i = ops.first() + j;
+      while (batch < c.batches.size() && c.batches[batch].op < i) ++batch;
+      const int64_t taken = batch < c.batches.size() && c.batches[batch].op == i ? static_cast<int64_t>(batch) : -1;
+      const Parts q = parts_at(o.cpu, o.wait, o.dur(), planned_dur(p, r, o, taken));
+      sum.cpu += q.cpu, sum.wait += q.wait;
+      if (first) t0 = o.t0, first = false;
+      t1 = o.t1;
+      out.steps += o.kind == OpKind::step_end;
+    }
+  out.window = first ? 0 : t1 - t0;
+  for (size_t i = 0; i < c.batches.size(); ++i) {
+    const Batch& b = c.batches[i];
+    const Parts q = parts_at(b.cpu, b.wait, spent(b), p.fetch[r][i]);
+    sum.cpu += q.cpu, sum.wait += q.wait;
+  }
+  return out;
+}
 
 // The host's CPU and waits as `p` (a plan of `cs`) has them.
 Parts host_parts(const HostCores& h, const Plan& p, const std::vector<Chain>& cs) {
   Parts sum;
-  for (int r : h.ranks) {
-    const Chain& c = cs[static_cast<size_t>(r)];
-    for (size_t i = 0; i < c.ops.size(); ++i) {
-      const Parts q = parts_at(c.ops[i].cpu, c.ops[i].wait, c.ops[i].dur(), p.dur[r][i]);
-      sum.cpu += q.cpu, sum.wait += q.wait;
-    }
-    for (size_t i = 0; i < c.batches.size(); ++i) {
-      const Batch& b = c.batches[i];
-      const Parts q = parts_at(b.cpu, b.wait, spent(b), p.fetch[r][i]);
-      sum.cpu += q.cpu, sum.wait += q.wait;
-    }
-  }
+  for (int r : h.ranks) add_rank_parts(cs[static_cast<size_t>(r)], p, static_cast<size_t>(r), sum);
   return sum;
 }
 
 }  // namespace
+
+int64_t rewaited(const Rewait& w, int64_t cpu, int64_t wait, int64_t measured, int64_t d) {
+  // In proportion to what it waited, or (a host that waited for no core) its CPU time times the stretch.
+  const Parts q = parts_at(cpu, wait, measured, d);
+  const double now = w.measured > 0 ? q.wait * (w.after / w.measured) : q.cpu * w.after;
+  return d + static_cast<int64_t>(now - q.wait);
+}
 
 double HostLoad::runnable() const {
   if (stretch() > 0) return cores * (1 + stretch());
   return window_ns > 0 ? (cpu_ns + wait_ns) / window_ns : 0;
 }
 
-HostLoad measured_load(const HostCores& h, const std::vector<Chain>& cs) {
+HostLoad measured_load(const HostCores& h, const std::vector<Chain>& cs, const Plan& measured) {
   HostLoad l;
   l.cores = h.cores;
-  const Plan measured = measured_plan(cs);
-  const Parts p = host_parts(h, measured, cs);
-  l.cpu_ns = p.cpu;
-  l.wait_ns = p.wait;
+  Parts sum;
   for (int r : h.ranks) {
-    const Chain& c = cs[static_cast<size_t>(r)];
-    l.window_ns = std::max(l.window_ns, static_cast<double>(window_of(c)));
-    double steps = 0;
-    for (const Op& o : c.ops) steps += o.kind == OpKind::step_end;
-    l.steps = std::max(l.steps, steps);
+    const RankSpan q = add_rank_parts(cs[static_cast<size_t>(r)], measured, static_cast<size_t>(r), sum);
+    l.window_ns = std::max(l.window_ns, static_cast<double>(q.window));
+    l.steps = std::max(l.steps, q.steps);
   }
+  l.cpu_ns = sum.cpu;
+  l.wait_ns = sum.wait;
   return l;
 }
 
 std::vector<double> apply_contention(Plan& edited, const std::vector<Chain>& edited_chains,
-                                     const std::vector<Chain>& measured, const std::vector<HostCores>& hosts,
+                                     const std::vector<HostLoad>& measured, const std::vector<HostCores>& hosts,
                                      double cores) {
   std::vector<double> stretches;
   const std::vector<Chain>& cs = edited_chains;
-  for (const HostCores& h : hosts) {
-    const HostLoad before = measured_load(h, measured);
+  edited.rewait.assign(cs.size(), Rewait{});
+  for (size_t hi = 0; hi < hosts.size(); ++hi) {
+    const HostCores& h = hosts[hi];
+    const HostLoad& before = measured[hi];
     const double c = before.stretch(), m = cores > 0 ? cores : h.cores;
     stretches.push_back(c);
     if (before.window_ns <= 0 || h.cores <= 0) continue;
@@ -111,17 +138,13 @@ std::vector<double> apply_contention(Plan& edited, const std::vector<Chain>& edi
     if (after == c) continue;
     // Each span's wait as the new stretch makes it: in proportion to what it waited, or (a host that waited for no
     // core) its CPU time times the stretch.
-    auto rewait = [&](const Parts& q) { return c > 0 ? q.wait * (after / c) : q.cpu * after; };
+    const Rewait w{true, c, after};
     for (int r : h.ranks) {
       const Chain& ch = cs[static_cast<size_t>(r)];
-      for (size_t i = 0; i < ch.ops.size(); ++i) {
-        const Parts q = parts_at(ch.ops[i].cpu, ch.ops[i].wait, ch.ops[i].dur(), edited.dur[r][i]);
-        edited.dur[r][i] += static_cast<int64_t>(rewait(q) - q.wait);
-      }
+      edited.rewait[static_cast<size_t>(r)] = w;
       for (size_t i = 0; i < ch.batches.size(); ++i) {
         const Batch& b = ch.batches[i];
-        const Parts q = parts_at(b.cpu, b.wait, spent(b), edited.fetch[r][i]);
-        edited.fetch[r][i] += static_cast<int64_t>(rewait(q) - q.wait);
+        edited.fetch[r][i] = rewaited(w, b.cpu, b.wait, spent(b), edited.fetch[r][i]);
       }
     }
   }

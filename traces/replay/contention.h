@@ -34,13 +34,15 @@ struct HostLoad {
   // Runnable threads on average: the cores times (1 + stretch) when they waited, else the work the spans show.
   double runnable() const;
 };
-HostLoad measured_load(const HostCores& h, const std::vector<Chain>& cs);
+// `measured`: the plan of `cs` as measured (measured_plan). Each rank's ops are read as they stream (OpStream).
+HostLoad measured_load(const HostCores& h, const std::vector<Chain>& cs, const Plan& measured);
 
-// `edited` (a plan of `edited_chains`, the run's chains `measured` as the edits made them) with every op's and
-// fetch's wait for a core as the host's load after the edits makes it. Returns the stretch each host ends at.
-// `cores`: each host's cores as an edit sets them (cores=N), 0 for its own.
+// `edited` (a plan of `edited_chains`, the run's chains as the edits made them) with every op's and fetch's wait for a
+// core as the host's load after the edits makes it (`measured`: each host's load as measured_load says it): a fetch's
+// in Plan::fetch, an op's through Plan::rewait as the run reads it (planned_dur). Returns the stretch each host ends
+// at. `cores`: each host's cores as an edit sets them (cores=N), 0 for its own.
 std::vector<double> apply_contention(Plan& edited, const std::vector<Chain>& edited_chains,
-                                     const std::vector<Chain>& measured, const std::vector<HostCores>& hosts,
+                                     const std::vector<HostLoad>& measured, const std::vector<HostCores>& hosts,
                                      double cores);
 
 // The least step the host's cores allow for plan `p` of `cs`: its CPU work a step over its cores, ns (0: no CPU

@@ -30,6 +30,7 @@
 // parameter boundaries).
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,9 +97,33 @@ struct ReplayResult {
 // run's order, which may be a subset of the ranks); nullopt when the run has no such rank. Other edits name no rank.
 std::optional<ReplayEdit> edit_for_traces(const ReplayEdit& e, const std::vector<rank_data::RankData>& data);
 
-// Replays the steps in `common` (every rank has them); with edits, the edited replay (its error fields are the
-// unedited replay's fit).
+namespace replay_graph {
+struct Timeline;
+class PredictedRun;
+}  // namespace replay_graph
+
+// A run made ready for replays of the steps in `common` (every rank has them): its chains, the plan as measured, the
+// hosts' load as measured and the replay as measured (the fit), made once for every edit replayed on it (--analyze
+// replays each top cause's, the cores' and a burst's). `data`, `common` and `hosts` must outlive it.
 // `hosts`: the cores the ranks share (contention.h host_cores); empty, every span's wait for a core stays as measured.
+class RunReplay {
+ public:
+  RunReplay(const std::vector<rank_data::RankData>& data, const std::vector<uint32_t>& common,
+            const std::vector<HostCores>& hosts = {});
+  ~RunReplay();
+  RunReplay(const RunReplay&) = delete;
+  RunReplay& operator=(const RunReplay&) = delete;
+  // The run replayed as measured, or with `edits` (its error fields are then the fit's).
+  ReplayResult replay(const std::vector<ReplayEdit>& edits = {}, bool keep_trace = false) const;
+
+ private:
+  struct Prepared;
+  std::string edited(const std::vector<ReplayEdit>& edits, replay_graph::PredictedRun* predicted,
+                     replay_graph::Timeline& out, ReplayResult& res, double& bound_ns) const;
+  std::unique_ptr<Prepared> run_;
+};
+
+// One replay of the steps in `common`: RunReplay(data, common, hosts).replay(edits, keep_trace).
 ReplayResult replay(const std::vector<rank_data::RankData>& data, const std::vector<uint32_t>& common,
                     const std::vector<ReplayEdit>& edits = {}, bool keep_trace = false,
                     const std::vector<HostCores>& hosts = {});

@@ -9,50 +9,79 @@
 namespace ddp::replay_graph {
 namespace {
 
-// The ops a stage_as_median edit sets: the main thread's work of the edit's stage (or its untracked time). With each
-// batch's loader stages, what editable() (what_if_edits.h) promises has effect.
-bool edits(const Op& o, const ReplayEdit& e) {
-  return o.kind == OpKind::work && (e.other ? o.other : (!o.other && o.stage == e.stage));
+// A rank's stage as on the median rank (stats.h's lower_median: of two ranks, the faster): a loader stage per batch.
+void loader_stage_as_median(Plan& p, const std::vector<Chain>& cs, const ReplayEdit& e) {
+  const size_t R = static_cast<size_t>(e.rank);
+  std::vector<std::unordered_map<uint64_t, int64_t>> spent(cs.size());
+  for (size_t r = 0; r < cs.size(); ++r)
+    for (const Batch& b : cs[r].batches) {
+      auto it = b.stages.find(e.stage);
+      spent[r][b.sync] = it == b.stages.end() ? 0 : it->second;
+    }
+  const Chain& c = cs[R];
+  OpStream ops(c);  // a batch fetched on the main thread: its wait is the fetch, and shorter by the saving
+  bool more = ops.next();
+  for (size_t i = 0; i < c.batches.size(); ++i) {
+    std::vector<double> per_rank;
+    for (const auto& m : spent)
+      per_rank.push_back(m.count(c.batches[i].sync) ? static_cast<double>(m.at(c.batches[i].sync)) : 0.0);
+    const int64_t saving =
+        std::max<int64_t>(0, spent[R][c.batches[i].sync] - static_cast<int64_t>(lower_median(per_rank)));
+    p.fetch[R][i] -= saving;
+    if (p.waits_for[R][i]) continue;
+    while (more && c.batches[i].op >= ops.first() + ops.ops().size()) more = ops.next();
+    if (!more) continue;  // cannot be: every batch's op is one of the chain's
+    const Op& o = ops.ops()[c.batches[i].op - ops.first()];
+    p.take_dur[R][i] = std::max<int64_t>(0, planned_dur(p, R, o, static_cast<int64_t>(i)) - saving);
+  }
+}
+
+// Per step, every rank's time in the ops `e` sets (a main-thread stage, or the untracked time).
+std::vector<std::unordered_map<uint32_t, double>> step_totals(const std::vector<Chain>& cs, const ReplayEdit& e) {
+  std::vector<std::unordered_map<uint32_t, double>> totals(cs.size());
+  for (size_t r = 0; r < cs.size(); ++r) {
+    OpStream ops(cs[r]);
+    while (ops.next())
+      for (const Op& o : ops.ops())
+        if (sets(o, e)) totals[r][o.step] += static_cast<double>(o.dur());
+  }
+  return totals;
+}
+
+// A rank's main-thread stage (or its untracked time) as on the median rank, per step: each of its ops in the stage
+// scaled by the median rank's time in it over its own (Plan::scales). An op whose duration an edit set before (a
+// batch's) takes the scaled one, as the edit that comes later.
+void main_stage_as_median(Plan& p, const std::vector<Chain>& cs, const ReplayEdit& e) {
+  const size_t R = static_cast<size_t>(e.rank);
+  const std::vector<std::unordered_map<uint32_t, double>> totals = step_totals(cs, e);
+  StageScale scale;
+  scale.edit = e;
+  for (const auto& [step, mine] : totals[R]) {
+    std::vector<double> per_rank;
+    for (const auto& t : totals) {
+      auto it = t.find(step);
+      per_rank.push_back(it == t.end() ? 0.0 : it->second);
+    }
+    scale.steps[step] = {lower_median(per_rank), mine};
+  }
+  OpStream ops(cs[R]);
+  while (!cs[R].batches.empty() && ops.next())
+    for (size_t j = 0; j < ops.ops().size(); ++j) {
+      const Op& o = ops.ops()[j];
+      const int64_t batch = batch_taken_at(cs[R], ops.first() + j);
+      if (batch >= 0 && sets(o, e) && totals[R].at(o.step) > 0) p.take_dur[R][static_cast<size_t>(batch)] = kAsMeasured;
+    }
+  p.scales[R].push_back(std::move(scale));
 }
 
 // A rank's stage as on the median rank (stats.h's lower_median: of two ranks, the faster): a loader stage per batch, a
 // main-thread stage (or the untracked time) per step.
 void stage_as_median(Plan& p, const std::vector<Chain>& cs, const ReplayEdit& e) {
   if (e.rank < 0 || e.rank >= static_cast<int>(cs.size())) return;
-  const size_t R = static_cast<size_t>(e.rank);
-  if (!e.other && stage_has(e.stage, kStageLoaderThread)) {
-    std::vector<std::unordered_map<uint64_t, int64_t>> spent(cs.size());
-    for (size_t r = 0; r < cs.size(); ++r)
-      for (const Batch& b : cs[r].batches) {
-        auto it = b.stages.find(e.stage);
-        spent[r][b.sync] = it == b.stages.end() ? 0 : it->second;
-      }
-    const Chain& c = cs[R];
-    for (size_t i = 0; i < c.batches.size(); ++i) {
-      std::vector<double> per_rank;
-      for (const auto& m : spent)
-        per_rank.push_back(m.count(c.batches[i].sync) ? static_cast<double>(m.at(c.batches[i].sync)) : 0.0);
-      const int64_t saving =
-          std::max<int64_t>(0, spent[R][c.batches[i].sync] - static_cast<int64_t>(lower_median(per_rank)));
-      p.fetch[R][i] -= saving;
-      if (!p.waits_for[R][i])  // fetched on the main thread: its wait is the fetch
-        p.dur[R][c.batches[i].op] = std::max<int64_t>(0, p.dur[R][c.batches[i].op] - saving);
-    }
-    return;
-  }
-  std::vector<std::map<uint32_t, double>> totals(cs.size());
-  for (size_t r = 0; r < cs.size(); ++r)
-    for (const Op& o : cs[r].ops)
-      if (edits(o, e)) totals[r][o.step] += static_cast<double>(o.dur());
-  for (size_t i = 0; i < cs[R].ops.size(); ++i) {
-    const Op& o = cs[R].ops[i];
-    if (!edits(o, e)) continue;
-    std::vector<double> per_rank;
-    for (const auto& t : totals) per_rank.push_back(t.count(o.step) ? t.at(o.step) : 0.0);
-    const double mine = totals[R][o.step];
-    if (mine > 0)
-      p.dur[R][i] = static_cast<int64_t>(std::llround(static_cast<double>(o.dur()) * lower_median(per_rank) / mine));
-  }
+  if (!e.other && stage_has(e.stage, kStageLoaderThread))
+    loader_stage_as_median(p, cs, e);
+  else
+    main_stage_as_median(p, cs, e);
 }
 
 // `workers` (or as measured, -1) and `prefetch` (or as measured, -1): batch n on worker n mod workers, after the
@@ -73,7 +102,7 @@ void loader_schedule(Plan& p, const std::vector<Chain>& cs, int workers, int pre
       // a worker's first batch starts with its pass.
       p.idle[r][i] = p.prev[r][i] >= 0 ? std::max<int64_t>(0, b.idle) : 0;
       p.waits_for[r][i] = W > 0;
-      if (W == 0) p.dur[r][b.op] = p.fetch[r][i];
+      if (W == 0) p.take_dur[r][i] = p.fetch[r][i];
       p.origin[r][i] = INT64_MIN;  // only its pass holds it back
     }
   }
@@ -96,7 +125,8 @@ void retime(Plan& p, const CommModel& was, const CommModel& now) {
 // what the transfer model `m` says.
 void rebucket(Plan& p, const std::vector<Chain>& cs, const CommModel& m, double cap) {
   for (size_t r = 0; r < cs.size(); ++r) {
-    const Chain& c = cs[r];
+    if (p.launches[r].empty()) continue;
+    const std::vector<Op> ops = all_ops(cs[r]);  // one rank's, to place the new launches in
     std::vector<Launch> out;
     std::vector<int64_t> transfer;
     for (size_t a = 0; a < p.launches[r].size();) {
@@ -105,10 +135,9 @@ void rebucket(Plan& p, const std::vector<Chain>& cs, const CommModel& m, double 
       std::vector<std::pair<int64_t, double>> ready;  // (time, bytes ready by then)
       std::vector<const Launch*> sorted;
       for (size_t i = a; i < z; ++i) sorted.push_back(&p.launches[r][i]);
-      auto at = [&](const Launch* l) { return c.ops[l->op].t0 + l->offset; };
-      std::sort(sorted.begin(), sorted.end(), [&](const Launch* x, const Launch* y) { return at(x) < at(y); });
-      ready.push_back({c.ops[sorted.front()->op].t0, 0.0});
-      for (const Launch* l : sorted) ready.push_back({at(l), ready.back().second + static_cast<double>(l->bytes)});
+      std::sort(sorted.begin(), sorted.end(), [](const Launch* x, const Launch* y) { return x->at() < y->at(); });
+      ready.push_back({sorted.front()->op_t0, 0.0});
+      for (const Launch* l : sorted) ready.push_back({l->at(), ready.back().second + static_cast<double>(l->bytes)});
       const double total = ready.back().second;
       double cut = 0;
       for (uint16_t j = 0; cut < total; ++j) {
@@ -122,8 +151,9 @@ void rebucket(Plan& p, const std::vector<Chain>& cs, const CommModel& m, double 
             ready[k - 1].first + std::llround(f * static_cast<double>(ready[k].first - ready[k - 1].first));
         Launch l;
         l.key = (p.launches[r][a].sync() << 16) | j;
-        l.op = op_at(c, t);
-        l.offset = std::clamp<int64_t>(t - c.ops[l.op].t0, 0, c.ops[l.op].dur());
+        l.op = op_at(ops, t);
+        l.offset = std::clamp<int64_t>(t - ops[l.op].t0, 0, ops[l.op].dur());
+        l.op_t0 = ops[l.op].t0;
         l.bytes = static_cast<uint64_t>(std::llround(cut - from));
         out.push_back(l);
         transfer.push_back(std::llround(m.fixed_ns + (cut - from) * m.ns_per_byte));

@@ -17,22 +17,24 @@ namespace {
 
 using namespace replay_graph;
 
-// What an op's typical duration is kept under: a span's stage; for untracked time, the op it follows (the time
-// after backward is not the time after the optimizer), with a step's end apart from its beginning (both are `step`).
-using OpKey = std::tuple<bool, Stage, bool>;  // untracked, the stage (its own, or the op's before), after a step's end
+// An op the plan gives a duration: work, or a wait for data no loader batch explains (`batch` < 0). Waits for a
+// collective or for a batch are conditions the run computes, a step's bounds take no time.
+bool timed(const Op& o, int64_t batch) { return (o.kind == OpKind::work || o.kind == OpKind::wait_data) && batch < 0; }
 
-OpKey key_of(const Chain& c, size_t i) {
-  const Op& o = c.ops[i];
-  if (!o.other || i == 0) return {o.other, o.stage, false};
-  const Op& before = c.ops[i - 1];
-  return {true, before.stage, before.kind == OpKind::step_end};
-}
-
-// An op the plan gives a duration: work, or a wait for data no loader batch explains. Waits for a collective or for
-// a batch are conditions the run computes, a step's bounds take no time.
-bool timed(const Chain& c, size_t i) {
-  const OpKind k = c.ops[i].kind;
-  return (k == OpKind::work || k == OpKind::wait_data) && !c.batch_of_op.count(i);
+// The measured duration of the op each of `ls` (launches of `c`) falls in, its ops made a step at a time.
+std::vector<int64_t> launch_op_durs(const Chain& c, const std::vector<Launch>& ls) {
+  std::vector<size_t> by_op(ls.size());
+  for (size_t i = 0; i < ls.size(); ++i) by_op[i] = i;
+  std::stable_sort(by_op.begin(), by_op.end(), [&](size_t a, size_t b) { return ls[a].op < ls[b].op; });
+  std::vector<int64_t> out(ls.size(), 0);
+  OpStream ops(c);
+  size_t k = 0;
+  while (k < by_op.size() && ops.next()) {
+    const size_t end = ops.first() + ops.ops().size();
+    for (; k < by_op.size() && ls[by_op[k]].op < end; ++k)
+      out[by_op[k]] = ops.ops()[ls[by_op[k]].op - ops.first()].dur();
+  }
+  return out;
 }
 
 uint16_t bucket_of(const Launch& l) { return static_cast<uint16_t>(l.key & 0xFFFF); }
@@ -76,8 +78,12 @@ struct ModelFit {
 
 void fit_ops(const Chain& c, RankFit& f) {
   std::map<OpKey, std::vector<double>> ops;
-  for (size_t i = 0; i < c.ops.size(); ++i)
-    if (timed(c, i)) ops[key_of(c, i)].push_back(static_cast<double>(c.ops[i].dur()));
+  OpStream stream(c);
+  while (stream.next())
+    for (size_t j = 0; j < stream.ops().size(); ++j) {
+      const Op& o = stream.ops()[j];
+      if (timed(o, batch_taken_at(c, stream.first() + j))) ops[key_of(o)].push_back(static_cast<double>(o.dur()));
+    }
   f.op_ns = typical(ops);
 }
 
@@ -107,9 +113,10 @@ void fit_loader(const Chain& c, RankFit& f) {
 
 void fit_buckets(const Chain& c, const std::vector<int64_t>& transfer, RankFit& f) {
   std::map<uint16_t, std::vector<double>> share, ns;
+  const std::vector<int64_t> op_durs = launch_op_durs(c, c.launches);
   for (size_t li = 0; li < c.launches.size(); ++li) {
     const Launch& l = c.launches[li];
-    const int64_t op = c.ops[l.op].dur();
+    const int64_t op = op_durs[li];
     if (op > 0) share[bucket_of(l)].push_back(static_cast<double>(l.offset) / static_cast<double>(op));
     ns[bucket_of(l)].push_back(static_cast<double>(transfer[li]));
   }
@@ -147,7 +154,7 @@ void predict_loader(Chain& c, Plan& p, size_t r, const RankFit& f) {
     p.idle[r][bi] = p.prev[r][bi] >= 0 ? std::llround(value_or(f.idle_ns, b.lane, 0.0)) : 0;
     b.handoff = std::llround(f.handoff_ns);
     if (b.opens_pass && bi > 0) b.pass_lead = std::llround(f.pass_lead_ns);
-    if (!p.waits_for[r][bi]) p.dur[r][b.op] = p.fetch[r][bi];  // fetched on the rank's own thread: the op is it
+    if (!p.waits_for[r][bi]) p.take_dur[r][bi] = p.fetch[r][bi];  // fetched on the rank's own thread: the op is it
   }
 }
 
@@ -155,19 +162,18 @@ void predict_loader(Chain& c, Plan& p, size_t r, const RankFit& f) {
 // bucket launched where it typically is in its op and costing the cost line (its typical transfer without bytes).
 // A wait for data no batch explains becomes the typical such wait: its measured end would be a leftover.
 void predict_plan(std::vector<Chain>& cs, Plan& p, const ModelFit& m) {
+  p.typical_ops = true;  // each timed op its key's typical duration, a wait for data that work (planned_dur)
+  p.typical.assign(cs.size(), {});
   for (size_t r = 0; r < cs.size(); ++r) {
     Chain& c = cs[r];
     const RankFit& f = m.ranks[r];
-    for (size_t i = 0; i < c.ops.size(); ++i)
-      if (timed(c, i)) p.dur[r][i] = std::llround(value_or(f.op_ns, key_of(c, i), 0.0));
-    for (Op& o : c.ops)
-      if (o.kind == OpKind::wait_data) o.kind = OpKind::work;
+    for (const auto& [key, ns] : f.op_ns) p.typical[r][key] = std::llround(ns);
     predict_loader(c, p, r, f);
+    const std::vector<int64_t> op_durs = launch_op_durs(c, p.launches[r]);
     for (size_t li = 0; li < p.launches[r].size(); ++li) {
       Launch& l = p.launches[r][li];
       auto share = f.launch_share.find(bucket_of(l));
-      if (share != f.launch_share.end())
-        l.offset = std::llround(share->second * static_cast<double>(c.ops[l.op].dur()));
+      if (share != f.launch_share.end()) l.offset = std::llround(share->second * static_cast<double>(op_durs[li]));
       const bool by_bytes = l.bytes > 0 && m.comm.ns_per_byte > 0;
       p.transfer[r][li] = std::llround(by_bytes ? m.comm.fixed_ns + static_cast<double>(l.bytes) * m.comm.ns_per_byte
                                                 : value_or(f.transfer_ns, bucket_of(l), 0.0));
@@ -202,24 +208,23 @@ HalfPredicted compare(const std::vector<RankData>& data, const std::vector<uint3
 }
 
 // One half of the steps: its chains and plan as measured (what fits the model), then changed into the plan the other
-// half's fit predicts (what is compared with its measured steps). Built once for both.
+// half's fit predicts (what is compared with its measured steps). Built once for both, in place: its chains point to
+// its steps.
 struct Half {
   std::vector<uint32_t> steps;
   std::vector<Chain> chains;
   Plan plan;
 };
 
-Half half_of(const std::vector<RankData>& data, std::vector<uint32_t> steps) {
-  Half h{std::move(steps), {}, {}};
+void build_half(const std::vector<RankData>& data, Half& h) {
   h.chains = build_chains(data, h.steps);
   h.plan = measured_plan(h.chains);
-  return h;
 }
 
 // `h`'s steps replayed from the model `m` fitted on the other half, against their measured steps.
 HalfPredicted predict(const std::vector<RankData>& data, const ModelFit& m, Half& h) {
   predict_plan(h.chains, h.plan, m);
-  return compare(data, h.steps, run(h.chains, h.plan));
+  return compare(data, h.steps, run_chains(h.chains, h.plan));
 }
 
 }  // namespace
@@ -234,7 +239,9 @@ ReplayHoldout replay_holdout(const std::vector<RankData>& data, const std::vecto
     return h;
   }
   const auto middle = common.begin() + static_cast<std::ptrdiff_t>(common.size() / 2);
-  Half first = half_of(data, {common.begin(), middle}), last = half_of(data, {middle, common.end()});
+  Half first{{common.begin(), middle}, {}, {}}, last{{middle, common.end()}, {}, {}};
+  build_half(data, first);
+  build_half(data, last);
   const ModelFit from_first = fit_model(first.chains, first.plan), from_last = fit_model(last.chains, last.plan);
   std::vector<double> errors;
   for (const HalfPredicted& half : {predict(data, from_first, last), predict(data, from_last, first)}) {

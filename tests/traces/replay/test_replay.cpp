@@ -47,6 +47,37 @@ TEST(Replay, ReplayedAsMeasuredTheStepsComeBack) {
   }
 }
 
+// The predicted run's traces come only when asked, and they are the replay's: each rank's steps, written as the run
+// passed them a step at a time, average to the replayed step.
+TEST(Replay, APredictedRunComesOnlyWhenAskedAndItsStepsAreTheReplays) {
+  Sim sim;
+  sim.workers = 2;
+  sim.rank[1].late_ms = 4;
+  sim.rank[1].late_every = 3;
+  ddp::RunTrace run;
+  run_analysis(sim, "predicted", &run);
+  std::vector<ddp::rank_data::RankData> data;
+  for (const ddp::RankTrace& t : run.ranks) data.push_back(ddp::rank_data::prepare(t));
+  const std::vector<uint32_t> common = ddp::rank_data::common_steps(data);
+  EXPECT_TRUE(ddp::replay(data, common).predicted.empty());
+  const ddp::ReplayResult r = ddp::replay(data, common, {}, true);
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.predicted.size(), data.size());
+  double step_ns = 0;
+  size_t steps = 0;
+  for (const ddp::RankTrace& t : r.predicted) {
+    size_t mine = 0;
+    for (const ddp::Event& e : t.events)
+      if (e.is_span() && e.stage_id() == ddp::Stage::step) step_ns += static_cast<double>(e.t1 - e.t0), ++mine;
+    EXPECT_EQ(mine, common.size()) << "rank " << t.rank;
+    steps += mine;
+    EXPECT_TRUE(std::is_sorted(t.events.begin(), t.events.end(),
+                               [](const ddp::Event& a, const ddp::Event& b) { return a.t0 < b.t0; }));
+  }
+  ASSERT_GT(steps, 0u);
+  EXPECT_NEAR(step_ns / static_cast<double>(steps) / 1e6, r.fit_ms, 1e-9 * r.fit_ms);
+}
+
 TEST(Replay, AStragglersStageRemovedPredictsTheRunWithoutIt) {
   Sim twin;
   for (const char* stage : {"forward", "backward", "optimizer"}) {
