@@ -43,7 +43,7 @@ std::vector<Taken> taken_batches(const rank_data::RankData& d, const std::unorde
 Stage burst_stage(const std::vector<Taken>& all, const std::vector<const Taken*>& slow) {
   Stage best = Stage::disk_read;
   double most = -1;
-  for (Stage st : {Stage::disk_read, Stage::transform, Stage::collate, Stage::pin}) {
+  for (Stage st : stages_with<kStageLoaderThread>()) {
     auto of = [st](const Taken& t) {
       auto it = t.fetch->stages.find(st);
       return it == t.fetch->stages.end() ? 0.0 : ms(static_cast<double>(it->second));
