@@ -4,14 +4,15 @@
   order); its subtree is not searched further. A dict holding every key of scheduler.state_dict() is "scheduler",
   of scaler.state_dict() "scaler" (likewise not searched further).
 - any dict entry "k": tensor with k (less a "module." prefix) a key of the unwrapped module's state_dict, same shape
-  and equal values: "param:<k>" / "buffer:<k>".
+  and equal values: "param:<k>" / "buffer:<k>", where <k> is the first name of a tensor the module holds under
+  several (tied weights, ground.tied_names): stored under any of its names, it is stored.
 - elsewhere: a number under a key containing "epoch" -> "epoch" (the Hugging Face Trainer's is fractional: the
   epoch and how far into it); an int under a key containing "step" or "iteration" -> "step"; any value
   (not a tensor) under a key containing "batch", "position" or "sampler" -> "sampler.position".
 - rng: a uint8 tensor shaped like torch.get_rng_state() -> "rng.torch"; one shaped like a CUDA generator state (or a
   list of them) -> "rng.cuda"; a ("MT19937", array, ...) tuple or a dict with "bit_generator" -> "rng.numpy"; a
   (3, tuple of 625 ints, None) tuple -> "rng.random".
-Expected: every param/buffer, optimizer.state for parameters with live state, optimizer.param_groups, epoch, step,
+Expected: every param/buffer (tied names once), optimizer.state for parameters with live state, optimizer.param_groups, epoch, step,
 scheduler / scaler when given (scaler only when enabled), sampler.position when a sampler is known, rng.torch,
 rng.random, rng.cuda when CUDA is initialised, rng.numpy when the script's __main__ imported numpy."""
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Dict, List, Optional, Set
 import torch
 import torch.nn as nn
 
+from .ground import tied_names
 from .hashing import same_bits
 
 
@@ -44,6 +46,7 @@ class Items:
         self.has_sampler = has_sampler
         self.param_names = {id(p): n for n, p in module.named_parameters()}
         self.buffer_names = {n for n, _ in module.named_buffers()}
+        self.first_name = tied_names(module)
 
     def _opt_index_names(self) -> Dict[int, str]:
         out: Dict[int, str] = {}
@@ -55,7 +58,8 @@ class Items:
         return out
 
     def expected(self) -> List[str]:
-        e = ["param:" + n if n not in self.buffer_names else "buffer:" + n for n in self.module.state_dict()]
+        e = ["param:" + n if n not in self.buffer_names else "buffer:" + n
+             for n, first in self.first_name.items() if n == first]
         names = self._opt_index_names()
         live = {id(p) for p, s in self.optimizer.state.items() if s}
         i = 0
@@ -151,6 +155,7 @@ class Items:
                 return
         if isinstance(key, str):
             name = key[len("module."):] if key.startswith("module.") else key
+            name = self.first_name.get(name, name)
             live = self._live.get(name)
             if live is not None and same_bits(live, t):  # NaN-aware: a diverged run's weights are still found
                 out.add(("buffer:" if name in self.buffer_names else "param:") + name)

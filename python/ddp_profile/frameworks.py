@@ -59,11 +59,26 @@ def _hf_trainer_of(model: torch.nn.Module) -> Any:
 
 
 def _hf_trainer_loss(trainer: Any, module: torch.nn.Module, batch: Any) -> Any:
-    """The Trainer's own compute_loss on the reference's copy: the model's loss (with the Trainer's label smoothing
-    or compute_loss_func), given no num_items_in_batch: the mean over the batch it is handed, the ranks' union. What
-    the Trainer adds in a distributed run (num_items_in_batch counted across ranks, the loss times the number of
-    processes) is exactly what the reference is there to weigh."""
-    return trainer.compute_loss(module, dict(batch))
+    """The loss a single-process Trainer computes on the ranks' union batch: its own compute_loss, given the
+    num_items_in_batch its own rule counts there (for a causal LM, the labels it counts may include the first
+    position the model's shifted loss never predicts: one process scales by it too), as if its run had one process
+    (no count gathered across ranks, the loss not multiplied by their number). What the distributed run adds beyond
+    that, such as a world size applied twice, is what the reference is there to weigh."""
+    batch = dict(batch)
+    args = trainer.args
+    saved = getattr(args, "average_tokens_across_devices", None)
+    try:
+        if saved is not None:
+            object.__setattr__(args, "average_tokens_across_devices", False)
+        count = getattr(trainer, "_get_num_items_in_batch", None)
+        if count is None:  # an older Trainer: it counted no items, or counted them elsewhere
+            return trainer.compute_loss(module, batch)
+        device = next((v.device for v in batch.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
+        items = count([batch], device)
+        return trainer.compute_loss(module, batch, num_items_in_batch=items)
+    finally:
+        if saved is not None:
+            object.__setattr__(args, "average_tokens_across_devices", saved)
 
 
 def _lightning_loss(module: torch.nn.Module, batch: Any) -> Any:

@@ -39,6 +39,31 @@ def unwrap(model: nn.Module) -> nn.Module:
     return inner if isinstance(inner, nn.Module) else m
 
 
+def _held_at(t: torch.Tensor) -> Any:
+    """Where a tensor's elements live: two names with the same place hold one tensor (a head tied to the embedding,
+    or weights whose .data was made one). A tensor with no elements (or no storage: meta) is its own place."""
+    try:
+        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()  # torch < 2.0: typed
+        ptr = storage.data_ptr()
+    except (RuntimeError, NotImplementedError):  # a tensor subclass without storage
+        return id(t)
+    if ptr == 0 or t.numel() == 0:
+        return id(t)
+    return (ptr, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def tied_names(module: nn.Module) -> Dict[str, str]:
+    """Each key of the module's state_dict -> the first key (in state_dict order) holding the same tensor. A
+    parameter is its storage, not its name: tied weights (the default of most language models: lm_head.weight is
+    transformer.wte.weight) are one parameter under two names, trained as one by autograd and stored once by
+    safetensors and save_pretrained."""
+    first: Dict[Any, str] = {}
+    out: Dict[str, str] = {}
+    for k, t in module.state_dict(keep_vars=True).items():
+        out[k] = first.setdefault(_held_at(t), k) if isinstance(t, torch.Tensor) else k
+    return out
+
+
 def leaves(m: nn.Module) -> List[Any]:
     """(name, module) of every module without children, in registration (forward) order."""
     return [(n, x) for n, x in m.named_modules() if next(iter(x.children()), None) is None]

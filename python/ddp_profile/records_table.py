@@ -88,6 +88,8 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "stale_grads": ("Bool", "", False),
         "step_before_backward": ("Bool", "", False),
         "outside_ddp": ("StringList", "", False),
+        "frozen_at_wrap": ("StringList", "", False),
+        "outside_optimizer": ("StringList", "", False),
         "first_nonfinite_layer": ("record:nonfinite_layer", "", False),
     },
     "tensor_spec": {
@@ -495,6 +497,8 @@ FIELD_MEANINGS: Dict[str, Dict[str, str]] = {
         "stale_grads": "not recorded (our own job)",
         "step_before_backward": "not recorded (our own job)",
         "outside_ddp": "not a DDP model that lists its parameters",
+        "frozen_at_wrap": "not a DDP model that lists its parameters",
+        "outside_optimizer": "not recorded (our own job)",
         "first_nonfinite_layer": "every forward so far was finite, or it was named on an earlier line",
     },
     "tensor_spec": {

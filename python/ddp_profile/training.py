@@ -8,8 +8,9 @@ Python records, C++ judges (runtime/check/judges_training.cpp, judges_memory.cpp
 - the modules a training forward (grad enabled) ran in eval mode, and whether the model itself was in train mode;
 - the learning rate of each param_group and the scheduler's own step count (last_epoch): how often it stepped;
 - in verified steps, the parameters the optimizer step left unchanged;
-- the parameters that received a gradient DDP does not reduce: not among the parameters DDP registered when it
-  wrapped the module (a layer replaced or added after DDP(...)), nor among those it was told to ignore;
+- the set of trained parameters: those that received a gradient DDP does not reduce (not in its reducer's buckets: a
+  layer replaced or added after DDP(...), or one frozen when DDP was built and unfrozen since), and those that
+  received one and are in no param_group of the optimizer (unfrozen after it was built without them);
 - memory: the bytes the C heap has handed out and not had back (glibc's mallinfo2: what tensors, graphs and buffers
   hold, blind to the pages an allocator keeps after a free), the process's resident set, and on CUDA the caching
   allocator's allocated/reserved bytes.
@@ -114,23 +115,36 @@ def _finite(t: Optional[torch.Tensor]) -> bool:
     return bool(torch.isfinite(t.detach().sum(dtype=torch.float64)))  # one reduction; NaN or inf anywhere shows
 
 
-def ddp_registered(model: Any) -> Optional[set]:
-    """The ids of the parameters DDP reduces, as it registered them when it wrapped the module (torch >= 2.0), with
-    those it was told to ignore; None when the model is no DDP or keeps no such list."""
+class Registered:
+    """What DDP reduces, as it registered it when it wrapped the module: `reduced`, the ids of the parameters in its
+    reducer's buckets (with those it was told to ignore: never reduced by design), and `wrapped`, the ids of every
+    parameter the module held then. A parameter in `wrapped` but not `reduced` required no grad then: frozen when
+    DDP was built, so no hook of DDP's ever averages its gradient, whatever requires_grad says later."""
+
+    def __init__(self, reduced: set, wrapped: set) -> None:
+        self.reduced, self.wrapped = reduced, wrapped
+
+
+def ddp_registered(model: Any) -> Optional[Registered]:
+    """The model's Registered (torch >= 2.0 keeps the lists), or None when the model is no DDP or keeps none."""
     params = getattr(model, "_module_parameters", None)
     if params is None:
         return None
     ignored = getattr(model, "parameters_to_ignore", ()) or ()
     inner = getattr(model, "module", None)
     named = dict(inner.named_parameters()) if inner is not None else {}
-    return {id(p) for p in params} | {id(named[n]) for n in ignored if n in named}
+    try:  # the reducer's buckets hold exactly the parameters it averages (one copy of their bytes, once)
+        reduced = {id(p) for b in model.reducer._get_zeros_like_grad_buckets() for p in b.parameters()}
+    except (AttributeError, RuntimeError):  # an older DDP: those that require grad now (those it had at wrap, mostly)
+        reduced = {id(p) for p in params if p.requires_grad}
+    return Registered(reduced | {id(named[n]) for n in ignored if n in named}, {id(p) for p in params})
 
 
 class Training:
     def __init__(self, module: nn.Module, optimizer: Any, scheduler: Any, out: files.Jsonl,
-                 reduced: Optional[set] = None) -> None:
+                 registered: Optional[Registered] = None) -> None:
         self.module, self.optimizer, self.scheduler, self.out = module, optimizer, scheduler, out
-        self.reduced = reduced  # ddp_registered(model)
+        self.registered = registered
         self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self.mode_modules = [("%s (%s)" % (n, type(m).__name__) if n else type(m).__name__, m)
                              for n, m in module.named_modules() if isinstance(m, _MODE_SENSITIVE)]
@@ -209,6 +223,24 @@ class Training:
             "grad_none": [n for n, p in self.params if p.grad is None],
         }
 
+    def _trained_set(self) -> Dict[str, List[str]]:
+        """The set of trained parameters, at this step: those that received a gradient, against those DDP reduces
+        (outside_ddp; frozen_at_wrap the ones that were frozen when DDP was built) and those an optimizer steps
+        (outside_optimizer: requires_grad set again after the optimizer was built without them, or a layer added)."""
+        got = [(n, p) for n, p in self.module.named_parameters() if p.grad is not None]
+        out: Dict[str, List[str]] = {}
+        if self.registered is not None:
+            outside = [(n, p) for n, p in got if id(p) not in self.registered.reduced]
+            out["outside_ddp"] = [n for n, _ in outside]
+            out["frozen_at_wrap"] = [n for n, p in outside if id(p) in self.registered.wrapped]
+        grouped = {id(p) for g in self.optimizer.param_groups for p in g["params"]}
+        ungrouped = [(n, p) for n, p in got if p.requires_grad and id(p) not in grouped]
+        if ungrouped:  # another optimizer the script steps may hold them (one gc walk, only when some are found)
+            others = {id(p) for o in live_objects((torch.optim.Optimizer,)) for g in o.param_groups for p in g["params"]}
+            ungrouped = [(n, p) for n, p in ungrouped if id(p) not in others]
+        out["outside_optimizer"] = [n for n, _ in ungrouped]
+        return out
+
     def after_step(self, step: int, before: Optional[Dict[str, torch.Tensor]]) -> None:
         if not self.searched_scheduler:
             self.scheduler, self.searched_scheduler = find_scheduler(self.optimizer), True
@@ -224,9 +256,7 @@ class Training:
             line["heap"] = heap
         line.update(self._grads)
         line.update(self.iteration.step_fields())
-        if self.reduced is not None:
-            line["outside_ddp"] = [n for n, p in self.module.named_parameters()
-                                   if p.grad is not None and id(p) not in self.reduced]
+        line.update(self._trained_set())
         if before is not None:  # a verified step: its pre-step parameters were dumped
             line["unchanged"] = [n for n, p in self.params if n in before and same_bits(p, before[n])]
         if self.localized is not None and not self.localized_written:

@@ -193,6 +193,8 @@ struct TrainingStep {
   bool stale_grads = false;                 // the first backward after the last step found its gradients there
   bool step_before_backward = false;        // the step ran between a training forward and its backward
   std::vector<std::string> outside_ddp;     // received a gradient DDP does not reduce (changed after wrapping)
+  std::vector<std::string> frozen_at_wrap;  // of those, held by the module but frozen when DDP wrapped it
+  std::vector<std::string> outside_optimizer;  // received a gradient, require grad, in no optimizer's param_group
   std::string first_nonfinite_layer;        // on the first non-finite forward: the first layer whose output is not
   int64_t rss = 0;                          // resident bytes
   std::optional<int64_t> heap;              // C heap in use (glibc's mallinfo2); absent without it

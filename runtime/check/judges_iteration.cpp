@@ -45,6 +45,12 @@ Broken first_break(size_t rank, const std::vector<TrainingStep>& steps) {
               on(rank, t.step) + ": " + std::to_string(t.backwards) +
                   " backward(s) and no forward through the DDP model: the forward bypasses the wrapper "
                   "(model.module(x), or the model before DDP(...)), and DDP allreduces no gradient of it"};
+    if (!t.frozen_at_wrap.empty())
+      return {t.step, rank,
+              on(rank, t.step) + ": " + name_list(t.frozen_at_wrap) +
+                  " received gradients DDP never allreduces: they required no grad when DDP(...) wrapped the module "
+                  "(frozen then, unfrozen since), so DDP registered no hook for them; each rank steps its own "
+                  "gradient there. Unfreeze before wrapping, or wrap again after unfreezing"};
     if (!t.outside_ddp.empty())
       return {t.step, rank,
               on(rank, t.step) + ": " + name_list(t.outside_ddp) +

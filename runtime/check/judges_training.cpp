@@ -37,6 +37,20 @@ std::vector<std::string> at_every_step(const TrainingEvidence& e, Pick pick) {
   return steps ? out : std::vector<std::string>{};
 }
 
+// The first step (over all ranks, the lowest) at which some parameter received a gradient and requires grad but
+// no optimizer holds it: unfrozen after the optimizer was built without it, or added since. Null when none.
+const TrainingStep* first_outside_optimizer(const TrainingEvidence& e, size_t* rank) {
+  const TrainingStep* first = nullptr;
+  for (size_t r = 0; r < e.per_rank.size(); ++r)
+    for (const TrainingStep& s : e.per_rank[r])
+      if (!s.outside_optimizer.empty() && (!first || s.step < first->step)) {
+        first = &s;
+        *rank = r;
+        break;
+      }
+  return first;
+}
+
 CheckResult no_log(const char* id, const TrainingEvidence& e) {
   if (!e.failure.empty()) return check_result(id, CheckStatus::fail, e.failure);
   return check_result(id, CheckStatus::fail, "no optimizer step was logged: nothing says the job trains");
@@ -55,6 +69,16 @@ CheckResult judge_learns(const TrainingEvidence& e) {
                             " require grad but are in no optimizer param_group: never updated, their gradients never "
                             "zeroed (a layer replaced after the optimizer was built?)",
                         d);
+  size_t on_rank = 0;
+  if (const TrainingStep* s = first_outside_optimizer(e, &on_rank)) {
+    d["outside_optimizer_from"] = {{"step", s->step}, {"rank", on_rank}, {"names", s->outside_optimizer}};
+    return check_result(id, CheckStatus::fail,
+                        name_list(s->outside_optimizer) + " receive gradients from step " + std::to_string(s->step) +
+                            " (rank " + std::to_string(on_rank) +
+                            ") but are in no optimizer param_group: never updated (unfrozen after the optimizer was "
+                            "built without them? add them with optimizer.add_param_group when unfreezing)",
+                        d);
+  }
   const auto zero = at_every_step(e, [](const TrainingStep& s) { return &s.grad_zero; });
   d["zero_at_every_step"] = zero;
   if (!zero.empty()) {

@@ -31,8 +31,12 @@ class HfTrainer : public UserCheck {
   }
 };
 
+// A GPT-2 language model with every default: its head is its token embedding (tied: one parameter under two names,
+// stored once by save_pretrained), and the Trainer counts the items of a batch by its own rule (here every label,
+// though the shifted loss never predicts the first): the reference weighs what one process of the same Trainer
+// computes, and the checkpoint holds the tied parameter once.
 TEST_F(HfTrainer, ACorrectTrainerPassesTheWholeLadderResumingFromItsCheckpointFolder) {
-  Checked c = check("hf_ok", {"--resume-arg", "--resume {ckpt}"}, job("hf_ok", {"--no-average-tokens"}), torchrun_);
+  Checked c = check("hf_ok", {"--resume-arg", "--resume {ckpt}"}, job("hf_ok", {"--model", "gpt2"}), torchrun_);
   ASSERT_EQ(c.code, 0) << c.output;
   for (const auto& row : c.checks["checks"]) EXPECT_EQ(row["status"], "pass") << row["id"] << ": " << row["summary"];
   EXPECT_NE(c.summary("numerics.reference").find("match a single-rank reference"), std::string::npos)
@@ -73,6 +77,23 @@ TEST_F(HfTrainer, SaveOnlyModelIsNamedAsNotResumable) {
   EXPECT_NE(c.summary("checkpoint.complete").find("weights alone: a save for inference, not resumable"),
             std::string::npos)
       << c.summary("checkpoint.complete");
+}
+
+// Gradual unfreezing done after the Trainer built DDP and the optimizer: the blocks' gradients are never averaged
+// (their clipping norm differs per rank, and so every update) and no optimizer steps them; both named at the step.
+TEST_F(HfTrainer, BlocksUnfrozenAfterDdpAndTheOptimizerWereBuiltAreNamed) {
+  Checked c = check("hf_unfreeze", {"--checks", "train.iteration,train.learns"},
+                    job("hf_unfreeze", {"--model", "gpt2", "--plant", "unfreeze-late"}), torchrun_);
+  EXPECT_EQ(c.code, 1) << c.output;
+  EXPECT_EQ(c.status("train.iteration"), "fail") << c.summary("train.iteration");
+  EXPECT_NE(c.summary("train.iteration").find("step 4: transformer.h.0.ln_1.weight"), std::string::npos)
+      << c.summary("train.iteration");
+  EXPECT_NE(c.summary("train.iteration").find("required no grad when DDP(...) wrapped the module"),
+            std::string::npos)
+      << c.summary("train.iteration");
+  EXPECT_EQ(c.status("train.learns"), "fail") << c.summary("train.learns");
+  EXPECT_NE(c.summary("train.learns").find("receive gradients from step 4"), std::string::npos)
+      << c.summary("train.learns");
 }
 
 }  // namespace

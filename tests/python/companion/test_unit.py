@@ -161,6 +161,36 @@ def test_checkpoint_items():
     assert not only & {"optimizer.param_groups", "epoch", "step", "sampler.position", "rng.torch", "scheduler"}
 
 
+def test_tied_weights_are_one_parameter_stored_under_any_of_their_names():
+    """A head tied to its embedding (one Parameter under two names) is expected once and found under either name, as
+    save_pretrained's safetensors keeps it; weights made one through .data (two Parameters, one storage) are one
+    tensor too. Untied weights of equal values stay two."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class Lm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.mid, self.other = nn.Embedding(16, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+            self.head = nn.Linear(4, 16, bias=False)
+            self.head.weight = self.wte.weight  # tied, as tie_word_embeddings does
+            self.other.weight.data = self.mid.weight.data  # one storage, two Parameters
+            self.twin = nn.Linear(4, 4)
+            with torch.no_grad():
+                self.twin.weight.copy_(self.mid.weight)  # equal values, its own storage: not tied
+
+    m = Lm()
+    items = checkpoint_items.Items(m, torch.optim.SGD(m.parameters(), 0.1), None, None, has_sampler=False)
+    params = [x for x in items.expected() if x.startswith("param:")]
+    assert "param:wte.weight" in params and "param:head.weight" not in params
+    assert "param:mid.weight" in params and "param:other.weight" not in params
+    assert "param:twin.weight" in params
+    stored_once = {k: v for k, v in m.state_dict().items() if k not in ("wte.weight", "mid.weight")}
+    found = items.found(stored_once)
+    assert "param:wte.weight" in found and "param:mid.weight" in found
+    assert not set(params) - set(found)
+
+
 def test_a_checkpoint_directory_still_being_written_is_copied_once_settled(tmp_path):
     """accelerate's save_state returns on every rank while the main process still writes its files (each through a
     .tmp* renamed into place): the copy waits for the directory to settle instead of losing or half-copying them."""

@@ -14,6 +14,9 @@ optimizer steps mid-epoch holding the global step (the resume skips the batches 
   nan              the learning rate is 1e12: the loss and gradients become non-finite after a few steps
   sched-per-micro  scheduler.step() on every micro-batch: the learning rate decays twice too fast
   leak             running = running + loss: every step's graph is kept (memory grows each step)
+  unfreeze-late    fine-tuning's gradual unfreezing done late: the first layer frozen when the optimizer (built on the
+                   parameters that require grad, as fine-tuning guides write it) and DDP are built, unfrozen at step 5:
+                   no optimizer steps it and DDP never averages its gradient
   loader-rng       the loader draws its base seed from the global RNG: a mid-epoch resume restores the RNG, then the
                    new iterator draws from it, and every dropout mask after it differs from the straight run's
 """
@@ -29,7 +32,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset, rand
 import ddp_profile
 
 PLANTS = ["single-logit", "replaced-layer", "no-zero-grad", "eval-mode", "rank-split", "nan", "sched-per-micro", "leak",
-          "loader-rng"]
+          "loader-rng", "unfreeze-late"]
 ap = argparse.ArgumentParser()
 ap.add_argument("--plant", choices=PLANTS, default=None)
 ap.add_argument("--epochs", type=int, default=2)
@@ -59,7 +62,10 @@ loader = DataLoader(train_set, batch_size=32, sampler=sampler,
 
 torch.manual_seed(0)
 net = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Dropout(0.1), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 2))
-optimizer = torch.optim.SGD(net.parameters(), lr=1e12 if plant == "nan" else 0.05, momentum=0.9)
+if plant == "unfreeze-late":
+    net[0].requires_grad_(False)
+optimizer = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=1e12 if plant == "nan" else 0.05,
+                            momentum=0.9)
 if plant == "replaced-layer":
     net[5] = nn.Linear(512, 2)
 model = DDP(net)
@@ -115,6 +121,8 @@ for epoch in range(step // steps_per_epoch, args.epochs):
         if plant != "sched-per-micro":
             scheduler.step()
         step += 1
+        if plant == "unfreeze-late" and step == 5:
+            net[0].requires_grad_(True)
         if args.ckpt and rank == 0 and step % EVERY == 0:
             dp.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
                      "scheduler": scheduler.state_dict(), "step": step, "epoch": epoch,
