@@ -88,8 +88,7 @@ TEST_F(HfTrainer, BlocksUnfrozenAfterDdpAndTheOptimizerWereBuiltAreNamed) {
   EXPECT_EQ(c.status("train.iteration"), "fail") << c.summary("train.iteration");
   EXPECT_NE(c.summary("train.iteration").find("step 4: transformer.h.0.ln_1.weight"), std::string::npos)
       << c.summary("train.iteration");
-  EXPECT_NE(c.summary("train.iteration").find("required no grad when DDP(...) wrapped the module"),
-            std::string::npos)
+  EXPECT_NE(c.summary("train.iteration").find("required no grad when DDP(...) wrapped the module"), std::string::npos)
       << c.summary("train.iteration");
   EXPECT_EQ(c.status("train.learns"), "fail") << c.summary("train.learns");
   EXPECT_NE(c.summary("train.learns").find("receive gradients from step 4"), std::string::npos)

@@ -81,8 +81,9 @@ TEST_F(UserCheck, EverySilentErrorIsNamedAtItsCause) {
       {"nan", "numerics.finite", "the forward output is not finite, first at layer"},
       {"sched-per-micro", "train.schedule", "scheduler.step() runs 2 times per optimizer step"},
       {"leak", "memory.steady", "per step from step"},
-      {"unfreeze-late", "train.iteration", "0.weight, 0.bias received gradients DDP never allreduces: they required no "
-                                           "grad when DDP(...) wrapped the module"},
+      {"unfreeze-late", "train.iteration",
+       "0.weight, 0.bias received gradients DDP never allreduces: they required no "
+       "grad when DDP(...) wrapped the module"},
       {"unfreeze-late", "train.learns", "0.weight, 0.bias receive gradients from step 5"},
   };
   std::map<std::string, Checked> runs;  // one ladder run per plant, every training check judged on it
