@@ -20,11 +20,12 @@ from .checkpoint_items import Items
 from .collectives import Collectives
 from .dataset_probe import probe
 from .frameworks import scheduler_rule
-from .ground import dropouts, to_device
+from .ground import dropouts, own, to_device
 from .iteration import watch_zero_grad
 from .numerics import Numerics
 from .recorder import Recorder
 from .sampling import batch_len, pass_epoch, record, record_loader, take
+from .tensor_census import Census
 from .training import Training, ddp_registered, outside_optimizer
 
 
@@ -65,6 +66,7 @@ class CheckRecorder(Recorder):
         self.numerics = Numerics(c.module, c.loss_fn, c.cfg.run, c.rank, c.cfg.verify_steps, log(layout.SUMMARIES))
         self.coll = Collectives(c.model, log(layout.COLLECTIVES))
         self.training = Training(c.module, c.optimizer, c.scheduler, log(layout.TRAINING), ddp_registered(c.model))
+        self.training.census = Census(c.cfg.verify_steps + 1, lambda: c.epoch)
         for obj in (c.optimizer, c.model, c.module):
             watch_zero_grad(obj, self.training.iteration.zero_grad_called)
         self.outside_optimizer = outside_optimizer(c.module, c.optimizer)  # once: it may walk every object
@@ -73,7 +75,7 @@ class CheckRecorder(Recorder):
         self.dataset_probe: Any = None
         self.pending: List[Dict[str, Any]] = []  # this step's sample lines, written at its post-hook
         self.pre_step_params: Any = None
-        self.rng_at_attach = rng_states()
+        self.rng_at_attach = own(rng_states())
         self.resume_point_due = True  # at the first training forward, and the first after each save
         self.buffers_in_sync: Optional[replicated.Pairs] = None  # this step's, at its first forward inside DDP
         c.module.register_forward_pre_hook(self._buffers_after_broadcast)

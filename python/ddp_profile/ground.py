@@ -6,10 +6,28 @@ from __future__ import annotations
 import copy
 import gc
 import warnings
+import weakref
 from typing import Any, Dict, List, Tuple
 
 import torch
 import torch.nn as nn
+
+
+# The tensors the companion itself keeps (RNG states it compares, ...): a census of the live tensors leaves them out.
+OWN: "weakref.WeakSet[torch.Tensor]" = weakref.WeakSet()
+
+
+def own(obj: Any) -> Any:
+    """`obj` (a tensor, or tensors in dicts, lists and tuples) marked as the companion's own; returned as it is."""
+    if isinstance(obj, torch.Tensor):
+        OWN.add(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            own(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            own(v)
+    return obj
 
 
 def _class_names(obj: Any) -> set:

@@ -67,6 +67,19 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "layer": ("String", "", False),
         "error": ("String", "", False),
     },
+    "tensor_holder": {
+        "id": ("Int", "", True),
+        "kind": ("String", "", True),
+        "name": ("String", "", True),
+        "count": ("Int", "", True),
+    },
+    "tensor_census": {
+        "epoch": ("Int", "", True),
+        "tensors": ("Int", "", True),
+        "tensor_bytes": ("Int", "bytes", True),
+        "graph_nodes": ("Int", "", True),
+        "holders": ("records:tensor_holder", "", True),
+    },
     "training": {
         "step": ("Int", "steps", True),
         "rss": ("Int", "bytes", True),
@@ -90,6 +103,7 @@ RECORDS: Dict[str, Dict[str, Tuple[str, str, bool]]] = {
         "outside_ddp": ("StringList", "", False),
         "frozen_at_wrap": ("StringList", "", False),
         "outside_optimizer": ("StringList", "", False),
+        "census": ("record:tensor_census", "", False),
         "first_nonfinite_layer": ("record:nonfinite_layer", "", False),
     },
     "tensor_spec": {
@@ -397,6 +411,8 @@ RECORD_DOCS: Dict[str, str] = {
     "final_state": "one item of the job's final state",
     "resume_points": "the state at the first training forward after a save",
     "nonfinite_layer": "where a forward first went non-finite",
+    "tensor_holder": "a container or a graph holding live tensors",
+    "tensor_census": "the live tensors after one optimizer step",
     "training": "one optimizer step of one rank",
     "tensor_spec": "a batch tensor's shape and dtype",
     "batch_spec": "the first batch as the model saw it: input and target",
@@ -477,6 +493,19 @@ FIELD_MEANINGS: Dict[str, Dict[str, str]] = {
         "layer": "no layer's output was non-finite on the copy",
         "error": "the search ran",
     },
+    "tensor_holder": {
+        "id": "the object's identity in its process: the same holder census to census",
+        "kind": "list, dict, deque, set, or graph",
+        "name": "where it is held (\"global `running`\"); \"\" before it grew",
+        "count": "tensors it holds; for a graph, its autograd nodes",
+    },
+    "tensor_census": {
+        "epoch": "the loader pass the step is in",
+        "tensors": "live tensors, the companion's own left out",
+        "tensor_bytes": "their storages, each once",
+        "graph_nodes": "autograd nodes the live tensors reach",
+        "holders": "the largest, in order",
+    },
     "training": {
         "rss": "resident set after the step",
         "heap": "no glibc mallinfo2 (musl, a preloaded allocator)",
@@ -499,6 +528,7 @@ FIELD_MEANINGS: Dict[str, Dict[str, str]] = {
         "outside_ddp": "not a DDP model that lists its parameters",
         "frozen_at_wrap": "not a DDP model that lists its parameters",
         "outside_optimizer": "not recorded (our own job)",
+        "census": "no census at this step (our own job takes none)",
         "first_nonfinite_layer": "every forward so far was finite, or it was named on an earlier line",
     },
     "tensor_spec": {

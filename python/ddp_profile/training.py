@@ -26,9 +26,10 @@ import torch
 import torch.nn as nn
 
 from . import files
-from .ground import copy_without_hooks, innermost_optimizer, leaves, live_objects
+from .ground import copy_without_hooks, innermost_optimizer, leaves, live_objects, own
 from .hashing import same_bits
 from .iteration import Iteration
+from .tensor_census import Census
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # Modules whose forward differs between train and eval mode: what a forgotten model.train() changes.
@@ -158,6 +159,7 @@ class Training:
         self._rng: Any = None
         self._grads: Dict[str, Any] = {}
         self.iteration = Iteration([p for _, p in self.params])
+        self.census: Optional[Census] = None  # the live tensors at some step boundaries (check mode sets it)
 
     # -- forward ------------------------------------------------------------------------------------------------------
     def forward_pre(self) -> None:
@@ -170,7 +172,7 @@ class Training:
             if not m.training and n not in self.eval_modules:
                 self.eval_modules.append(n)
         if self.localized is None and self.output_finite:
-            self._rng = torch.get_rng_state()
+            self._rng = own(torch.get_rng_state())
 
     def forward_post(self, args: Any, kwargs: Any, out: Any) -> None:
         if not torch.is_grad_enabled() or not self.output_finite:
@@ -254,6 +256,8 @@ class Training:
         heap = heap_in_use()
         if heap is not None:
             line["heap"] = heap
+        if self.census is not None and self.census.due(step):  # after the heap is read: a census allocates
+            line["census"] = self.census.take(step)
         line.update(self._grads)
         line.update(self.iteration.step_fields())
         line.update(self._trained_set())

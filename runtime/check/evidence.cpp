@@ -73,6 +73,7 @@ bool training_step(const records::training& l, TrainingFields fields, TrainingSt
   t.outside_ddp = l.outside_ddp.value_or(std::vector<std::string>{});
   t.frozen_at_wrap = l.frozen_at_wrap.value_or(std::vector<std::string>{});
   t.outside_optimizer = l.outside_optimizer.value_or(std::vector<std::string>{});
+  t.census = l.census;
   t.scheduler_steps = l.scheduler_steps.value_or(-1);
   if (l.first_nonfinite_layer) t.first_nonfinite_layer = l.first_nonfinite_layer->layer.value_or("");
   return true;

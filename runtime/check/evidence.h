@@ -177,28 +177,29 @@ std::map<std::string, std::string> final_state_of(const std::vector<records::fin
 // every field; our own job only the step and its memory).
 struct TrainingStep {
   int64_t step = 0;
-  int params = 0;                              // parameters that require grad
-  int forwards = 0;                            // training forwards (grad enabled) in this step: the micro-batches
-  bool output_finite = true;                   // every training forward's output so far
-  bool model_in_eval = false;                  // a training forward ran with the model itself in eval mode
-  std::vector<std::string> eval_modules;       // dropout / batch-norm modules in eval mode during a training forward
-  std::vector<std::string> grad_zero;          // synced gradient exactly zero
-  std::vector<std::string> grad_nonfinite;     // synced gradient with a NaN or inf
-  std::vector<std::string> grad_none;          // requires grad, received none
-  bool verified = false;                       // a verified step: `unchanged` was looked at
-  std::vector<std::string> unchanged;          // parameters the optimizer step left bit for bit as they were
-  std::vector<double> lrs;                     // per param_group
-  int64_t scheduler_steps = -1;                // the scheduler's own count (last_epoch); -1: no scheduler
-  int backwards = 0;                           // backward passes that reached the parameters since the last step
-  bool stale_grads = false;                    // the first backward after the last step found its gradients there
-  bool step_before_backward = false;           // the step ran between a training forward and its backward
-  std::vector<std::string> outside_ddp;        // received a gradient DDP does not reduce (changed after wrapping)
-  std::vector<std::string> frozen_at_wrap;     // of those, held by the module but frozen when DDP wrapped it
-  std::vector<std::string> outside_optimizer;  // received a gradient, require grad, in no optimizer's param_group
-  std::string first_nonfinite_layer;           // on the first non-finite forward: the first layer whose output is not
-  int64_t rss = 0;                             // resident bytes
-  std::optional<int64_t> heap;                 // C heap in use (glibc's mallinfo2); absent without it
-  int64_t cuda_allocated = -1;                 // -1: not on CUDA
+  int params = 0;                                // parameters that require grad
+  int forwards = 0;                              // training forwards (grad enabled) in this step: the micro-batches
+  bool output_finite = true;                     // every training forward's output so far
+  bool model_in_eval = false;                    // a training forward ran with the model itself in eval mode
+  std::vector<std::string> eval_modules;         // dropout / batch-norm modules in eval mode during a training forward
+  std::vector<std::string> grad_zero;            // synced gradient exactly zero
+  std::vector<std::string> grad_nonfinite;       // synced gradient with a NaN or inf
+  std::vector<std::string> grad_none;            // requires grad, received none
+  bool verified = false;                         // a verified step: `unchanged` was looked at
+  std::vector<std::string> unchanged;            // parameters the optimizer step left bit for bit as they were
+  std::vector<double> lrs;                       // per param_group
+  int64_t scheduler_steps = -1;                  // the scheduler's own count (last_epoch); -1: no scheduler
+  int backwards = 0;                             // backward passes that reached the parameters since the last step
+  bool stale_grads = false;                      // the first backward after the last step found its gradients there
+  bool step_before_backward = false;             // the step ran between a training forward and its backward
+  std::vector<std::string> outside_ddp;          // received a gradient DDP does not reduce (changed after wrapping)
+  std::vector<std::string> frozen_at_wrap;       // of those, held by the module but frozen when DDP wrapped it
+  std::vector<std::string> outside_optimizer;    // received a gradient, require grad, in no optimizer's param_group
+  std::string first_nonfinite_layer;             // on the first non-finite forward: the first layer whose output is not
+  int64_t rss = 0;                               // resident bytes
+  std::optional<int64_t> heap;                   // C heap in use (glibc's mallinfo2); absent without it
+  int64_t cuda_allocated = -1;                   // -1: not on CUDA
+  std::optional<records::tensor_census> census;  // the live tensors, at the steps a census was taken
 };
 // What a training log must hold: the companion's every field, or our own job's step and memory.
 enum class TrainingFields { companion, memory };

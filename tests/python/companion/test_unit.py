@@ -235,3 +235,47 @@ def test_every_record_is_checked_against_layout_before_it_is_written(tmp_path):
         layout.check_record("training", {"step": 0, "rss": 1, "first_nonfinite_layer": {"layer": 3}})
     with pytest.raises(layout.ContractError, match="no record 'sample'"):
         files.Jsonl(str(tmp_path / "x.jsonl"), "sample")
+
+
+def test_a_census_counts_live_tensors_and_graphs_and_names_what_grows():
+    """The census counts the live tensors (each storage's bytes once), the autograd nodes they reach, and names a
+    container once it grows; the companion's own tensors (ground.own) are never counted."""
+    torch = pytest.importorskip("torch")
+    from ddp_profile import ground, tensor_census
+
+    c = tensor_census.Census(0, lambda: 0)
+    base = c.take(0)
+    mine = ground.own([torch.zeros(1000) for _ in range(5)])
+    assert c.take(1)["tensors"] == base["tensors"]
+    global kept_for_census
+    kept_for_census = [torch.zeros(10), torch.zeros(10)]
+    w = torch.ones(3, requires_grad=True)
+    total = w.sum()
+    for _ in range(3):
+        total = total + (w * 2).sum()
+    after = c.take(2)
+    assert after["tensors"] >= base["tensors"] + 2 + 2  # the list's two, w and total
+    assert after["graph_nodes"] >= 7
+    kept_for_census.append(torch.zeros(10))
+    grown = c.take(3)
+    lists = [h for h in grown["holders"] if h["kind"] == "list" and h["count"] == 3]
+    assert lists and lists[0]["name"] == "global `kept_for_census` of test_unit"
+    del mine
+
+
+def test_the_census_comes_often_early_then_at_doubling_gaps():
+    """A short check run still gets censuses enough after its verified steps; a long one is covered to its end."""
+    pytest.importorskip("torch")
+    from ddp_profile import tensor_census
+
+    c = tensor_census.Census(4, lambda: 0)
+    c.spent = 1e9  # no time left in the budget: the schedule alone
+    taken = []
+    for step in range(0, 300):
+        if c.due(step):
+            c.take(step)
+            c.spent = 1e9
+            taken.append(step)
+    assert taken[:4] == [4, 6, 8, 10]
+    gaps = [b - a for a, b in zip(taken[4:], taken[5:])]
+    assert gaps == sorted(gaps) and taken[-1] >= 150 and len(taken) <= 12

@@ -14,6 +14,8 @@ optimizer steps mid-epoch holding the global step (the resume skips the batches 
   nan              the learning rate is 1e12: the loss and gradients become non-finite after a few steps
   sched-per-micro  scheduler.step() on every micro-batch: the learning rate decays twice too fast
   leak             running = running + loss: every step's graph is kept (memory grows each step)
+  leak-outputs     every step's output appended to a list with its graph (outputs.append(out))
+  leak-cache       every step's detached output kept in a dict keyed by the step, never cleared
   unfreeze-late    fine-tuning's gradual unfreezing done late: the first layer frozen when the optimizer (built on the
                    parameters that require grad, as fine-tuning guides write it) and DDP are built, unfrozen at step 5:
                    no optimizer steps it and DDP never averages its gradient
@@ -32,12 +34,14 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset, rand
 import ddp_profile
 
 PLANTS = ["single-logit", "replaced-layer", "no-zero-grad", "eval-mode", "rank-split", "nan", "sched-per-micro", "leak",
-          "loader-rng", "unfreeze-late"]
+          "leak-outputs", "leak-cache", "loader-rng", "unfreeze-late"]
 ap = argparse.ArgumentParser()
 ap.add_argument("--plant", choices=PLANTS, default=None)
 ap.add_argument("--epochs", type=int, default=2)
 ap.add_argument("--ckpt", default=None)
 ap.add_argument("--resume", default=None)
+ap.add_argument("--epoch-metric", action="store_true", help="gather each step's detached output for an epoch-end "
+                "accuracy, released at the epoch's end (correct)")
 args = ap.parse_args()
 plant = args.plant
 torch.set_num_threads(1)
@@ -98,6 +102,7 @@ if plant == "eval-mode":
 else:
     model.train()
 running = torch.zeros(())
+kept, cache, gathered = [], {}, []
 steps_per_epoch = len(loader) // ACCUM
 for epoch in range(step // steps_per_epoch, args.epochs):
     sampler.set_epoch(epoch)
@@ -107,10 +112,17 @@ for epoch in range(step // steps_per_epoch, args.epochs):
             continue
         last = (i + 1) % ACCUM == 0
         with contextlib.nullcontext() if last else model.no_sync():
-            loss = criterion(model(x), y) / ACCUM
+            out = model(x)
+            loss = criterion(out, y) / ACCUM
             loss.backward()
         if plant == "leak":
             running = running + loss
+        if plant == "leak-outputs":
+            kept.append(out)
+        if plant == "leak-cache":
+            cache[(epoch, i)] = out.detach()
+        if args.epoch_metric:
+            gathered.append((out.detach().argmax(1), y))
         if plant == "sched-per-micro":
             scheduler.step()
         if not last:
@@ -129,6 +141,9 @@ for epoch in range(step // steps_per_epoch, args.epochs):
                      "rng": torch.get_rng_state()}, args.ckpt)
         if i + 1 >= steps_per_epoch * ACCUM:
             break
+    if gathered:
+        accuracy = sum(int((p == t).sum()) for p, t in gathered) / sum(len(t) for _, t in gathered)
+        gathered.clear()
 dist.barrier()
 dist.destroy_process_group()
 if rank == 0:
