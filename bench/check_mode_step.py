@@ -50,6 +50,6 @@ for xb, yb in loader:
     t = now
 if dist.get_rank() == 0:
     steady = times[6:]
-    print(json.dumps({"median_ms": statistics.median(steady), "steps": len(steady),
+    print(json.dumps({"median_ms": statistics.median(steady), "mean_ms": statistics.mean(steady), "steps": len(steady),
                       "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
 dist.destroy_process_group()

@@ -6,11 +6,12 @@ their symptom, and a heap also grows for reasons that are no leak (a Python-side
 allocator keeps). A census counts, in one walk of the objects the collector tracks:
 - the live tensors and the bytes of their storages (each storage once: views and tied weights share one);
 - the autograd nodes reachable from the live tensors that have a grad_fn (a graph kept alive grows them);
-- the containers (list, dict, deque, set) holding most tensors, and the tensor holding the largest graph, named
-  where they are held (`global running`, `Loop.outputs`) once they are seen to grow.
+- the containers (list, dict, deque, set) holding the tensors that are new since the census before, by how many
+  tensors each holds, and the tensor holding the largest graph, named where they are held (`global running`,
+  `Loop.outputs`) once they are seen to grow.
 Tensors the companion holds itself are left out (ground.OWN): its bookkeeping is never part of what it measures.
 
-A census costs one walk of the heap (~35 ms with transformers imported: 340 k objects). The first few after the
+A census costs a walk of the heap (~30 ms a 160 k objects, ~60 ms at 250 k, on this machine's cores). The first few after the
 verified steps come two steps apart, so that even a short check run has enough to tell growth from warm-up; then at
 gaps that double, which cover a run of any length in few censuses, and in between when the censuses so far cost at
 most kShare of the time since the first (one step in many on a small model, every few on a large one)."""
@@ -27,10 +28,12 @@ import torch
 from .ground import OWN
 
 # The census' share of the training time after its first few, and how many of those come kEarlyGap steps apart.
-kShare = 0.05
+kShare = 0.02
 kEarly = 4
 kEarlyGap = 2
-# Containers are named among the kTopHolders holding most tensors; a graph walk stops at kMaxNodes nodes.
+# Containers are looked for around kNewLooked of the tensors new since the census before, and the kTopHolders
+# holding most tensors are kept; a graph walk stops at kMaxNodes nodes.
+kNewLooked = 8
 kTopHolders = 3
 kMaxNodes = 200_000
 
@@ -92,6 +95,7 @@ class Census:
         self.names: Dict[int, str] = {}   # id(holder) -> its name, found once it grew
         self.graph_nodes = 0              # the largest graph's at the census before (a new tensor each step holds it)
         self._is_tensor: Dict[type, bool] = {}
+        self.ids: set = set()             # the live tensors' ids at the census before: what is new since
 
     def due(self, step: int) -> bool:
         """The first kEarly censuses kEarlyGap steps apart, then at gaps that double (so that a run of any length is
@@ -125,14 +129,10 @@ class Census:
 
     def _count(self) -> Dict[str, Any]:
         own = {id(t) for t in list(OWN)}
+        is_tensor, known = self._is_tensor, self._tensor_type
         objs = gc.get_objects()
-        tensors, containers = [], []
-        for o in objs:
-            t = type(o)
-            if t in _CONTAINERS:
-                containers.append(o)
-            elif self._tensor_type(t) and id(o) not in own:
-                tensors.append(o)
+        tensors = [o for o in objs if (is_tensor.get(type(o)) or (type(o) not in is_tensor and known(type(o))))
+                   and id(o) not in own]
         del objs
         storages: Dict[Any, int] = {}
         graphs = []
@@ -147,22 +147,31 @@ class Census:
             n = _graph_nodes([t.grad_fn], seen)
             if n > biggest_nodes:
                 biggest, biggest_nodes = t, n
-        tensor_ids = {id(t) for t in tensors}
-        held = []
-        for c in containers:
-            values = c.values() if isinstance(c, dict) else c
-            try:
-                n = sum(1 for v in values if id(v) in tensor_ids)
-            except RuntimeError:  # changed size while counted (another thread): left out of this census
-                continue
-            if n >= 2:
-                held.append((n, c))
-        held.sort(key=lambda x: -x[0])
-        holders = [self._holder(type(c).__name__, c, n) for n, c in held[:kTopHolders]]
+        ids = {id(t) for t in tensors}
+        new = [t for t in tensors if id(t) not in self.ids][:kNewLooked]
+        holders = self._containers(new, ids, mine={id(tensors), id(graphs), id(new)})
+        self.ids = ids
         if biggest is not None:
             holders.append(self._holder("graph", biggest, biggest_nodes))
         return {"epoch": self.epoch(), "tensors": len(tensors), "tensor_bytes": sum(storages.values()),
                 "graph_nodes": len(seen), "holders": holders}
+
+    def _containers(self, new: List[torch.Tensor], ids: set, mine: set) -> List[Dict[str, Any]]:
+        """The containers holding the tensors that are new since the census before (a few of them: the collector's
+        search for referrers compares every reference on the heap with each), by the tensors each holds."""
+        if not new:
+            return []
+        held = []
+        for c in gc.get_referrers(*new):
+            if type(c) not in _CONTAINERS or id(c) in mine:  # the census' own lists hold them too
+                continue
+            try:
+                n = sum(1 for v in (c.values() if isinstance(c, dict) else c) if id(v) in ids)
+            except RuntimeError:  # changed size while counted (another thread): left out of this census
+                continue
+            held.append((n, c))
+        held.sort(key=lambda x: -x[0])
+        return [self._holder(type(c).__name__, c, n) for n, c in held[:kTopHolders]]
 
     def _holder(self, kind: str, obj: Any, count: int) -> Dict[str, Any]:
         key = id(obj)
