@@ -205,3 +205,29 @@ TEST_F(Frameworks, RecordProfilesEachWayInAndAnalysesIt) {
 }
 
 }  // namespace
+
+// A language model whose head is its token embedding (one parameter under two names): in a plain script that stores
+// it once, under the embedding's name, as save_pretrained does, and in a LightningModule (whose checkpoint keeps
+// both names, one tensor). The reference trains it as autograd does (one gradient, summed over both uses), the
+// checkpoint is complete with the tied name once, and the resume is exact.
+TEST_F(Frameworks, TiedWeightsAreOneParameterInAPlainScriptAndInLightning) {
+  need("lightning");
+  const std::string checks = "numerics.reference,numerics.rank_sync,train.learns,checkpoint.complete,checkpoint.resume";
+  Checked plain = check(
+      "tied_plain", {"--checks", checks, "--resume-arg", "--resume {ckpt}"},
+      torchrun_cmd(torchrun_, 2, kScripts + "/tied_lm_job.py", {"--ckpt", fresh_dir("tied_plain.pt"), "--attach"}),
+      torchrun_);
+  Checked light =
+      check("tied_lightning", {"--checks", checks, "--resume-arg", "--resume {ckpt}"},
+            torchrun_cmd(torchrun_, 2, kLightning, {"--model", "lm", "--ckpt-dir", fresh_dir("tied_lightning_ckpts")}),
+            torchrun_);
+  for (const Checked* c : {&plain, &light}) {
+    EXPECT_EQ(c->code, 0) << c->output;
+    for (const char* id : {"numerics.reference", "numerics.rank_sync", "train.learns", "checkpoint.resume"})
+      EXPECT_EQ(c->status(id), "pass") << id << ": " << c->summary(id);
+    // Epoch-end saves without the sampler's position or an RNG never drawn from: said, not needed; never the head.
+    EXPECT_NE(c->status("checkpoint.complete"), "fail") << c->summary("checkpoint.complete");
+    EXPECT_EQ(c->summary("checkpoint.complete").find("head.weight"), std::string::npos)
+        << c->summary("checkpoint.complete");
+  }
+}
