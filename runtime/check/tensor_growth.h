@@ -3,7 +3,8 @@
 // one rank (python/ddp_profile/tensor_census.py; records.def tensor_census). A leak users make is tensors kept
 // across steps: an autograd graph (a loss accumulated with it), outputs appended to a list, a cache keyed by the
 // step. Their counts are exact, so the rule needs no noise marks: a count grows when it never falls from one census
-// to the next after warm-up and rises by at least one a census, over kCensusMin censuses at least.
+// to the next after warm-up and rises between at least half of them (two at least), over kCensusMin censuses at
+// least. A one-time rise is no growth: the seed job keeps its checkpoint's state after saving it (+5 tensors once).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,6 +15,9 @@ namespace ddp {
 
 // Censuses after warm-up needed to call a count growing: three show a trend two cannot.
 inline constexpr size_t kCensusMin = 3;
+// Detached tensors grow as a leak when they add one every ten steps at least: what grows once a pass (an epoch's
+// loss kept for a history) is bounded by the epochs, not the steps. A graph kept alive is a leak at any rate.
+inline constexpr double kTensorsPerStep = 0.1;
 
 struct TensorGrowth {
   size_t censuses = 0;         // after warm-up

@@ -92,6 +92,15 @@ TEST(TensorGrowth, BytesGrowingWithSteadyTensorsWarnWithTheirProjection) {
   EXPECT_NE(flat.summary.find("live tensors steady (40 on rank 0 over 9 censuses)"), std::string::npos) << flat.summary;
 }
 
+// The seed job keeps its checkpoint's state after saving it: +5 tensors once, then flat. A history of one tensor a
+// pass grows with the epochs, not the steps.
+TEST(TensorGrowth, ARiseOnceOrOncePerPassIsNoLeak) {
+  auto once = ddp::judge_memory(run([](int64_t s) { return census(s / 16, s < 40 ? 27 : 32, 12); }));
+  EXPECT_EQ(once.status, CheckStatus::pass) << once.summary;
+  auto per_pass = ddp::judge_memory(run([](int64_t s) { return census(s / 16, 27 + s / 16, 12); }));
+  EXPECT_EQ(per_pass.status, CheckStatus::pass) << per_pass.summary;
+}
+
 TEST(TensorGrowth, TwoCensusesCannotShowATrend) {
   TrainingEvidence e = run([](int64_t s) { return census(0, 40 + s, 30); });
   for (auto& rank : e.per_rank) {
