@@ -139,8 +139,11 @@ class Census:
         for t in tensors:
             k, n = _storage_key(t)
             storages[k] = n
-            if t.grad_fn is not None:
-                graphs.append(t)
+            try:
+                if t.grad_fn is not None:
+                    graphs.append(t)
+            except (RuntimeError, AttributeError):  # a tensor subclass that keeps no autograd history of its own
+                continue
         seen: set = set()
         biggest, biggest_nodes = None, 0
         for t in graphs:

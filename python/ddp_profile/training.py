@@ -8,9 +8,9 @@ Python records, C++ judges (runtime/check/judges_training.cpp, judges_memory.cpp
 - the modules a training forward (grad enabled) ran in eval mode, and whether the model itself was in train mode;
 - the learning rate of each param_group and the scheduler's own step count (last_epoch): how often it stepped;
 - in verified steps, the parameters the optimizer step left unchanged;
-- the set of trained parameters: those that received a gradient DDP does not reduce (not in its reducer's buckets: a
-  layer replaced or added after DDP(...), or one frozen when DDP was built and unfrozen since), and those that
-  received one and are in no param_group of the optimizer (unfrozen after it was built without them);
+- the set of trained parameters: those that received a gradient DDP does not reduce (not among those its reducer
+  holds: a layer replaced or added after DDP(...), or one frozen when DDP was built and unfrozen since), and those
+  that received one and are in no param_group of the optimizer (unfrozen after it was built without them);
 - memory: the bytes the C heap has handed out and not had back (glibc's mallinfo2: what tensors, graphs and buffers
   hold, blind to the pages an allocator keeps after a free), the process's resident set, and on CUDA the caching
   allocator's allocated/reserved bytes.
@@ -117,8 +117,8 @@ def _finite(t: Optional[torch.Tensor]) -> bool:
 
 
 class Registered:
-    """What DDP reduces, as it registered it when it wrapped the module: `reduced`, the ids of the parameters in its
-    reducer's buckets (with those it was told to ignore: never reduced by design), and `wrapped`, the ids of every
+    """What DDP reduces, as it registered it when it wrapped the module: `reduced`, the ids of the parameters its
+    reducer holds (with those it was told to ignore: never reduced by design), and `wrapped`, the ids of every
     parameter the module held then. A parameter in `wrapped` but not `reduced` required no grad then: frozen when
     DDP was built, so no hook of DDP's ever averages its gradient, whatever requires_grad says later."""
 
@@ -134,10 +134,11 @@ def ddp_registered(model: Any) -> Optional[Registered]:
     ignored = getattr(model, "parameters_to_ignore", ()) or ()
     inner = getattr(model, "module", None)
     named = dict(inner.named_parameters()) if inner is not None else {}
-    try:  # the reducer's buckets hold exactly the parameters it averages (one copy of their bytes, once)
-        reduced = {id(p) for b in model.reducer._get_zeros_like_grad_buckets() for p in b.parameters()}
-    except (AttributeError, RuntimeError):  # an older DDP: those that require grad now (those it had at wrap, mostly)
-        reduced = {id(p) for p in params if p.requires_grad}
+    # DDP's reducer holds the parameters that required grad when it was built (its buckets could say so exactly, but
+    # only through a copy of every gradient's bytes: on a large model, memory a check must not take). The companion
+    # attaches right after DDP(...) or at its first forward, before a schedule unfreezes anything: what requires grad
+    # now is what the reducer holds.
+    reduced = {id(p) for p in params if p.requires_grad}
     return Registered(reduced | {id(named[n]) for n in ignored if n in named}, {id(p) for p in params})
 
 
