@@ -2,16 +2,18 @@
 
 Run under torchrun (2 gloo ranks), or as 2 processes with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set:
   torchrun --nproc-per-node 2 resume_ddp_checkpoint.py --data DATA.ddpd --ckpt RUN/checkpoints/stepK
-           --steps N --expect RUN/checkpoints/stepN [--batch-size 64 --lr 1e-3 --seed 0]
+           --steps N --expect RUN/checkpoints/stepN [--batch-size 64 --lr 1e-3 --seed 0 --accum 1]
 
 The job is the seed's: MLP F-512-C (module names fc1/relu/fc2, as ddp_profile's), AdamW, mean cross-entropy,
 DistributedSampler(shuffle, seed, drop_last) + DataLoader(batch, drop_last), the .ddpd file's normalisation
-(x - mean) / std. Every rank loads its own checkpoint file with torch.load(weights_only=True) — model and optimizer
+(x - mean) / std; with --accum K, K micro-batches a step, each loss divided by K, the first K-1 backwards inside
+ddp.no_sync() (an epoch's batches cut to a multiple of K), as ddp_profile's --accum-steps. Every rank loads its own checkpoint file with torch.load(weights_only=True) — model and optimizer
 (optimizer.load_state_dict: PyTorch's layout) — trains from step K to N, and compares its parameters bitwise with
 ddp_profile's step-N checkpoint. Exit 0 when equal (or within --atol: another PyTorch version's kernels round
 differently); 1 naming the first parameter that differs.
 """
 import argparse
+import contextlib
 import os
 import struct
 import sys
@@ -67,6 +69,7 @@ def main():
     ap.add_argument("--classes", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--atol", type=float, default=0.0, help="0: bitwise equal")
     args = ap.parse_args()
 
@@ -87,17 +90,24 @@ def main():
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True)
     loader = DataLoader(data, batch_size=args.batch_size, sampler=sampler, drop_last=True, num_workers=0)
     loss_fn = nn.CrossEntropyLoss()
+    k = args.accum
     while step < args.steps:
         sampler.set_epoch(epoch)
+        usable = len(loader) // k * k
         for i, (x, y) in enumerate(loader):
             if i < skip:
                 continue
-            if step >= args.steps:
+            if step >= args.steps or i >= usable:
                 break
-            opt.zero_grad()
-            loss_fn(ddp(x), y).backward()
-            opt.step()
-            step += 1
+            micro = i % k
+            if micro == 0:
+                opt.zero_grad()
+            with ddp.no_sync() if micro < k - 1 else contextlib.nullcontext():
+                loss = loss_fn(ddp(x), y)
+                (loss / k if k > 1 else loss).backward()
+            if micro == k - 1:
+                opt.step()
+                step += 1
         epoch, skip = epoch + 1, 0
 
     expect = load(os.path.join(args.expect, f"rank{rank}.pt"))["model"]
