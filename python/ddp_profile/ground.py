@@ -57,14 +57,19 @@ def unwrap(model: nn.Module) -> nn.Module:
     return inner if isinstance(inner, nn.Module) else m
 
 
+def storage_of(t: torch.Tensor) -> Tuple[int, int]:
+    """(address, bytes) of the storage a tensor's elements live in; (0, 0) for a tensor subclass without one."""
+    try:
+        s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()  # torch < 2.0: typed
+        return s.data_ptr(), s.nbytes()
+    except (RuntimeError, NotImplementedError):
+        return 0, 0
+
+
 def _held_at(t: torch.Tensor) -> Any:
     """Where a tensor's elements live: two names with the same place hold one tensor (a head tied to the embedding,
     or weights whose .data was made one). A tensor with no elements (or no storage: meta) is its own place."""
-    try:
-        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()  # torch < 2.0: typed
-        ptr = storage.data_ptr()
-    except (RuntimeError, NotImplementedError):  # a tensor subclass without storage
-        return id(t)
+    ptr = storage_of(t)[0]
     if ptr == 0 or t.numel() == 0:
         return id(t)
     return (ptr, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)

@@ -11,7 +11,7 @@ allocator keeps). A census counts, in one walk of the objects the collector trac
   `Loop.outputs`) once they are seen to grow.
 Tensors the companion holds itself are left out (ground.OWN): its bookkeeping is never part of what it measures.
 
-A census costs a walk of the heap (~30 ms a 160 k objects, ~60 ms at 250 k, on this machine's cores). The first few after the
+A census costs a walk of the heap (~27 ms at 254 k objects on this machine's cores). The first few after the
 verified steps come two steps apart, so that even a short check run has enough to tell growth from warm-up; then at
 gaps that double, which cover a run of any length in few censuses, and in between when the censuses so far cost at
 most kShare of the time since the first (one step in many on a small model, every few on a large one)."""
@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
-from .ground import OWN
+from .ground import OWN, storage_of
 
 # The census' share of the training time after its first few, and how many of those come kEarlyGap steps apart.
 kShare = 0.02
@@ -38,14 +38,6 @@ kTopHolders = 3
 kMaxNodes = 200_000
 
 _CONTAINERS = (list, dict, collections.deque, set)
-
-
-def _storage_key(t: torch.Tensor) -> Any:
-    try:
-        s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-        return s.data_ptr() or id(t), s.nbytes()
-    except (RuntimeError, NotImplementedError):  # a tensor subclass without storage
-        return id(t), 0
 
 
 def _graph_nodes(roots: List[Any], seen: set) -> int:
@@ -87,7 +79,8 @@ def holder_name(obj: Any) -> str:
 
 class Census:
     def __init__(self, first_step: int, epoch: Callable[[], int]) -> None:
-        self.first_step, self.epoch = first_step, epoch  # the first step after the verified ones: their dumps are gone by then
+        # From the first step after the verified ones: their dumps are gone by then.
+        self.first_step, self.epoch = first_step, epoch
         self.taken, self.spent, self.last_step, self.next_step = 0, 0.0, -1, first_step
         self.gap = kEarlyGap
         self.since: Optional[float] = None
@@ -137,8 +130,8 @@ class Census:
         storages: Dict[Any, int] = {}
         graphs = []
         for t in tensors:
-            k, n = _storage_key(t)
-            storages[k] = n
+            ptr, n = storage_of(t)
+            storages[ptr or id(t)] = n
             try:
                 if t.grad_fn is not None:
                     graphs.append(t)

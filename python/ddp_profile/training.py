@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -74,16 +74,21 @@ def heap_in_use() -> Optional[int]:
     return used if used > 0 else None
 
 
-def outside_optimizer(module: nn.Module, optimizer: Any) -> List[str]:
-    """Parameters that require grad and are in no param_group of any optimizer (the one given to attach, or another
-    the script steps too: one gc walk): never updated, their gradients never zeroed."""
+def ungrouped(named: List[Tuple[str, Any]], optimizer: Any) -> List[str]:
+    """The names among `named` (name, parameter) in no param_group of any optimizer: the one given to attach, or
+    another the script steps too (one gc walk, only when the given one lacks some)."""
     grouped = {id(p) for g in optimizer.param_groups for p in g["params"]}
-    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-    if all(id(p) in grouped for _, p in named):
-        return []
-    for other in live_objects((torch.optim.Optimizer,)):
-        grouped |= {id(p) for g in other.param_groups for p in g["params"]}
-    return [n for n, p in named if id(p) not in grouped]
+    named = [(n, p) for n, p in named if id(p) not in grouped]
+    if named:
+        others = {id(p) for o in live_objects((torch.optim.Optimizer,)) for g in o.param_groups for p in g["params"]}
+        named = [(n, p) for n, p in named if id(p) not in others]
+    return [n for n, _ in named]
+
+
+def outside_optimizer(module: nn.Module, optimizer: Any) -> List[str]:
+    """Parameters that require grad and are in no optimizer's param_group: never updated, their gradients never
+    zeroed."""
+    return ungrouped([(n, p) for n, p in module.named_parameters() if p.requires_grad], optimizer)
 
 
 def find_scheduler(optimizer: Any) -> Any:
@@ -236,12 +241,7 @@ class Training:
             outside = [(n, p) for n, p in got if id(p) not in self.registered.reduced]
             out["outside_ddp"] = [n for n, _ in outside]
             out["frozen_at_wrap"] = [n for n, p in outside if id(p) in self.registered.wrapped]
-        grouped = {id(p) for g in self.optimizer.param_groups for p in g["params"]}
-        ungrouped = [(n, p) for n, p in got if p.requires_grad and id(p) not in grouped]
-        if ungrouped:  # another optimizer the script steps may hold them (one gc walk, only when some are found)
-            others = {id(p) for o in live_objects((torch.optim.Optimizer,)) for g in o.param_groups for p in g["params"]}
-            ungrouped = [(n, p) for n, p in ungrouped if id(p) not in others]
-        out["outside_optimizer"] = [n for n, _ in ungrouped]
+        out["outside_optimizer"] = ungrouped([(n, p) for n, p in got if p.requires_grad], self.optimizer)
         return out
 
     def after_step(self, step: int, before: Optional[Dict[str, torch.Tensor]]) -> None:
