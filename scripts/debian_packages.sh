@@ -3,7 +3,7 @@
 #
 # ddp_profile and ddp_viewer without LibTorch: what the wheel holds.
 tool_packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   libcli11-dev nlohmann-json3-dev libzstd-dev zlib1g-dev libsimdjson-dev libdeflate-dev
   libimgui-dev libglfw3-dev libstb-dev libgl-dev libgl1-mesa-dri xvfb xauth
 )
