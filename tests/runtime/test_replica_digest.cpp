@@ -25,6 +25,9 @@ TEST(ReplicaDigest, MatchesThePythonCompanionsValues) {
   std::vector<double> halves;
   for (int i = -500; i <= 500; ++i) halves.push_back(i / 500.0);
   EXPECT_EQ(digest<double>({halves}), "913238bfa983490d");
+  std::vector<double> sevenths;  // 800,000 bytes: 24 blocks and a part, each block's weight (2k+1) in play
+  for (int i = 0; i < 100000; ++i) sevenths.push_back(i / 7.0);
+  EXPECT_EQ(digest<double>({sevenths}), "368421314001bcae");
   ddp::ReplicaDigest two;  // tensors in sequence
   const int64_t a[] = {1, 2, 3};
   const float b[] = {0, 1, 2, 3, 4};

@@ -39,8 +39,11 @@ def test_bytes_hash_known_values():
     assert hashing.bytes_hash(b"foobar") == "88fad7c0a8ff07f2"
 
 
-def test_replica_digest_matches_the_cpp_values():
-    # The same values tests/runtime/test_replica_digest.cpp pins for runtime/common/replica_digest.cpp.
+@pytest.mark.parametrize("one_pass", [("cpu",), ()], ids=["matrix-vector", "two-reductions"])
+def test_replica_digest_matches_the_cpp_values(one_pass, monkeypatch):
+    # The same values tests/runtime/test_replica_digest.cpp pins for runtime/common/replica_digest.cpp, by either way
+    # of reading the blocks (one int64 matrix-vector product on the CPU, two reductions where torch has none).
+    monkeypatch.setattr(hashing, "ONE_PASS_DEVICES", one_pass)
     assert hashing.tensors_hash([torch.tensor([1, 2, 3])]) == "b009e8c7bbc3068b"
     assert hashing.tensors_hash([torch.arange(5, dtype=torch.float32)]) == "9df07692ce89948d"
     assert hashing.tensors_hash([torch.arange(10000, dtype=torch.int32)]) == "4f3c493149020022"  # 1 block + a part
@@ -48,6 +51,7 @@ def test_replica_digest_matches_the_cpp_values():
     assert hashing.tensors_hash([torch.arange(-500, 501, dtype=torch.float64) / 500]) == "913238bfa983490d"
     assert hashing.tensors_hash([torch.tensor([1, 2, 3]), torch.arange(5, dtype=torch.float32)]) == "8cb5d5cadd385bf2"
     assert hashing.tensors_hash([torch.empty(0)]) == "01d391924635a6d1"
+    assert hashing.tensors_hash([torch.arange(100000, dtype=torch.float64) / 7]) == "368421314001bcae"  # 24 blocks + a part
     # Non-contiguous tensors hash as their contiguous copy; a view at an odd byte offset as its bytes.
     assert hashing.tensors_hash([torch.arange(6.0).reshape(2, 3).t()]) == hashing.tensors_hash(
         [torch.arange(6.0).reshape(2, 3).t().contiguous()])
