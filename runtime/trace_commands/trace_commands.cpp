@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "runtime/trace_commands/read_progress_bar.h"
+#include "runtime/trace_commands/untracked_operators.h"
 #include "traces/analysis/analysis.h"
 #include "traces/analysis/summary.h"
 #include "traces/base/rank_set.h"
@@ -215,6 +216,7 @@ int run_analyze(const Command& cmd) {
   RunTrace run;
   if (int rc = load_or_report(cmd, run)) return rc;
   Analysis a = analyze(run);
+  name_untracked_time(run, cmd.maps, a);
   if (cmd.json) {
     nlohmann::json j = analysis_json(a);
     add_source(run, j);

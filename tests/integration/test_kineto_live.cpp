@@ -71,6 +71,25 @@ TEST(KinetoLive, PyTorchsOwnTracesNameThePlantedRankAndStageAndNothingOfItsSizeW
   }
 }
 
+// Host work between the batch and the forward (tensor operators on rank 1, no sleep): no stage of ours holds it, so
+// it is rank 1's untracked main-thread time, and the operators PyTorch's profiler recorded in it are named there.
+TEST(KinetoLive, HostWorkBetweenTheBatchAndTheForwardIsNamedByItsOperators) {
+  const std::string torchrun = ddptest::venv_torchrun();
+  if (torchrun.empty()) GTEST_SKIP() << ddptest::kNoTorchrun;
+  const std::string dir = record_with_pytorch(torchrun, "kineto_live_host_work", {"host-work:1"}, {"--steps", "12"});
+  const nlohmann::json a = ddptest::analyze_json("kineto_live_host_work_analyze", {dir});
+  ASSERT_FALSE(a["causes"].empty()) << a.dump(2);
+  const nlohmann::json& top = a["causes"][0];
+  EXPECT_EQ(top["rank"], 1) << top.dump(2);
+  EXPECT_EQ(top["stage"], "other") << top.dump(2);
+  ASSERT_TRUE(top["evidence"].contains("operators")) << top.dump(2);
+  std::string named;
+  for (const auto& o : top["evidence"]["operators"]) named += o["name"].get<std::string>() + " ";
+  EXPECT_NE(named.find("aten::sin"), std::string::npos) << named;
+  EXPECT_NE(top["explanation"].get<std::string>().find("the profiler's operators take"), std::string::npos)
+      << top["explanation"];
+}
+
 // As the PyTorch docs write it: schedule(wait, warmup, active, repeat) and tensorboard_trace_handler with its own
 // worker name (<host>_<pid>, the rank only in distributedInfo): one file per cycle and rank. All cycles are one run
 // (steps are the ids the files carry), --cycle picks one. Gloo on CPU records no message size even with

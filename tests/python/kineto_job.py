@@ -8,6 +8,8 @@ Planted causes (--plant), so tests know the answer the analysis must find:
   slow-data:R      rank R's Dataset sleeps per sample (the DataLoader cannot keep up)
   slow-forward:R   rank R sleeps inside forward
   slow-optimizer:R rank R sleeps inside the optimizer step
+  host-work:R      rank R works on the batch between the loader and the forward (tensor operators, no sleep: the
+                   profiler records them, and no stage holds them)
 Run under torchrun:  torchrun --nproc-per-node 2 kineto_job.py --out DIR [--plant slow-data:1] [--steps 30]
 With the remedy for Gloo's collective tail:  chrt -b 0 torchrun --nproc-per-node 2 kineto_job.py --out DIR --pin
 """
@@ -113,6 +115,7 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     slow_opt = 0.004 if p.get("slow-optimizer") else 0.0
+    host_work = p.get("host-work", False)
 
     os.makedirs(args.out, exist_ok=True)
     active = args.steps
@@ -131,6 +134,8 @@ def main():
             for x, y in loader:
                 if cuda:
                     x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                if host_work:  # ~5 ms of operators on a 2M-element copy; x itself unchanged
+                    x = x + torch.sin(x.repeat(32, 8)).mean() * 0
                 opt.zero_grad()
                 loss = loss_fn(model(x), y)
                 loss.backward()

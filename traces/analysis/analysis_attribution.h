@@ -32,10 +32,10 @@ struct CauseStage {
   Stage operator*() const { return *stage; }
   bool operator==(Stage s) const { return stage == s; }
 };
-// The name a cause's stage is reported by: the stage's, "other" or kCoresCauseName.
+// The name a cause's stage is reported by: the stage's, kUntrackedCauseName or kCoresCauseName.
 inline constexpr const char* kCoresCauseName = "cpu";
 inline std::string cause_stage_name(const CauseStage& s) {
-  return s.cores ? kCoresCauseName : s ? sname(*s) : std::string("other");
+  return s.cores ? kCoresCauseName : s ? sname(*s) : std::string(kUntrackedCauseName);
 }
 
 // `ranks[i]` measures `data[i]`; `common` are the steps every rank analysed; `step_ms` the mean step over ranks;

@@ -22,9 +22,12 @@ struct StallVictim {
 };
 
 // One root cause: the stage on a rank that made others (or itself) wait.
+// The stage name of a cause in a rank's untracked main-thread time (time between its spans).
+inline constexpr const char* kUntrackedCauseName = "other";
+
 struct StallCause {
   int rank = 0;        // the rank at fault; -1 = no single rank (the collective's transfer, input all share)
-  std::string stage;   // a stage name from traces/model/stages.h, or "other" (untracked time on the main thread)
+  std::string stage;   // a stage name from traces/model/stages.h, or kUntrackedCauseName (untracked main-thread time)
   double lost_ms = 0;  // job wall time lost over the analysed steps (per step: max over victims)
   double lost_ms_per_step = 0;  // lost_ms / analysed steps
   double share = 0;             // lost_ms_per_step / mean step time
@@ -145,6 +148,14 @@ struct HostCpu {
   int culprit_rank = -1;
   std::string culprit_stage;
   double culprit_excess_ms_per_step = 0;
+};
+
+// One profiler operator in a rank's untracked main-thread time (traces/kineto/kineto_operators.h reads them from the
+// rank's trace; name_untracked_operators in analysis.h gives them to that rank's cause).
+struct UntrackedOperator {
+  std::string name;
+  double ms_per_step = 0;     // its own time there, per profiled step
+  double calls_per_step = 0;  // calls that took some of it, per profiled step
 };
 
 struct Analysis {

@@ -24,7 +24,7 @@ std::optional<ReplayEdit> edit_for(const StallCause& c) {
   if (c.rank < 0) return std::nullopt;
   ReplayEdit e;
   e.rank = c.rank;
-  if (c.stage == "other") {
+  if (c.stage == kUntrackedCauseName) {
     e.other = true;
     return e;
   }

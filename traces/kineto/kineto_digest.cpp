@@ -8,8 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
+#include <memory>
+#include <optional>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +57,25 @@ std::string host_name() {
   return buf;
 }
 
+// The operators in the untracked time as the header keeps them: {steps, untracked_ns, operators: [[name, ns, calls]]};
+// null when they were not looked for (a digest made before they were).
+nlohmann::json operators_json(const std::optional<KinetoUntrackedOperators>& u) {
+  if (!u) return nullptr;
+  nlohmann::json ops = nlohmann::json::array();
+  for (const KinetoOperatorTime& o : u->operators) ops.push_back({o.name, o.untracked_ns, o.calls});
+  return {{"steps", u->steps}, {"untracked_ns", u->untracked_ns}, {"operators", ops}};
+}
+
+std::optional<KinetoUntrackedOperators> operators_from_json(const nlohmann::json& j) {
+  if (j.is_null()) return std::nullopt;
+  KinetoUntrackedOperators u;
+  u.steps = j.at("steps").get<uint32_t>();
+  u.untracked_ns = j.at("untracked_ns").get<int64_t>();
+  for (const auto& o : j.at("operators"))
+    u.operators.push_back({o.at(0).get<std::string>(), o.at(1).get<int64_t>(), o.at(2).get<uint32_t>()});
+  return u;
+}
+
 nlohmann::json header_of(const KFile& f, uint64_t source_bytes) {
   return {{"format_version", kFormatVersion},
           {"host", host_name()},
@@ -75,7 +97,8 @@ nlohmann::json header_of(const KFile& f, uint64_t source_bytes) {
           {"negative_durations", f.negative_durations},
           {"status", status_json(f.status)},
           {"cut_off", status_json(f.cut_off)},
-          {"not_strict", f.not_strict}};
+          {"not_strict", f.not_strict},
+          {"untracked_operators", operators_json(f.untracked_operators)}};
 }
 
 // Column by column (every span's start, then every duration, ...): each column's values are alike, which zstd
@@ -165,6 +188,7 @@ void header_into(const nlohmann::json& h, KFile& f) {
   f.events = h.at("events").get<uint64_t>();
   f.negative_durations = h.at("negative_durations").get<uint64_t>();
   f.not_strict = h.at("not_strict").get<std::string>();
+  if (h.contains("untracked_operators")) f.untracked_operators = operators_from_json(h["untracked_operators"]);
 }
 
 // The payload of the digest at `path`, decompressed; false with `why` set.
@@ -351,7 +375,16 @@ bool make_digests(const std::vector<std::string>& inputs, const KinetoStageMap& 
       error = p + ": already a digest (--digest reads profiler traces: *.json, *.json.gz)";
       return false;
     }
-  std::vector<KFile> files = kineto_detail::read_trace_files(paths, map, nullptr);
+  // The operators in each trace's untracked time, found in the same reading (kineto_operators.h).
+  std::map<std::string, std::shared_ptr<UntrackedOperatorReader>> operators;
+  const std::function<ChromeEventFn(const std::string&)> each_file = [&](const std::string& path) -> ChromeEventFn {
+    auto reader = std::make_shared<UntrackedOperatorReader>(map);
+    operators[path] = reader;
+    return [reader](const ChromeEventView& e) { return (*reader)(e); };
+  };
+  std::vector<KFile> files = kineto_detail::read_trace_files(paths, map, &each_file);
+  for (KFile& f : files)
+    if (f.status.ok()) f.untracked_operators = operators.at(f.path)->finish();
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (!fs::is_directory(out_dir, ec)) {

@@ -5,11 +5,13 @@
 // only for its stage spans. Internal to traces/kineto_*.cpp.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "traces/chrome/chrome_reader.h"
 #include "traces/kineto/kineto_map.h"
+#include "traces/kineto/kineto_operators.h"
 
 namespace ddp::kineto_detail {
 
@@ -51,6 +53,9 @@ struct KFile {
   ChromeStatus cut_off;
   std::string not_strict;  // what the reader read leniently (trailing commas, an unclosed array): said in the notes
   std::string digest;      // read from this digest (traces/kineto/kineto_digest.h), not from the trace `path` names
+  // The operators in the untracked main-thread time (kineto_operators.h): found where --digest reads the trace and
+  // kept in its digest, so that --analyze of digests names them as of the trace; absent when not looked for.
+  std::optional<KinetoUntrackedOperators> untracked_operators;
 };
 
 // Reads `path`. A damaged file comes back with `status` set and nothing else trusted (a cut-off one with `cut_off`,
