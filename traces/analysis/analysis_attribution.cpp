@@ -16,9 +16,6 @@
 namespace ddp::analysis_detail {
 namespace {
 
-constexpr auto kLoaderStages = stages_with<kStageLoaderThread>();
-constexpr auto kMainWork = stages_with<kStageDelaysCollective>();
-
 // Who is charged: a rank (-1 = the collective itself) and a stage.
 struct CauseKey {
   int rank = 0;

@@ -14,8 +14,6 @@
 namespace ddp::analysis_detail {
 namespace {
 
-constexpr auto kLoaderStages = stages_with<kStageLoaderThread>();
-
 // The collective's own cost: exposed after backward on every rank.
 void explain_collective(StallCause& c, nlohmann::json& ev, const std::vector<RankAnalysis>& ra) {
   double exposed = 0, t = 0, bytes = 0, alg = 0, bus = 0, ov = 0, cnt = 0;

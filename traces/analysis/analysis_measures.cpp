@@ -12,9 +12,6 @@
 namespace ddp::analysis_detail {
 namespace {
 
-constexpr auto kLoaderStages = stages_with<kStageLoaderThread>();
-constexpr auto kMainWork = stages_with<kStageDelaysCollective>();
-
 // Span time, count and bytes per stage over the analysed steps.
 struct StageTotals {
   std::array<double, kStageCount> ns{};

@@ -15,6 +15,10 @@ namespace ddp::analysis_detail {
 
 using namespace rank_data;  // the analysis reads the ranks as traces/rank_data prepared them
 
+// The stage sets the analysis walks, from the stage table's kinds (traces/model/stages.def).
+inline constexpr auto kLoaderStages = stages_with<kStageLoaderThread>();  // a loader worker's own work
+inline constexpr auto kMainWork = stages_with<kStageDelaysCollective>();  // main-thread work a collective waits for
+
 // The manifest's process-group backend ("gloo", "nccl"), empty when the run does not say.
 std::string manifest_backend(const RunTrace& run);
 
