@@ -183,7 +183,7 @@ def stepwise(args, data, rank, world):
         before_dir = os.path.join(os.path.dirname(args.ckpt), f"step{t - 1}")
         job = Job(args, data, before_dir, rank, world)
         job.train(t)
-        # Read again, not the job's copy: torch 2.x AdamW.load_state_dict keeps the loaded tensors and steps them in place.
+        # Read again: torch 2.x's AdamW.load_state_dict keeps the loaded tensors and steps them in place.
         before = load(os.path.join(before_dir, f"rank{rank}.pt"))
         after = load(os.path.join(os.path.dirname(args.ckpt), f"step{t}", f"rank{rank}.pt"))
         found, g_eq, p_eq, worst = compare_step(job, before, after, n_longest)
