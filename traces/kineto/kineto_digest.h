@@ -6,9 +6,9 @@
 // exactly as on the traces: the same KFile comes back, so the verdict and causes are the same.
 //
 // A digest file: 8 bytes of magic, the payload's size (u64, little-endian), then the payload as one zstd frame:
-// a JSON header (identity, status, names; its length a varint before it) and the spans, each as varints (start as a
-// delta to the previous span's, duration, size, step, correlation, name, thread, process group) and three bytes
-// (stage, collective source, flags).
+// a JSON header (identity, status, names, the untracked time's operators; its length a varint before it) and the spans,
+// each as varints (start as a delta to the previous span's, duration, size, step, correlation, name, thread, process
+// group) and three bytes (stage, collective source, flags).
 #include <string>
 #include <vector>
 

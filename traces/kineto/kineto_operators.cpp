@@ -77,7 +77,7 @@ void own_time(std::vector<Op>& ops, Emit emit) {
 
 bool UntrackedOperatorReader::operator()(const ChromeEventView& e) {
   if (e.ph != 'X' || !e.has_ts || !e.has_dur || e.dur_ns < 0) return true;
-  kineto_detail::ThreadOperators& t = threads_[{std::string(e.pid.key()), std::string(e.tid.key())}];
+  kineto_detail::ThreadOperators& t = thread(e);
   const Interval span{e.ts_ns, e.ts_ns + e.dur_ns};
   if (auto m = map_.classify(e.name, e.cat)) {
     // A DataLoader's __next__ is a wait up to its first operator only: the operators inside it stay untracked.
@@ -92,6 +92,13 @@ bool UntrackedOperatorReader::operator()(const ChromeEventView& e) {
   if (fresh) names_.emplace_back(e.name);
   t.ops.push_back({span.t0, span.t1, it->second});
   return true;
+}
+
+kineto_detail::ThreadOperators& UntrackedOperatorReader::thread(const ChromeEventView& e) {
+  // Events come in runs from one thread: the last one's is reused without building its key (as kineto_file.cpp does).
+  if (last_ && e.pid.key() == last_->first.first && e.tid.key() == last_->first.second) return last_->second;
+  last_ = &*threads_.try_emplace({std::string(e.pid.key()), std::string(e.tid.key())}).first;
+  return last_->second;
 }
 
 KinetoUntrackedOperators UntrackedOperatorReader::finish() {

@@ -56,8 +56,11 @@ class UntrackedOperatorReader {
   KinetoUntrackedOperators finish();
 
  private:
+  using ThreadKey = std::pair<std::string, std::string>;  // pid, tid
+  kineto_detail::ThreadOperators& thread(const ChromeEventView& e);
   KinetoStageMap map_;
-  std::map<std::pair<std::string, std::string>, kineto_detail::ThreadOperators> threads_;
+  std::map<ThreadKey, kineto_detail::ThreadOperators> threads_;
+  std::pair<const ThreadKey, kineto_detail::ThreadOperators>* last_ = nullptr;  // std::map nodes do not move
   std::vector<std::string> names_;
   std::unordered_map<std::string, uint32_t> name_ids_;
 };
